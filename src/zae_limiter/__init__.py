@@ -1,0 +1,41 @@
+"""zae-limiter: distributed token-bucket rate limiting on one DynamoDB table."""
+
+from zae_limiter.errors import (
+    EntityExistsError,
+    EntityNotFoundError,
+    RateLimiterUnavailable,
+    RateLimitExceeded,
+    SchemaVersionError,
+    TableNotFoundError,
+    ValidationError,
+    ZaeLimiterError,
+)
+from zae_limiter.limits import Limit
+from zae_limiter.models import (
+    BucketState,
+    CacheStats,
+    Entity,
+    LimitStatus,
+    ResolvedLimits,
+    ShardInfo,
+    UsageSnapshot,
+)
+
+__all__ = [
+    "BucketState",
+    "CacheStats",
+    "Entity",
+    "EntityExistsError",
+    "EntityNotFoundError",
+    "Limit",
+    "LimitStatus",
+    "RateLimitExceeded",
+    "RateLimiterUnavailable",
+    "ResolvedLimits",
+    "SchemaVersionError",
+    "ShardInfo",
+    "TableNotFoundError",
+    "UsageSnapshot",
+    "ValidationError",
+    "ZaeLimiterError",
+]

@@ -1,0 +1,9 @@
+"""`zae-limiter aggregator` commands."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(root: click.Group) -> None:
+    """Not built yet."""

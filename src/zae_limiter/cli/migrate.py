@@ -1,0 +1,9 @@
+"""`zae-limiter migrate` commands."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(root: click.Group) -> None:
+    """Not built yet."""

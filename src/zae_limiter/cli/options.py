@@ -1,0 +1,63 @@
+"""Options shared by every command that talks to a table."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Which table (and stack) a command works on, and how to print results."""
+
+    name: str
+    namespace: str | None
+    region: str | None
+    endpoint_url: str | None
+    output: str
+
+    @property
+    def json(self) -> bool:
+        return self.output == "json"
+
+
+def target_options(func: F) -> F:
+    """Adds --name/-n, --namespace/-N, --region, --endpoint-url and --output."""
+
+    @click.option(
+        "--name", "-n", envvar="ZAEL_NAME", default="zae-limiter", show_default=True,
+        help="Table and stack name (env ZAEL_NAME).",
+    )
+    @click.option(
+        "--namespace", "-N", envvar="ZAEL_NAMESPACE", default=None,
+        help="Namespace inside the table (env ZAEL_NAMESPACE; default 'default').",
+    )
+    @click.option("--region", envvar="AWS_REGION", default=None, help="AWS region.")
+    @click.option(
+        "--endpoint-url", envvar="AWS_ENDPOINT_URL", default=None,
+        help="DynamoDB endpoint (env AWS_ENDPOINT_URL), e.g. a local engine.",
+    )
+    @click.option(
+        "--output", "-o", type=click.Choice(["table", "json"]), default="table",
+        show_default=True, help="Output format.",
+    )
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        name: str,
+        namespace: str | None,
+        region: str | None,
+        endpoint_url: str | None,
+        output: str,
+        **kwargs: Any,
+    ) -> Any:
+        target = Target(name, namespace, region, endpoint_url, output)
+        return func(*args, target=target, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,123 @@
+"""One exception tree for the library.
+
+`map_client_error` is the only place where botocore's errors become ours; it works on
+the error's code and message so that this module never imports botocore.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zae_limiter.models import LimitStatus
+
+
+class ZaeLimiterError(Exception):
+    """Base of every error the library raises on purpose."""
+
+
+class ValidationError(ZaeLimiterError, ValueError):
+    """The caller passed something that cannot be right; nothing was written."""
+
+
+class EntityNotFoundError(ZaeLimiterError, LookupError):
+    def __init__(self, entity_id: str) -> None:
+        super().__init__(
+            f"entity {entity_id!r} does not exist; create it first with create_entity()"
+        )
+        self.entity_id = entity_id
+
+
+class EntityExistsError(ZaeLimiterError):
+    def __init__(self, entity_id: str) -> None:
+        super().__init__(f"entity {entity_id!r} already exists")
+        self.entity_id = entity_id
+
+
+class TableNotFoundError(ZaeLimiterError):
+    def __init__(self, table_name: str, region: str | None = None) -> None:
+        where = f" in region {region}" if region else ""
+        super().__init__(
+            f"table {table_name!r} not found{where}; deploy it with "
+            f"`zae-limiter deploy --name {table_name}` (or open with create_table=True "
+            "on a local engine)"
+        )
+        self.table_name = table_name
+        self.stack_name = table_name
+
+
+class SchemaVersionError(ZaeLimiterError):
+    """The table's schema and this client do not fit together."""
+
+
+class RateLimiterUnavailable(ZaeLimiterError):
+    """DynamoDB could not be reached or refused the call (throttling, timeouts, 5xx)."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RateLimitExceeded(ZaeLimiterError):
+    """The request would take more than one or more limits allow."""
+
+    def __init__(self, violations: Sequence[LimitStatus], retry_after_seconds: float) -> None:
+        self.violations = tuple(violations)
+        self.retry_after_seconds = retry_after_seconds
+        names = ", ".join(
+            f"{v.entity_id}/{v.resource}/{v.limit_name}" for v in self.violations
+        )
+        super().__init__(f"rate limit exceeded ({names}); retry after {retry_after_seconds:.3f}s")
+
+    @property
+    def retry_after_header(self) -> str:
+        """Value for an HTTP `Retry-After` header: whole seconds, rounded up, at least 1."""
+        return str(max(1, math.ceil(self.retry_after_seconds)))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready body for an HTTP 429 response."""
+        return {
+            "error": "rate_limit_exceeded",
+            "message": str(self),
+            "retry_after_seconds": self.retry_after_seconds,
+            "limits": [
+                {
+                    "entity_id": v.entity_id,
+                    "resource": v.resource,
+                    "limit": v.limit_name,
+                    "capacity": v.capacity,
+                    "available": v.available,
+                    "requested": v.requested,
+                    "retry_after_seconds": v.retry_after_seconds,
+                }
+                for v in self.violations
+            ],
+        }
+
+
+_UNAVAILABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "InternalFailure",
+        "TransactionConflictException",
+    }
+)
+
+
+def map_client_error(
+    code: str, message: str, *, table_name: str | None = None
+) -> ZaeLimiterError:
+    """Translate a DynamoDB error code into the library's error."""
+    if code == "ResourceNotFoundException" and table_name is not None:
+        return TableNotFoundError(table_name)
+    if code in _UNAVAILABLE_CODES or code.startswith("5"):
+        return RateLimiterUnavailable(f"DynamoDB unavailable ({code}): {message}", code=code)
+    if code == "ValidationException":
+        return ValidationError(f"DynamoDB rejected the request: {message}")
+    return RateLimiterUnavailable(f"DynamoDB error ({code}): {message}", code=code)

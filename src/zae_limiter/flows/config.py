@@ -1,0 +1,195 @@
+"""Stored limits: set/get/delete at each level, and resolution through the config cache.
+
+Resolution order: entity+resource > entity default > resource default > system default.
+A miss resolves every missing level (and unknown entity metadata) in one BatchGetItem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.errors import ValidationError
+from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows.context import RepoState
+from zae_limiter.limits import Limit, validate_limits
+from zae_limiter.models import LimitSource, ResolvedLimits
+
+Level = tuple[LimitSource, Hashable, keys.Item]
+
+
+def _levels(state: RepoState, entity_id: str, resource: str) -> list[Level]:
+    ns = state.namespace
+    return [
+        ("entity", ("entity", entity_id, resource), keys.entity_config_key(ns, entity_id, resource)),
+        (
+            "entity_default",
+            ("entity", entity_id, keys.DEFAULT_RESOURCE),
+            keys.entity_config_key(ns, entity_id, keys.DEFAULT_RESOURCE),
+        ),
+        ("resource", ("resource", resource), keys.resource_config_key(ns, resource)),
+        ("system", ("system",), keys.system_config_key(ns)),
+    ]
+
+
+def _key_id(item_key: keys.Item) -> tuple[str, str]:
+    return item_key[keys.PK]["S"], item_key[keys.SK]["S"]
+
+
+def batch_get(state: RepoState, wanted: Sequence[keys.Item]) -> Flow[dict[tuple[str, str], Any]]:
+    """Items by (PK, SK); absent keys are absent from the result. Eventually consistent."""
+    found: dict[tuple[str, str], Any] = {}
+    unique = list({_key_id(k): k for k in wanted}.values())
+    for start in range(0, len(unique), 100):
+        request: dict[str, Any] = {state.table: {"Keys": unique[start : start + 100]}}
+        attempt = 0
+        while request:
+            result = yield from one(Call("batch_get_item", {"RequestItems": request}))
+            for item in result.response.get("Responses", {}).get(state.table, []):
+                found[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
+            request = result.response.get("UnprocessedKeys") or {}
+            if request:
+                attempt += 1
+                yield from pause(min(1000, 25 * 2**attempt))
+    return found
+
+
+def resolve(
+    state: RepoState,
+    wanted: Sequence[tuple[str, str]],
+    now_ms: int,
+) -> Flow[dict[tuple[str, str], ResolvedLimits | None]]:
+    """Resolve limits for several (entity, resource) pairs, and learn unknown entities.
+
+    Cached levels cost nothing; every missing level of every pair, plus the META item
+    of any entity the entity cache does not know, is fetched in one BatchGetItem.
+    """
+    cache = state.config_cache
+    known: dict[Hashable, tuple[Limit, ...] | None] = {}
+    fetch: list[keys.Item] = []
+    fetch_ids: dict[tuple[str, str], Hashable] = {}
+    for entity_id, resource in wanted:
+        for _source, cache_key, item_key in _levels(state, entity_id, resource):
+            if cache_key in known:
+                continue
+            hit, value = cache.lookup(cache_key, now_ms)
+            if hit:
+                known[cache_key] = value
+            else:
+                known[cache_key] = None
+                fetch.append(item_key)
+                fetch_ids[_key_id(item_key)] = cache_key
+        if entity_id not in state.entities:
+            fetch.append(keys.entity_key(state.namespace, entity_id))
+    if fetch:
+        found = yield from batch_get(state, fetch)
+        for key_id, cache_key in fetch_ids.items():
+            item = found.get(key_id)
+            limits = keys.decode_limits(item) if item is not None else None
+            known[cache_key] = limits or None
+            cache.store(cache_key, limits or None, now_ms)
+        for entity_id, _resource in wanted:
+            meta_item = found.get(_key_id(keys.entity_key(state.namespace, entity_id)))
+            if meta_item is not None:
+                entity = keys.decode_entity(meta_item)
+                state.learn_entity(entity_id, entity.cascade, entity.parent_id)
+            elif entity_id not in state.entities:
+                # Not an entity record: acquires on implicit entities never cascade.
+                # Not cached, so a later create_entity() on this client is seen.
+                pass
+    out: dict[tuple[str, str], ResolvedLimits | None] = {}
+    for entity_id, resource in wanted:
+        out[(entity_id, resource)] = None
+        for source, cache_key, _item_key in _levels(state, entity_id, resource):
+            limits = known.get(cache_key)
+            if limits:
+                out[(entity_id, resource)] = ResolvedLimits(limits, source)
+                break
+    return out
+
+
+def evict(state: RepoState, entity_id: str | None, resource: str | None) -> None:
+    if entity_id is not None:
+        state.config_cache.evict(("entity", entity_id, resource or keys.DEFAULT_RESOURCE))
+    elif resource is not None:
+        state.config_cache.evict(("resource", resource))
+    else:
+        state.config_cache.evict(("system",))
+
+
+def config_key_for(state: RepoState, entity_id: str | None, resource: str | None) -> keys.Item:
+    ns = state.namespace
+    if entity_id is not None:
+        return keys.entity_config_key(ns, entity_id, resource or keys.DEFAULT_RESOURCE)
+    if resource is not None:
+        return keys.resource_config_key(ns, resource)
+    return keys.system_config_key(ns)
+
+
+def validate_level(entity_id: str | None, resource: str | None) -> None:
+    if entity_id is not None:
+        keys.validate_id("entity_id", entity_id)
+    if resource is not None:
+        keys.validate_resource(resource)
+
+
+def set_limits(
+    state: RepoState,
+    entity_id: str | None,
+    resource: str | None,
+    limits: Iterable[Limit],
+    now_ms: int,
+) -> Flow[None]:
+    validate_level(entity_id, resource)
+    checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
+    kind = "entity_config" if entity_id is not None else (
+        "resource_config" if resource is not None else "system_config"
+    )
+    extra = {keys.A_ENTITY_ID: entity_id} if entity_id is not None else {}
+    if resource is not None:
+        extra[keys.A_RESOURCE] = resource
+    item = keys.config_item(
+        config_key_for(state, entity_id, resource), checked, state.namespace, now_ms, kind, **extra
+    )
+    yield from one(Call("put_item", {"TableName": state.table, "Item": item}))
+    evict(state, entity_id, resource)
+
+
+def get_limits(
+    state: RepoState, entity_id: str | None, resource: str | None
+) -> Flow[tuple[Limit, ...]]:
+    validate_level(entity_id, resource)
+    result = yield from one(
+        Call(
+            "get_item",
+            {
+                "TableName": state.table,
+                "Key": config_key_for(state, entity_id, resource),
+                "ConsistentRead": True,
+            },
+        )
+    )
+    return keys.decode_limits(result.item) if result.item else ()
+
+
+def delete_limits(state: RepoState, entity_id: str | None, resource: str | None) -> Flow[None]:
+    validate_level(entity_id, resource)
+    yield from one(
+        Call(
+            "delete_item",
+            {"TableName": state.table, "Key": config_key_for(state, entity_id, resource)},
+        )
+    )
+    evict(state, entity_id, resource)
+
+
+def require_limits(
+    resolved: ResolvedLimits | None, entity_id: str, resource: str
+) -> ResolvedLimits:
+    if resolved is None:
+        raise ValidationError(
+            f"no limits for entity {entity_id!r} on resource {resource!r}: pass limits=[...] "
+            "or store them with set_limits(), set_resource_defaults() or set_system_defaults()"
+        )
+    return resolved

@@ -1,0 +1,55 @@
+"""The in-memory state a flow may consult: table, namespace and the client's caches.
+
+Nothing here performs I/O; the repository owns one `RepoState` and hands it to flows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zae_limiter.bucket import LimitState
+from zae_limiter.config_cache import ConfigCache
+from zae_limiter.limits import Limit
+
+DEFAULT_PARTITION_WCU = 1000
+
+
+@dataclass(slots=True)
+class EntityMeta:
+    """Immutable facts about an entity (cascade, parent) and the shard counts seen."""
+
+    cascade: bool
+    parent_id: str | None
+    shard_counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    """A bucket seen short of tokens: its state then, and when it will have enough."""
+
+    until_ms: int
+    last_refill_ms: int
+    limits: dict[str, LimitState]
+
+
+@dataclass(slots=True)
+class RepoState:
+    table: str
+    namespace: str
+    config_cache: ConfigCache[tuple[Limit, ...]]
+    partition_wcu: int = DEFAULT_PARTITION_WCU
+    entities: dict[str, EntityMeta] = field(default_factory=dict)
+    exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
+
+    def learn_entity(
+        self, entity_id: str, cascade: bool, parent_id: str | None
+    ) -> EntityMeta:
+        meta = self.entities.get(entity_id)
+        if meta is None:
+            meta = EntityMeta(cascade, parent_id)
+            self.entities[entity_id] = meta
+        return meta
+
+    def shard_count(self, entity_id: str, resource: str) -> int:
+        meta = self.entities.get(entity_id)
+        return 1 if meta is None else meta.shard_counts.get(resource, 1)

@@ -1,0 +1,130 @@
+"""Limit definitions: what a bucket allows, in whole tokens, and the rules for names.
+
+A limit is stored and computed in millitokens and milliseconds (see `bucket.py`);
+this module is where user-facing numbers are validated and converted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from zae_limiter.errors import ValidationError
+
+#: Names the library keeps for itself. `wcu` tracks the write pressure of one
+#: DynamoDB partition and must never be confused with an application limit.
+RESERVED_LIMIT_NAMES = frozenset({"wcu"})
+
+_LIMIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_TOKENS = 10**12  # keeps millitoken arithmetic far inside DynamoDB's 38 digits
+
+
+def validate_limit_name(name: object) -> str:
+    if not isinstance(name, str) or not _LIMIT_NAME.match(name):
+        raise ValidationError(
+            f"invalid limit name {name!r}: use 1-32 characters, lowercase letters, digits "
+            "and '_', starting with a letter (for example 'rpm' or 'tpm')"
+        )
+    if name in RESERVED_LIMIT_NAMES:
+        raise ValidationError(
+            f"limit name {name!r} is reserved for the partition write limit; choose another name"
+        )
+    return name
+
+
+def _positive_int(what: str, value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"limit {name!r}: {what} must be a whole number, got {value!r}")
+    if value <= 0 or value > MAX_TOKENS:
+        raise ValidationError(
+            f"limit {name!r}: {what} must be between 1 and {MAX_TOKENS}, got {value}"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A token bucket: holds up to `capacity` tokens, gains `refill_amount` every
+    `refill_period_seconds`."""
+
+    name: str
+    capacity: int
+    refill_amount: int
+    refill_period_seconds: int
+
+    def __post_init__(self) -> None:
+        validate_limit_name(self.name)
+        _positive_int("capacity", self.capacity, self.name)
+        _positive_int("refill amount", self.refill_amount, self.name)
+        _positive_int("refill period (seconds)", self.refill_period_seconds, self.name)
+        if self.refill_period_seconds > 366 * 86400:
+            raise ValidationError(f"limit {self.name!r}: refill period is longer than a year")
+
+    @classmethod
+    def custom(
+        cls, name: str, capacity: int, refill_amount: int, refill_period_seconds: int
+    ) -> Limit:
+        return cls(name, capacity, refill_amount, refill_period_seconds)
+
+    @classmethod
+    def per_second(cls, name: str, rate: int, burst: int | None = None) -> Limit:
+        return cls._rate(name, rate, 1, burst)
+
+    @classmethod
+    def per_minute(cls, name: str, rate: int, burst: int | None = None) -> Limit:
+        return cls._rate(name, rate, 60, burst)
+
+    @classmethod
+    def per_hour(cls, name: str, rate: int, burst: int | None = None) -> Limit:
+        return cls._rate(name, rate, 3600, burst)
+
+    @classmethod
+    def per_day(cls, name: str, rate: int, burst: int | None = None) -> Limit:
+        return cls._rate(name, rate, 86400, burst)
+
+    @classmethod
+    def _rate(cls, name: str, rate: int, period: int, burst: int | None) -> Limit:
+        capacity = rate if burst is None else burst
+        if burst is not None and isinstance(burst, int) and isinstance(rate, int) and burst < rate:
+            raise ValidationError(
+                f"limit {name!r}: burst ({burst}) must be at least the rate ({rate})"
+            )
+        return cls(name, capacity, rate, period)
+
+    @property
+    def capacity_milli(self) -> int:
+        return self.capacity * 1000
+
+    @property
+    def refill_amount_milli(self) -> int:
+        return self.refill_amount * 1000
+
+    @property
+    def refill_period_ms(self) -> int:
+        return self.refill_period_seconds * 1000
+
+    def describe(self) -> str:
+        """Human form, e.g. `100/min` or `100000/min burst 150000`."""
+        unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(self.refill_period_seconds)
+        rate = (
+            f"{self.refill_amount}/{unit}"
+            if unit
+            else f"{self.refill_amount}/{self.refill_period_seconds}s"
+        )
+        return rate if self.capacity == self.refill_amount else f"{rate} burst {self.capacity}"
+
+
+def validate_limits(limits: object) -> tuple[Limit, ...]:
+    """A non-empty list of limits with distinct names."""
+    if isinstance(limits, Limit) or not isinstance(limits, (list, tuple)):
+        raise ValidationError("limits must be a list of Limit objects")
+    if not limits:
+        raise ValidationError("limits must not be empty; use delete_limits() to remove them")
+    seen: set[str] = set()
+    for limit in limits:
+        if not isinstance(limit, Limit):
+            raise ValidationError(f"expected a Limit, got {limit!r}")
+        if limit.name in seen:
+            raise ValidationError(f"limit {limit.name!r} appears twice")
+        seen.add(limit.name)
+    return tuple(limits)

@@ -1,0 +1,100 @@
+"""Frozen value objects shared by the flows, the faces and the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from zae_limiter.bucket import LimitState
+from zae_limiter.limits import RESERVED_LIMIT_NAMES, Limit
+
+#: Where a resolved limit came from, most specific first.
+LimitSource = Literal["entity", "entity_default", "resource", "system", "call"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    entity_id: str
+    name: str | None = None
+    parent_id: str | None = None
+    cascade: bool = False
+    created_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BucketState:
+    """One bucket item: all limits of an (entity, resource, shard), as stored.
+
+    `limits` may include the hidden `wcu` limit; use `user_limits` for anything shown.
+    """
+
+    entity_id: str
+    resource: str
+    shard_id: int
+    shard_count: int
+    last_refill_ms: int
+    limits: Mapping[str, LimitState]
+    cascade: bool = False
+    parent_id: str | None = None
+    created: bool = False
+
+    @property
+    def user_limits(self) -> dict[str, LimitState]:
+        return {n: s for n, s in self.limits.items() if n not in RESERVED_LIMIT_NAMES}
+
+
+@dataclass(frozen=True, slots=True)
+class LimitStatus:
+    """The state of one limit as a caller sees it, in whole tokens."""
+
+    entity_id: str
+    resource: str
+    limit_name: str
+    capacity: int
+    available: int
+    requested: int
+    retry_after_seconds: float
+
+    @property
+    def exceeded(self) -> bool:
+        return self.requested > self.available
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedLimits:
+    limits: tuple[Limit, ...]
+    source: LimitSource
+
+    def by_name(self) -> dict[str, Limit]:
+        return {limit.name: limit for limit in self.limits}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardInfo:
+    entity_id: str
+    resource: str
+    shard_id: int
+    shard_count: int
+    capacity: dict[str, int]
+    tokens: dict[str, int]
+    write_pressure_pct: float
+    last_refill_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSnapshot:
+    entity_id: str
+    resource: str
+    window: str
+    window_start: str
+    counters: dict[str, int] = field(default_factory=dict)
+    total_events: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    hits: int
+    misses: int
+    size: int
+    ttl_seconds: float
