@@ -39,3 +39,9 @@ __all__ = [
     "ValidationError",
     "ZaeLimiterError",
 ]
+
+from zae_limiter.lease import Lease, SyncLease
+from zae_limiter.limiter import RateLimiter, SyncRateLimiter
+from zae_limiter.repository import Repository, SyncRepository
+
+__all__ += ["Lease", "RateLimiter", "Repository", "SyncLease", "SyncRateLimiter", "SyncRepository"]

@@ -60,5 +60,8 @@ class ConfigCache(Generic[V]):
 
     def stats(self) -> CacheStats:
         return CacheStats(
-            hits=self.hits, misses=self.misses, size=len(self._entries), ttl_seconds=self.ttl_seconds
+            hits=self.hits,
+            misses=self.misses,
+            size=len(self._entries),
+            ttl_seconds=self.ttl_seconds,
         )

@@ -66,9 +66,7 @@ class RateLimitExceeded(ZaeLimiterError):
     def __init__(self, violations: Sequence[LimitStatus], retry_after_seconds: float) -> None:
         self.violations = tuple(violations)
         self.retry_after_seconds = retry_after_seconds
-        names = ", ".join(
-            f"{v.entity_id}/{v.resource}/{v.limit_name}" for v in self.violations
-        )
+        names = ", ".join(f"{v.entity_id}/{v.resource}/{v.limit_name}" for v in self.violations)
         super().__init__(f"rate limit exceeded ({names}); retry after {retry_after_seconds:.3f}s")
 
     @property
@@ -110,9 +108,7 @@ _UNAVAILABLE_CODES = frozenset(
 )
 
 
-def map_client_error(
-    code: str, message: str, *, table_name: str | None = None
-) -> ZaeLimiterError:
+def map_client_error(code: str, message: str, *, table_name: str | None = None) -> ZaeLimiterError:
     """Translate a DynamoDB error code into the library's error."""
     if code == "ResourceNotFoundException" and table_name is not None:
         return TableNotFoundError(table_name)

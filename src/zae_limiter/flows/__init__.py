@@ -74,7 +74,7 @@ def together(*steps: Call) -> Flow[tuple[Result, ...]]:
     if not steps:
         return ()
     results = yield tuple(steps)
-    return cast(tuple[Result, ...], results)
+    return together_or_raise(results)
 
 
 def paginate(call: Call) -> Flow[list[dict[str, Any]]]:

@@ -22,7 +22,11 @@ Level = tuple[LimitSource, Hashable, keys.Item]
 def _levels(state: RepoState, entity_id: str, resource: str) -> list[Level]:
     ns = state.namespace
     return [
-        ("entity", ("entity", entity_id, resource), keys.entity_config_key(ns, entity_id, resource)),
+        (
+            "entity",
+            ("entity", entity_id, resource),
+            keys.entity_config_key(ns, entity_id, resource),
+        ),
         (
             "entity_default",
             ("entity", entity_id, keys.DEFAULT_RESOURCE),
@@ -60,10 +64,23 @@ def resolve(
     wanted: Sequence[tuple[str, str]],
     now_ms: int,
 ) -> Flow[dict[tuple[str, str], ResolvedLimits | None]]:
-    """Resolve limits for several (entity, resource) pairs, and learn unknown entities.
+    """Resolve limits for several (entity, resource) pairs, and learn unknown entities."""
+    resolved, _found = yield from resolve_and_fetch(state, wanted, now_ms, ())
+    return resolved
 
-    Cached levels cost nothing; every missing level of every pair, plus the META item
-    of any entity the entity cache does not know, is fetched in one BatchGetItem.
+
+def resolve_and_fetch(
+    state: RepoState,
+    wanted: Sequence[tuple[str, str]],
+    now_ms: int,
+    also: Sequence[keys.Item],
+) -> Flow[tuple[dict[tuple[str, str], ResolvedLimits | None], dict[tuple[str, str], Any]]]:
+    """Resolve limits, learn unknown entities, and fetch `also` in the same round trip.
+
+    Cached levels cost nothing; every missing level of every pair, the META item of any
+    entity the entity cache does not know, and the `also` keys are fetched in one
+    BatchGetItem. `also` is only fetched when the batch happens anyway; the second
+    result holds what was found, by (PK, SK).
     """
     cache = state.config_cache
     known: dict[Hashable, tuple[Limit, ...] | None] = {}
@@ -82,8 +99,9 @@ def resolve(
                 fetch_ids[_key_id(item_key)] = cache_key
         if entity_id not in state.entities:
             fetch.append(keys.entity_key(state.namespace, entity_id))
+    found: dict[tuple[str, str], Any] = {}
     if fetch:
-        found = yield from batch_get(state, fetch)
+        found = yield from batch_get(state, [*fetch, *also])
         for key_id, cache_key in fetch_ids.items():
             item = found.get(key_id)
             limits = keys.decode_limits(item) if item is not None else None
@@ -91,13 +109,11 @@ def resolve(
             cache.store(cache_key, limits or None, now_ms)
         for entity_id, _resource in wanted:
             meta_item = found.get(_key_id(keys.entity_key(state.namespace, entity_id)))
+            # No META: an implicit entity, which never cascades. That is not cached, so
+            # a later create_entity() is still seen.
             if meta_item is not None:
                 entity = keys.decode_entity(meta_item)
                 state.learn_entity(entity_id, entity.cascade, entity.parent_id)
-            elif entity_id not in state.entities:
-                # Not an entity record: acquires on implicit entities never cascade.
-                # Not cached, so a later create_entity() on this client is seen.
-                pass
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None
@@ -106,7 +122,7 @@ def resolve(
             if limits:
                 out[(entity_id, resource)] = ResolvedLimits(limits, source)
                 break
-    return out
+    return out, found
 
 
 def evict(state: RepoState, entity_id: str | None, resource: str | None) -> None:
@@ -143,8 +159,10 @@ def set_limits(
 ) -> Flow[None]:
     validate_level(entity_id, resource)
     checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
-    kind = "entity_config" if entity_id is not None else (
-        "resource_config" if resource is not None else "system_config"
+    kind = (
+        "entity_config"
+        if entity_id is not None
+        else ("resource_config" if resource is not None else "system_config")
     )
     extra = {keys.A_ENTITY_ID: entity_id} if entity_id is not None else {}
     if resource is not None:

@@ -41,9 +41,7 @@ class RepoState:
     entities: dict[str, EntityMeta] = field(default_factory=dict)
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
 
-    def learn_entity(
-        self, entity_id: str, cascade: bool, parent_id: str | None
-    ) -> EntityMeta:
+    def learn_entity(self, entity_id: str, cascade: bool, parent_id: str | None) -> EntityMeta:
         meta = self.entities.get(entity_id)
         if meta is None:
             meta = EntityMeta(cascade, parent_id)

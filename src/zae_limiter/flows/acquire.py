@@ -1,0 +1,259 @@
+"""acquire(): validate, resolve limits, take from the entity (and its parent), settle.
+
+Cascade: the first acquire of a child learns `(cascade, parent_id)` and takes from the
+parent after the child; once the entity cache knows them, child and parent writes go
+out together in one round trip. If any level is rejected or fails, what the others took
+is given back, so no tokens are created or destroyed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.errors import RateLimitExceeded, ValidationError
+from zae_limiter.flows import Flow, lockstep, together
+from zae_limiter.flows.bucket_write import (
+    NOT_FETCHED,
+    Level,
+    Rejected,
+    Taken,
+    give_back,
+    local_rejection,
+    take,
+)
+from zae_limiter.flows.config import require_limits, resolve_and_fetch
+from zae_limiter.flows.context import RepoState
+from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
+from zae_limiter.models import ResolvedLimits
+
+log = logging.getLogger("zae_limiter")
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    taken: tuple[Taken, ...]
+
+    @property
+    def limit_names(self) -> frozenset[str]:
+        return frozenset(limit.name for t in self.taken for limit in t.limits)
+
+
+def validate_amounts(what: str, amounts: object, *, allow_negative: bool = False) -> dict[str, int]:
+    """Token amounts by limit name, in millitokens."""
+    if not isinstance(amounts, Mapping):
+        raise ValidationError(f"{what} must be a mapping of limit name to whole tokens")
+    out: dict[str, int] = {}
+    for name, value in amounts.items():
+        if name in RESERVED_LIMIT_NAMES:
+            raise ValidationError(f"{what}: limit {name!r} is reserved and cannot be consumed")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(f"{what}[{name!r}] must be a whole number, got {value!r}")
+        if (value < 0 and not allow_negative) or abs(value) > MAX_TOKENS:
+            raise ValidationError(
+                f"{what}[{name!r}] must be between 0 and {MAX_TOKENS}, got {value}"
+            )
+        out[str(name)] = value * 1000
+    return out
+
+
+def _check_fits(
+    amounts: Mapping[str, int], limits: Sequence[Limit], entity_id: str, resource: str
+) -> None:
+    by_name = {limit.name: limit for limit in limits}
+    for name, milli in amounts.items():
+        limit = by_name.get(name)
+        if limit is None:
+            raise ValidationError(
+                f"consume names limit {name!r}, which is not configured for entity "
+                f"{entity_id!r} on resource {resource!r} (configured: {sorted(by_name)})"
+            )
+        if milli > limit.capacity_milli:
+            raise ValidationError(
+                f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
+                f"capacity is {limit.capacity}"
+            )
+
+
+Prefetched = dict[str, Any]
+
+
+def _resolve_levels(
+    state: RepoState,
+    entity_ids: Sequence[str],
+    resource: str,
+    override: tuple[Limit, ...] | None,
+    now_ms: int,
+) -> Flow[tuple[dict[str, ResolvedLimits | None], Prefetched]]:
+    """Limits per entity; for entities this client has never seen, their shard-0 bucket
+    rides along in the config BatchGetItem, so the first write needs no extra read."""
+    if override is not None:
+        return {e: ResolvedLimits(override, "call") for e in entity_ids}, {}
+    unknown = [e for e in entity_ids if e not in state.entities]
+    bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
+    resolved, found = yield from resolve_and_fetch(
+        state, [(e, resource) for e in entity_ids], now_ms, list(bucket_keys.values())
+    )
+    prefetched: Prefetched = {}
+    if found or not bucket_keys:
+        for e, k in bucket_keys.items():
+            prefetched[e] = found.get((k[keys.PK]["S"], k[keys.SK]["S"]))
+    return {e: resolved[(e, resource)] for e in entity_ids}, prefetched
+
+
+def _level(
+    state: RepoState,
+    entity_id: str,
+    resource: str,
+    limits: tuple[Limit, ...],
+    amounts: Mapping[str, int],
+) -> Level:
+    names = {limit.name for limit in limits}
+    meta = state.entities.get(entity_id)
+    return Level(
+        entity_id=entity_id,
+        resource=resource,
+        limits=limits,
+        consume_milli={n: v for n, v in amounts.items() if n in names},
+        shard_id=0,
+        shard_count=state.shard_count(entity_id, resource),
+        cascade=bool(meta and meta.cascade),
+        parent_id=meta.parent_id if meta else None,
+    )
+
+
+def _parent_of(state: RepoState, entity_id: str) -> str | None:
+    meta = state.entities.get(entity_id)
+    return meta.parent_id if meta is not None and meta.cascade else None
+
+
+def acquire(
+    state: RepoState,
+    entity_id: str,
+    resource: str,
+    consume: Mapping[str, int],
+    limits: Sequence[Limit] | None,
+    now_ms: int,
+    speculative: bool,
+) -> Flow[Acquired]:
+    keys.validate_id("entity_id", entity_id)
+    keys.validate_resource(resource)
+    amounts = validate_amounts("consume", consume)
+    if not any(amounts.values()):
+        raise ValidationError("consume must take at least one token of one limit")
+    override = validate_limits(limits) if limits is not None else None
+    parent = _parent_of(state, entity_id)
+    ids = [entity_id] if parent is None else [entity_id, parent]
+    resolved, prefetched = yield from _resolve_levels(state, ids, resource, override, now_ms)
+    child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
+    _check_fits(amounts, child_limits, entity_id, resource)
+    levels = [_level(state, entity_id, resource, child_limits, amounts)]
+    parent = _parent_of(state, entity_id)
+    if parent is not None and entity_id in state.entities:
+        if parent not in resolved:
+            more, fetched = yield from _resolve_levels(state, [parent], resource, override, now_ms)
+            resolved.update(more)
+            prefetched.update(fetched)
+        parent_limits = resolved[parent]
+        if parent_limits is not None:
+            levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
+    _raise_if_known_exhausted(state, levels, now_ms)
+    flows = [
+        take(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
+        for lv in levels
+    ]
+    outcomes: list[object] = list((yield from lockstep(flows, stop=_failed)))
+    parent = _parent_of(state, entity_id)
+    if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
+        # Cascade learned from the child's own bucket: the parent goes second, this once.
+        try:
+            outcomes.append(
+                (
+                    yield from _take_parent(
+                        state, parent, resource, amounts, override, now_ms, speculative
+                    )
+                )
+            )
+        except Exception as error:
+            outcomes.append(error)
+    return (yield from _settle(state, outcomes))
+
+
+def _take_parent(
+    state: RepoState,
+    parent: str,
+    resource: str,
+    amounts: Mapping[str, int],
+    override: tuple[Limit, ...] | None,
+    now_ms: int,
+    speculative: bool,
+) -> Flow[Taken | Rejected | None]:
+    resolved, prefetched = yield from _resolve_levels(state, [parent], resource, override, now_ms)
+    parent_limits = resolved[parent]
+    if parent_limits is None:
+        return None
+    level = _level(state, parent, resource, parent_limits.limits, amounts)
+    known = local_rejection(state, level, now_ms)
+    if known is not None:
+        return known
+    return (yield from take(state, level, now_ms, speculative, prefetched.get(parent, NOT_FETCHED)))
+
+
+def _failed(outcome: object) -> bool:
+    return isinstance(outcome, (Rejected, BaseException))
+
+
+def _raise_if_known_exhausted(state: RepoState, levels: Sequence[Level], now_ms: int) -> None:
+    rejections = [r for lv in levels if (r := local_rejection(state, lv, now_ms)) is not None]
+    if rejections:
+        raise _exceeded(rejections)
+
+
+def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
+    violations = [v for r in rejections for v in r.violations]
+    return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
+
+
+def _settle(state: RepoState, outcomes: Sequence[object]) -> Flow[Acquired]:
+    taken = tuple(o for o in outcomes if isinstance(o, Taken))
+    if not any(_failed(o) for o in outcomes):
+        return Acquired(taken)
+    yield from compensate(state, taken)
+    rejections = [o for o in outcomes if isinstance(o, Rejected)]
+    if rejections:
+        raise _exceeded(rejections)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    raise errors[0]
+
+
+def compensate(state: RepoState, taken: Sequence[Taken]) -> Flow[None]:
+    """Give back everything `taken` consumed; one write per bucket, all at once."""
+    calls = [
+        give_back(state, t, {n: -v for n, v in t.consumed_milli.items() if v})
+        for t in taken
+        if any(t.consumed_milli.values())
+    ]
+    if not calls:
+        return
+    try:
+        yield from together(*calls)
+    except Exception:
+        log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
+
+
+def commit(state: RepoState, acquired: Acquired, pending_milli: Mapping[str, int]) -> Flow[None]:
+    """Write a lease's adjustments: one write per bucket taken, all at once."""
+    calls = []
+    for t in acquired.taken:
+        names = {limit.name for limit in t.limits}
+        delta = {n: v for n, v in pending_milli.items() if v and n in names}
+        if delta:
+            calls.append(give_back(state, t, delta))
+    if calls:
+        try:
+            yield from together(*calls)
+        except Exception:
+            log.warning("could not record lease adjustments %s", dict(pending_milli))

@@ -1,0 +1,332 @@
+"""One entity's part of an acquire: take tokens from one bucket shard, or say why not.
+
+`take` is the per-level state machine: a speculative conditional write (or a read when
+speculative writes are off), then, from the state DynamoDB returned, create the bucket,
+refill-and-consume fenced on `rf`, or reject. A failed fenced write returns ALL_OLD,
+which is the current item, so contention retries never re-read.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.bucket import LimitState
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows.context import Exhausted, RepoState
+from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState, LimitStatus
+
+MAX_WRITE_ATTEMPTS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """What to take from one entity's bucket."""
+
+    entity_id: str
+    resource: str
+    limits: tuple[Limit, ...]
+    consume_milli: Mapping[str, int]
+    shard_id: int = 0
+    shard_count: int = 1
+    cascade: bool = False
+    parent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    entity_id: str
+    resource: str
+    shard_id: int
+    consumed_milli: Mapping[str, int]
+    limits: tuple[Limit, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    entity_id: str
+    resource: str
+    violations: tuple[LimitStatus, ...]
+    retry_after_ms: int
+    memory: Exhausted | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WritePlan:
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def stored_config(limit: Limit) -> LimitState:
+    """The undivided config a bucket item stores for a limit (tokens unused here)."""
+    return LimitState(0, limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms)
+
+
+def effective(limit: Limit, shard_count: int) -> LimitState:
+    """A shard's share of an application limit: capacity and refill divided by the count."""
+    return LimitState(
+        0,
+        max(1, limit.capacity_milli // shard_count),
+        max(1, limit.refill_amount_milli // shard_count),
+        limit.refill_period_ms,
+    )
+
+
+def new_bucket(level: Level, now_ms: int) -> BucketState:
+    limits = {}
+    for limit in level.limits:
+        cfg = effective(limit, level.shard_count)
+        need = level.consume_milli.get(limit.name, 0)
+        limits[limit.name] = LimitState(
+            cfg.capacity_milli - need,
+            limit.capacity_milli,
+            limit.refill_amount_milli,
+            limit.refill_period_ms,
+            need,
+        )
+    return BucketState(
+        entity_id=level.entity_id,
+        resource=level.resource,
+        shard_id=level.shard_id,
+        shard_count=level.shard_count,
+        last_refill_ms=now_ms,
+        limits=limits,
+        cascade=level.cascade,
+        parent_id=level.parent_id,
+    )
+
+
+def _status(
+    level: Level, name: str, cfg: LimitState, tokens: int, need: int, wait: int
+) -> LimitStatus:
+    return LimitStatus(
+        entity_id=level.entity_id,
+        resource=level.resource,
+        limit_name=name,
+        capacity=cfg.capacity_milli // 1000,
+        available=tokens // 1000,
+        requested=-(-need // 1000),
+        retry_after_seconds=wait / 1000,
+    )
+
+
+def plan_write(
+    bucket: BucketState, level: Level, now_ms: int, table: str, key: keys.Item
+) -> WritePlan | Rejected:
+    """Refill every limit to `now_ms` and consume; a plan to write, or a rejection."""
+    new_rf = max(bucket.last_refill_ms, now_ms)
+    deltas: dict[str, int] = {}
+    floors: dict[str, int] = {}
+    fresh: dict[str, LimitState] = {}
+    configs: dict[str, LimitState] = {}
+    violations: list[LimitStatus] = []
+    refilled_all: dict[str, LimitState] = {}
+    wait = 0
+    for limit in level.limits:
+        cfg = effective(limit, bucket.shard_count)
+        configs[limit.name] = stored_config(limit)
+        need = level.consume_milli.get(limit.name, 0)
+        stored = bucket.limits.get(limit.name)
+        current = LimitState(
+            cfg.capacity_milli if stored is None else stored.tokens_milli,
+            cfg.capacity_milli,
+            cfg.refill_amount_milli,
+            cfg.refill_period_ms,
+        )
+        refilled = current.refilled(bucket.last_refill_ms, new_rf) if stored else current
+        refilled_all[limit.name] = refilled
+        if refilled.tokens_milli < need or refilled.tokens_milli < 0:
+            ms = max(1, refilled.ms_until(max(need, 0), new_rf, new_rf))
+            wait = max(wait, ms)
+            violations.append(_status(level, limit.name, cfg, refilled.tokens_milli, need, ms))
+            continue
+        if stored is None:
+            fresh[limit.name] = LimitState(refilled.tokens_milli - need, 0, 0, 1, need)
+            continue
+        delta = refilled.tokens_milli - stored.tokens_milli - need
+        deltas[limit.name] = delta
+        if need:
+            floors[limit.name] = -delta
+    if violations:
+        memory = Exhausted(new_rf + wait, new_rf, refilled_all)
+        return Rejected(level.entity_id, level.resource, tuple(violations), wait, memory)
+    consumed = {name: need for name, need in level.consume_milli.items() if need}
+    params = keys.refill_and_consume(
+        table,
+        key,
+        old_refill_ms=bucket.last_refill_ms,
+        new_refill_ms=new_rf,
+        token_delta_milli=deltas,
+        consumed_milli={n: v for n, v in consumed.items() if n not in fresh},
+        floor_milli=floors,
+        new_limits=fresh,
+        configs=configs,
+    )
+    return WritePlan(params)
+
+
+def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | None:
+    """Reject without a request when a remembered shortage still holds. Never admits."""
+    memory = state.exhausted.get((level.entity_id, level.resource))
+    if memory is None:
+        return None
+    if now_ms >= memory.until_ms:
+        del state.exhausted[(level.entity_id, level.resource)]
+        return None
+    violations = []
+    wait = 0
+    for limit in level.limits:
+        seen = memory.limits.get(limit.name)
+        if seen is None:
+            continue
+        predicted = seen.refilled(memory.last_refill_ms, now_ms)
+        need = level.consume_milli.get(limit.name, 0)
+        if predicted.tokens_milli < need or predicted.tokens_milli < 0:
+            ms = max(1, predicted.ms_until(max(need, 0), now_ms, now_ms))
+            wait = max(wait, ms)
+            violations.append(_status(level, limit.name, seen, predicted.tokens_milli, need, ms))
+    if not violations:
+        return None
+    return Rejected(level.entity_id, level.resource, tuple(violations), wait)
+
+
+def remember(state: RepoState, outcome: Rejected) -> None:
+    if outcome.memory is not None:
+        state.exhausted[(outcome.entity_id, outcome.resource)] = outcome.memory
+
+
+def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> None:
+    """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows."""
+    if not attributes:
+        return
+    bucket = keys.decode_bucket(attributes)
+    meta = state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
+    if level.shard_id == 0 or bucket.shard_count > meta.shard_counts.get(level.resource, 1):
+        meta.shard_counts[level.resource] = bucket.shard_count
+    state.exhausted.pop((level.entity_id, level.resource), None)
+
+
+def _speculative(state: RepoState, level: Level, key: keys.Item) -> Call:
+    configs = {limit.name: stored_config(limit) for limit in level.limits}
+    return Call(
+        "update_item",
+        keys.speculative_consume(state.table, key, level.consume_milli, configs),
+    )
+
+
+NOT_FETCHED: Any = object()
+
+
+def take(
+    state: RepoState,
+    level: Level,
+    now_ms: int,
+    speculative: bool,
+    prefetched: Any = NOT_FETCHED,
+) -> Flow[Taken | Rejected]:
+    """Take `level.consume_milli` from one bucket shard.
+
+    `prefetched` is the bucket item (or None when absent) if it was already read in
+    the config round trip; then the first write is the fenced one, not a speculative one.
+    """
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    taken = Taken(
+        level.entity_id, level.resource, level.shard_id, level.consume_milli, level.limits
+    )
+    if prefetched is not NOT_FETCHED:
+        item = prefetched
+    elif speculative:
+        result = yield from one(_speculative(state, level, key))
+        if result.ok:
+            learn(state, level, result.attributes)
+            return taken
+        item = result.old
+    else:
+        read = yield from one(
+            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+        )
+        item = read.item
+    for attempt in range(MAX_WRITE_ATTEMPTS):
+        if not item:
+            level = yield from _with_entity_facts(state, level)
+            new_item = keys.new_bucket_item(state.namespace, new_bucket(level, now_ms))
+            result = yield from one(Call("put_item", keys.create_bucket(state.table, new_item)))
+            if result.ok:
+                return taken
+        else:
+            bucket = keys.decode_bucket(item)
+            level = _with_shard_count(level, bucket)
+            plan = plan_write(bucket, level, now_ms, state.table, key)
+            if isinstance(plan, Rejected):
+                remember(state, plan)
+                return plan
+            result = yield from one(Call("update_item", plan.params))
+            if result.ok:
+                learn(state, level, result.attributes)
+                return taken
+        item = result.old
+        yield from pause(_backoff_ms(attempt))
+    raise RateLimiterUnavailable(
+        f"bucket {level.entity_id}/{level.resource} is too contended: "
+        f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row"
+    )
+
+
+def _with_shard_count(level: Level, bucket: BucketState) -> Level:
+    if bucket.shard_count == level.shard_count:
+        return level
+    return Level(
+        level.entity_id,
+        level.resource,
+        level.limits,
+        level.consume_milli,
+        level.shard_id,
+        bucket.shard_count,
+        bucket.cascade,
+        bucket.parent_id,
+    )
+
+
+def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
+    """A new bucket records cascade and parent; read META if the cache does not know."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None:
+        result = yield from one(
+            Call(
+                "get_item",
+                {
+                    "TableName": state.table,
+                    "Key": keys.entity_key(state.namespace, level.entity_id),
+                },
+            )
+        )
+        if result.item:
+            entity = keys.decode_entity(result.item)
+            meta = state.learn_entity(level.entity_id, entity.cascade, entity.parent_id)
+    if meta is None:
+        return level
+    return Level(
+        level.entity_id,
+        level.resource,
+        level.limits,
+        level.consume_milli,
+        level.shard_id,
+        level.shard_count,
+        meta.cascade,
+        meta.parent_id,
+    )
+
+
+def _backoff_ms(attempt: int) -> int:
+    # Full jitter: concurrent writers that collided spread out instead of colliding again.
+    return random.randint(0, min(200, 5 * 2**attempt))
+
+
+def give_back(state: RepoState, taken: Taken, amounts_milli: Mapping[str, int]) -> Call:
+    """A write that changes a taken bucket's consumption by `amounts_milli` (may be negative)."""
+    key = keys.bucket_key(state.namespace, taken.entity_id, taken.resource, taken.shard_id)
+    return Call("update_item", keys.adjust_tokens(state.table, key, amounts_milli))

@@ -1,0 +1,107 @@
+"""Read-only views of buckets: available tokens, time until available, shards."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from zae_limiter import keys
+from zae_limiter.bucket import LimitState
+from zae_limiter.errors import ValidationError
+from zae_limiter.flows import Call, Flow, one
+from zae_limiter.flows.acquire import validate_amounts
+from zae_limiter.flows.bucket_write import effective
+from zae_limiter.flows.config import batch_get, require_limits, resolve
+from zae_limiter.flows.context import RepoState
+from zae_limiter.limits import Limit, validate_limits
+from zae_limiter.models import BucketState
+
+
+def read_shards(state: RepoState, entity_id: str, resource: str) -> Flow[list[BucketState]]:
+    """Shard 0, then (if it says there are more) the others in one BatchGetItem."""
+    ns = state.namespace
+    first = yield from one(
+        Call(
+            "get_item",
+            {
+                "TableName": state.table,
+                "Key": keys.bucket_key(ns, entity_id, resource, 0),
+                "ConsistentRead": True,
+            },
+        )
+    )
+    if not first.item:
+        return []
+    shard0 = keys.decode_bucket(first.item)
+    if shard0.shard_count <= 1:
+        return [shard0]
+    wanted = [keys.bucket_key(ns, entity_id, resource, i) for i in range(1, shard0.shard_count)]
+    found = yield from batch_get(state, wanted)
+    others = [keys.decode_bucket(item) for item in found.values()]
+    return [shard0, *sorted(others, key=lambda b: b.shard_id)]
+
+
+def _limits(
+    state: RepoState, entity_id: str, resource: str, limits: Sequence[Limit] | None, now_ms: int
+) -> Flow[tuple[Limit, ...]]:
+    keys.validate_id("entity_id", entity_id)
+    keys.validate_resource(resource)
+    if limits is not None:
+        return validate_limits(limits)
+    resolved = yield from resolve(state, [(entity_id, resource)], now_ms)
+    return require_limits(resolved[(entity_id, resource)], entity_id, resource).limits
+
+
+def _tokens_now(limit: Limit, shards: Sequence[BucketState], now_ms: int) -> tuple[int, LimitState]:
+    """Millitokens across shards at `now_ms`, and the limit as one combined bucket."""
+    whole = LimitState(0, limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms)
+    if not shards:
+        return limit.capacity_milli, whole
+    total = 0
+    for shard in shards:
+        cfg = effective(limit, shard.shard_count)
+        stored = shard.limits.get(limit.name)
+        if stored is None:
+            total += cfg.capacity_milli
+            continue
+        here = LimitState(
+            stored.tokens_milli, cfg.capacity_milli, cfg.refill_amount_milli, cfg.refill_period_ms
+        )
+        total += here.refilled(shard.last_refill_ms, now_ms).tokens_milli
+    return total, whole
+
+
+def available(
+    state: RepoState, entity_id: str, resource: str, limits: Sequence[Limit] | None, now_ms: int
+) -> Flow[dict[str, int]]:
+    resolved = yield from _limits(state, entity_id, resource, limits, now_ms)
+    shards = yield from read_shards(state, entity_id, resource)
+    return {limit.name: _tokens_now(limit, shards, now_ms)[0] // 1000 for limit in resolved}
+
+
+def time_until_available(
+    state: RepoState,
+    entity_id: str,
+    resource: str,
+    needed: Mapping[str, int],
+    limits: Sequence[Limit] | None,
+    now_ms: int,
+) -> Flow[float]:
+    amounts = validate_amounts("needed", needed)
+    resolved = yield from _limits(state, entity_id, resource, limits, now_ms)
+    by_name = {limit.name: limit for limit in resolved}
+    unknown = sorted(set(amounts) - set(by_name))
+    if unknown:
+        raise ValidationError(f"needed names limits that are not configured: {unknown}")
+    shards = yield from read_shards(state, entity_id, resource)
+    wait = 0
+    for name, milli in amounts.items():
+        tokens, whole = _tokens_now(by_name[name], shards, now_ms)
+        if milli > whole.capacity_milli:
+            raise ValidationError(
+                f"needed[{name!r}] = {milli // 1000} exceeds the capacity {by_name[name].capacity}"
+            )
+        current = LimitState(
+            tokens, whole.capacity_milli, whole.refill_amount_milli, whole.refill_period_ms
+        )
+        wait = max(wait, current.ms_until(milli, now_ms, now_ms))
+    return wait / 1000

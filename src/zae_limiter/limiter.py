@@ -1,0 +1,280 @@
+"""RateLimiter (async) and SyncRateLimiter: thin public faces over the flows.
+
+Each method builds a flow with `_Flows` and hands it to its repository's driver, so the
+two classes differ only in `await`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+
+from zae_limiter import keys
+from zae_limiter.flows import Flow, config, entities, read
+from zae_limiter.flows import acquire as acquire_flow
+from zae_limiter.lease import Lease, SyncLease
+from zae_limiter.limits import Limit
+from zae_limiter.models import Entity, ResolvedLimits
+from zae_limiter.repository import Repository, SyncRepository, _Base
+
+
+class _Flows:
+    """Builds the flow for each public method from its arguments."""
+
+    def __init__(self, repo: _Base, speculative_writes: bool) -> None:
+        self._repo = repo
+        self.speculative_writes = speculative_writes
+
+    @property
+    def state(self):  # type: ignore[no-untyped-def]
+        return self._repo.state
+
+    def now(self) -> int:
+        return self._repo.now_ms()
+
+    def acquire(
+        self,
+        entity_id: str,
+        resource: str,
+        consume: Mapping[str, int],
+        limits: Sequence[Limit] | None,
+    ) -> Flow[acquire_flow.Acquired]:
+        return acquire_flow.acquire(
+            self.state, entity_id, resource, consume, limits, self.now(), self.speculative_writes
+        )
+
+    def create_entity(
+        self, entity_id: str, name: str | None, parent_id: str | None, cascade: bool
+    ) -> Flow[Entity]:
+        return entities.create_entity(self.state, entity_id, name, parent_id, cascade, self.now())
+
+    def set_limits(
+        self, entity_id: str | None, resource: str | None, limits: Sequence[Limit]
+    ) -> Flow[None]:
+        return config.set_limits(self.state, entity_id, resource, limits, self.now())
+
+    def resolve_limits(self, entity_id: str, resource: str) -> Flow[ResolvedLimits | None]:
+        keys.validate_id("entity_id", entity_id)
+        keys.validate_resource(resource)
+
+        def flow() -> Flow[ResolvedLimits | None]:
+            found = yield from config.resolve(self.state, [(entity_id, resource)], self.now())
+            return found[(entity_id, resource)]
+
+        return flow()
+
+    def available(
+        self, entity_id: str, resource: str, limits: Sequence[Limit] | None
+    ) -> Flow[dict[str, int]]:
+        return read.available(self.state, entity_id, resource, limits, self.now())
+
+    def time_until_available(
+        self,
+        entity_id: str,
+        resource: str,
+        needed: Mapping[str, int],
+        limits: Sequence[Limit] | None,
+    ) -> Flow[float]:
+        return read.time_until_available(
+            self.state, entity_id, resource, needed, limits, self.now()
+        )
+
+
+class RateLimiter:
+    """Async rate limiter. `async with limiter.acquire(...) as lease:` guards a call."""
+
+    def __init__(self, repository: Repository, *, speculative_writes: bool = True) -> None:
+        self.repository = repository
+        self._flows = _Flows(repository, speculative_writes)
+
+    @asynccontextmanager
+    async def acquire(
+        self,
+        entity_id: str,
+        resource: str,
+        consume: Mapping[str, int],
+        *,
+        limits: Sequence[Limit] | None = None,
+    ) -> AsyncIterator[Lease]:
+        repo = self.repository
+        acquired = await repo.run(self._flows.acquire(entity_id, resource, consume, limits))
+        lease = Lease(repo, acquired, acquire_flow.validate_amounts("consume", consume))
+        try:
+            yield lease
+        except BaseException:
+            await lease._finish(failed=True)
+            raise
+        await lease._finish(failed=False)
+
+    async def create_entity(
+        self,
+        entity_id: str,
+        name: str | None = None,
+        *,
+        parent_id: str | None = None,
+        cascade: bool = False,
+    ) -> Entity:
+        return await self.repository.run(
+            self._flows.create_entity(entity_id, name, parent_id, cascade)
+        )
+
+    async def get_entity(self, entity_id: str) -> Entity | None:
+        return await self.repository.run(entities.get_entity(self.repository.state, entity_id))
+
+    async def delete_entity(self, entity_id: str) -> None:
+        await self.repository.run(entities.delete_entity(self.repository.state, entity_id))
+
+    async def get_children(self, parent_id: str) -> list[Entity]:
+        return await self.repository.run(entities.get_children(self.repository.state, parent_id))
+
+    async def list_entities(self) -> list[str]:
+        return await self.repository.run(entities.list_entities(self.repository.state))
+
+    async def set_limits(
+        self, entity_id: str, limits: Sequence[Limit], resource: str | None = None
+    ) -> None:
+        await self.repository.run(self._flows.set_limits(entity_id, resource, limits))
+
+    async def get_limits(self, entity_id: str, resource: str | None = None) -> tuple[Limit, ...]:
+        return await self.repository.run(
+            config.get_limits(self.repository.state, entity_id, resource)
+        )
+
+    async def delete_limits(self, entity_id: str, resource: str | None = None) -> None:
+        await self.repository.run(config.delete_limits(self.repository.state, entity_id, resource))
+
+    async def set_resource_defaults(self, resource: str, limits: Sequence[Limit]) -> None:
+        await self.repository.run(self._flows.set_limits(None, resource, limits))
+
+    async def get_resource_defaults(self, resource: str) -> tuple[Limit, ...]:
+        return await self.repository.run(config.get_limits(self.repository.state, None, resource))
+
+    async def delete_resource_defaults(self, resource: str) -> None:
+        await self.repository.run(config.delete_limits(self.repository.state, None, resource))
+
+    async def set_system_defaults(self, limits: Sequence[Limit]) -> None:
+        await self.repository.run(self._flows.set_limits(None, None, limits))
+
+    async def get_system_defaults(self) -> tuple[Limit, ...]:
+        return await self.repository.run(config.get_limits(self.repository.state, None, None))
+
+    async def delete_system_defaults(self) -> None:
+        await self.repository.run(config.delete_limits(self.repository.state, None, None))
+
+    async def resolve_limits(self, entity_id: str, resource: str) -> ResolvedLimits | None:
+        return await self.repository.run(self._flows.resolve_limits(entity_id, resource))
+
+    async def available(
+        self, entity_id: str, resource: str, *, limits: Sequence[Limit] | None = None
+    ) -> dict[str, int]:
+        return await self.repository.run(self._flows.available(entity_id, resource, limits))
+
+    async def time_until_available(
+        self,
+        entity_id: str,
+        resource: str,
+        needed: Mapping[str, int],
+        *,
+        limits: Sequence[Limit] | None = None,
+    ) -> float:
+        return await self.repository.run(
+            self._flows.time_until_available(entity_id, resource, needed, limits)
+        )
+
+
+class SyncRateLimiter:
+    """Sync rate limiter. `with limiter.acquire(...) as lease:` guards a call."""
+
+    def __init__(self, repository: SyncRepository, *, speculative_writes: bool = True) -> None:
+        self.repository = repository
+        self._flows = _Flows(repository, speculative_writes)
+
+    @contextmanager
+    def acquire(
+        self,
+        entity_id: str,
+        resource: str,
+        consume: Mapping[str, int],
+        *,
+        limits: Sequence[Limit] | None = None,
+    ) -> Iterator[SyncLease]:
+        repo = self.repository
+        acquired = repo.run(self._flows.acquire(entity_id, resource, consume, limits))
+        lease = SyncLease(repo, acquired, acquire_flow.validate_amounts("consume", consume))
+        try:
+            yield lease
+        except BaseException:
+            lease._finish(failed=True)
+            raise
+        lease._finish(failed=False)
+
+    def create_entity(
+        self,
+        entity_id: str,
+        name: str | None = None,
+        *,
+        parent_id: str | None = None,
+        cascade: bool = False,
+    ) -> Entity:
+        return self.repository.run(self._flows.create_entity(entity_id, name, parent_id, cascade))
+
+    def get_entity(self, entity_id: str) -> Entity | None:
+        return self.repository.run(entities.get_entity(self.repository.state, entity_id))
+
+    def delete_entity(self, entity_id: str) -> None:
+        self.repository.run(entities.delete_entity(self.repository.state, entity_id))
+
+    def get_children(self, parent_id: str) -> list[Entity]:
+        return self.repository.run(entities.get_children(self.repository.state, parent_id))
+
+    def list_entities(self) -> list[str]:
+        return self.repository.run(entities.list_entities(self.repository.state))
+
+    def set_limits(
+        self, entity_id: str, limits: Sequence[Limit], resource: str | None = None
+    ) -> None:
+        self.repository.run(self._flows.set_limits(entity_id, resource, limits))
+
+    def get_limits(self, entity_id: str, resource: str | None = None) -> tuple[Limit, ...]:
+        return self.repository.run(config.get_limits(self.repository.state, entity_id, resource))
+
+    def delete_limits(self, entity_id: str, resource: str | None = None) -> None:
+        self.repository.run(config.delete_limits(self.repository.state, entity_id, resource))
+
+    def set_resource_defaults(self, resource: str, limits: Sequence[Limit]) -> None:
+        self.repository.run(self._flows.set_limits(None, resource, limits))
+
+    def get_resource_defaults(self, resource: str) -> tuple[Limit, ...]:
+        return self.repository.run(config.get_limits(self.repository.state, None, resource))
+
+    def delete_resource_defaults(self, resource: str) -> None:
+        self.repository.run(config.delete_limits(self.repository.state, None, resource))
+
+    def set_system_defaults(self, limits: Sequence[Limit]) -> None:
+        self.repository.run(self._flows.set_limits(None, None, limits))
+
+    def get_system_defaults(self) -> tuple[Limit, ...]:
+        return self.repository.run(config.get_limits(self.repository.state, None, None))
+
+    def delete_system_defaults(self) -> None:
+        self.repository.run(config.delete_limits(self.repository.state, None, None))
+
+    def resolve_limits(self, entity_id: str, resource: str) -> ResolvedLimits | None:
+        return self.repository.run(self._flows.resolve_limits(entity_id, resource))
+
+    def available(
+        self, entity_id: str, resource: str, *, limits: Sequence[Limit] | None = None
+    ) -> dict[str, int]:
+        return self.repository.run(self._flows.available(entity_id, resource, limits))
+
+    def time_until_available(
+        self,
+        entity_id: str,
+        resource: str,
+        needed: Mapping[str, int],
+        *,
+        limits: Sequence[Limit] | None = None,
+    ) -> float:
+        return self.repository.run(
+            self._flows.time_until_available(entity_id, resource, needed, limits)
+        )

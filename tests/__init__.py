@@ -1,0 +1,1 @@
+"""Test suite. A package so that `tests._servers` is importable from every tier's conftest."""
