@@ -15,7 +15,7 @@ from typing import Any
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.errors import ValidationError
-from zae_limiter.limits import Limit
+from zae_limiter.limits import RESERVED_LIMIT_NAMES, Limit
 from zae_limiter.models import BucketState, Entity
 
 Item = dict[str, Any]
@@ -345,6 +345,9 @@ def new_bucket_item(
         A_SHARD_COUNT: n(bucket.shard_count),
         A_REFILL: n(bucket.last_refill_ms),
         A_CASCADE: {"BOOL": bucket.cascade},
+        A_WCU_LIMIT: n(bucket.partition_wcu),
+        A_WINDOW_START: n(bucket.last_refill_ms),
+        A_WINDOW_WRITES: n(1),
         GSI2PK: s(resource_pk(ns, r)),
         GSI2SK: s(f"BUCKET#{e}#{shard}"),
         GSI3PK: s(entity_pk(ns, e)),
@@ -369,7 +372,7 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         if not attr.startswith(BUCKET_PREFIX) or "N" not in value:
             continue
         name, _, field = attr[len(BUCKET_PREFIX) :].rpartition("_")
-        if field in FIELDS and name:
+        if field in FIELDS and name and name not in RESERVED_LIMIT_NAMES:
             fields.setdefault(name, {})[field] = int(value["N"])
     limits = {
         name: LimitState(
@@ -391,12 +394,17 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         limits=limits,
         cascade=get_bool(item, A_CASCADE),
         parent_id=get_s(item, A_PARENT),
+        partition_wcu=partition_wcu(item),
+        window_start_ms=get_n(item, A_WINDOW_START, -1),
+        window_writes=get_n(item, A_WINDOW_WRITES),
     )
 
 
 @lru_cache(maxsize=1024)
-def _consume_expression(consumed: tuple[str, ...], checked: tuple[str, ...]) -> tuple[str, str]:
-    adds = []
+def _consume_expression(
+    consumed: tuple[str, ...], checked: tuple[str, ...], reset_window: bool
+) -> tuple[str, str]:
+    sets, adds, _values = window_parts(reset_window, 0)
     for i, name in enumerate(consumed):
         adds.append(f"{limit_attr(name, 'tk')} :m{i}")
         adds.append(f"{limit_attr(name, 'tc')} :p{i}")
@@ -406,7 +414,8 @@ def _consume_expression(consumed: tuple[str, ...], checked: tuple[str, ...]) -> 
         conds.append(f"{limit_attr(name, 'cp')} = :cp{i}")
         conds.append(f"{limit_attr(name, 'ra')} = :ra{i}")
         conds.append(f"{limit_attr(name, 'rp')} = :rp{i}")
-    return "ADD " + ", ".join(adds), " AND ".join(conds)
+    update = ("SET " + ", ".join(sets) + " " if sets else "") + "ADD " + ", ".join(adds)
+    return update, " AND ".join(conds)
 
 
 def speculative_consume(
@@ -414,6 +423,9 @@ def speculative_consume(
     bucket_item_key: Item,
     consume_milli: Mapping[str, int],
     configs: Mapping[str, LimitState],
+    *,
+    now_ms: int = 0,
+    reset_window: bool = False,
 ) -> dict[str, Any]:
     """One conditional UpdateItem that takes tokens without reading the bucket first.
 
@@ -423,8 +435,8 @@ def speculative_consume(
     """
     consumed = tuple(name for name, amount in consume_milli.items() if amount)
     checked = tuple(configs)
-    update, condition = _consume_expression(consumed, checked)
-    values: Item = {}
+    update, condition = _consume_expression(consumed, checked, reset_window)
+    values: Item = window_parts(reset_window, now_ms)[2]
     for i, name in enumerate(consumed):
         values[f":m{i}"] = n(-consume_milli[name])
         values[f":p{i}"] = n(consume_milli[name])
@@ -456,6 +468,7 @@ def refill_and_consume(
     floor_milli: Mapping[str, int],
     new_limits: Mapping[str, LimitState],
     configs: Mapping[str, LimitState],
+    reset_window: bool = True,
 ) -> dict[str, Any]:
     """The slow path's write: refill and consume, fenced on `rf`.
 
@@ -464,10 +477,10 @@ def refill_and_consume(
     than let such a write drive a consumed limit below zero. Limits new to the item are
     SET whole (`new_limits`), and every limit's stored config is brought up to date.
     """
-    sets = ["#rf = :rf"]
-    adds = []
+    sets, adds, values = window_parts(reset_window, new_refill_ms)
+    sets.append("#rf = :rf")
     conds = ["#rf = :old_rf"]
-    values: Item = {":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)}
+    values.update({":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)})
     for i, (name, delta) in enumerate(token_delta_milli.items()):
         if delta:
             adds.append(f"{limit_attr(name, 'tk')} :d{i}")
@@ -535,3 +548,516 @@ def adjust_tokens(
         "ExpressionAttributeNames": {"#pk": PK},
         "ExpressionAttributeValues": values,
     }
+
+
+# ---------------------------------------------------------------- partition write pressure
+#: Partition write limit (writes per second) of a bucket item; not an application limit.
+A_WCU_LIMIT = "b_wcu_cp"
+#: When shard 0 last doubled `shard_count` (ms); doublings are spaced so each can take effect.
+A_SHARD_DOUBLED = "sd"
+#: Write-rate window of the partition: start (ms) and writes counted since then. Every
+#: hot-path write ADDs 1 to `wn`, or restarts the window (SET both) once it is 2 s old,
+#: so the item never grows and the rate is measured in-band at no extra request.
+A_WINDOW_START = "ws"
+A_WINDOW_WRITES = "wn"
+WINDOW_MS = 2000
+
+
+def write_rate(item: Mapping[str, Any], now_ms: int) -> float:
+    """Writes per second this partition took in its current window (0 when unknown)."""
+    start = get_n(item, A_WINDOW_START, -1)
+    writes = get_n(item, A_WINDOW_WRITES)
+    if start < 0 or writes <= 0:
+        return 0.0
+    # Early in a window the count covers less than a second; dividing by at least one
+    # second can only underestimate, so it never triggers a doubling by itself.
+    return writes * 1000 / max(1000, now_ms - start)
+
+
+def partition_wcu(item: Mapping[str, Any], default: int = 1000) -> int:
+    return get_n(item, A_WCU_LIMIT, default) or default
+
+
+def window_parts(reset: bool, now_ms: int) -> tuple[list[str], list[str], Item]:
+    """(SET parts, ADD parts, values) that count one write in the item's window."""
+    if reset:
+        return (
+            [f"{A_WINDOW_START} = :ws", f"{A_WINDOW_WRITES} = :one"],
+            [],
+            {
+                ":ws": n(now_ms),
+                ":one": n(1),
+            },
+        )
+    return [], [f"{A_WINDOW_WRITES} :one"], {":one": n(1)}
+
+
+def double_shards(
+    table: str, shard0_key: Item, old_count: int, new_count: int, now_ms: int
+) -> dict[str, Any]:
+    """Raise `shard_count` on shard 0, unless someone did already or did so recently."""
+    return {
+        "TableName": table,
+        "Key": shard0_key,
+        "UpdateExpression": "SET #sc = :new, #sd = :now",
+        "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :cool)",
+        "ExpressionAttributeNames": {"#sc": A_SHARD_COUNT, "#sd": A_SHARD_DOUBLED},
+        "ExpressionAttributeValues": {
+            ":new": n(new_count),
+            ":old": n(old_count),
+            ":now": n(now_ms),
+            ":cool": n(now_ms - WINDOW_MS),
+        },
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def move_tokens(
+    table: str, bucket_item_key: Item, tokens_milli: Mapping[str, int]
+) -> dict[str, Any]:
+    """ADD tokens to a bucket without counting them as consumption (shard splits)."""
+    adds = [f"{limit_attr(name, 'tk')} :v{i}" for i, name in enumerate(tokens_milli)]
+    values = {f":v{i}": n(v) for i, v in enumerate(tokens_milli.values())}
+    return {
+        "TableName": table,
+        "Key": bucket_item_key,
+        "UpdateExpression": "ADD " + ", ".join(adds),
+        "ConditionExpression": "attribute_exists(#pk)",
+        "ExpressionAttributeNames": {"#pk": PK},
+        "ExpressionAttributeValues": values,
+    }
+
+
+# ================================================================ schema version and migrations
+# Appended for issue 7 (`zae-limiter migrate`). The version record lives at `version_key()`;
+# the schema-1 (pre-shard) bucket layout is spelled here only so the migration can retire it.
+A_SCHEMA_VERSION = "schema_version"
+A_MIN_CLIENT_VERSION = "min_client_version"
+A_UPDATED_AT = "updated_at"
+A_UPDATED_BY = "updated_by"
+#: Migration progress, present only while a step is under way (or was interrupted).
+A_MIGRATING_TO = "migrating_to"
+A_MIGRATION_STEP = "migration_step"
+A_MIGRATION_CURSOR = "migration_cursor"
+A_MIGRATION_DONE = "migration_done"
+A_MIGRATION_STARTED = "migration_started_at"
+#: SK prefix of a schema-1 bucket item: PK `{ns}/ENTITY#{id}`, SK `#BUCKET#{resource}`.
+OLD_BUCKET_SK_PREFIX = "#BUCKET#"
+
+_VERSION_NAMES = {
+    "#pk": PK,
+    "#v": A_SCHEMA_VERSION,
+    "#mcv": A_MIN_CLIENT_VERSION,
+    "#at": A_UPDATED_AT,
+    "#by": A_UPDATED_BY,
+    "#to": A_MIGRATING_TO,
+    "#step": A_MIGRATION_STEP,
+    "#cur": A_MIGRATION_CURSOR,
+    "#done": A_MIGRATION_DONE,
+    "#started": A_MIGRATION_STARTED,
+}
+
+
+def _names(*placeholders: str) -> dict[str, str]:
+    return {p: _VERSION_NAMES[p] for p in placeholders}
+
+
+def old_bucket_sk(resource: str) -> str:
+    return f"{OLD_BUCKET_SK_PREFIX}{resource}"
+
+
+def namespace_of(pk: str) -> str:
+    """The namespace a key belongs to: what precedes the first '/'."""
+    return pk.partition("/")[0]
+
+
+def get_version(table: str) -> dict[str, Any]:
+    return {"TableName": table, "Key": version_key(), "ConsistentRead": True}
+
+
+def set_version(
+    table: str, version: int, min_client_version: str, now_ms: int, updated_by: str
+) -> dict[str, Any]:
+    """State the schema version, and clear any migration progress."""
+    return {
+        "TableName": table,
+        "Key": version_key(),
+        "UpdateExpression": "SET #v = :v, #mcv = :mcv, #at = :at, #by = :by "
+        "REMOVE #to, #step, #cur, #done, #started",
+        "ExpressionAttributeNames": _names(
+            "#v", "#mcv", "#at", "#by", "#to", "#step", "#cur", "#done", "#started"
+        ),
+        "ExpressionAttributeValues": {
+            ":v": n(version),
+            ":mcv": s(min_client_version),
+            ":at": n(now_ms),
+            ":by": s(updated_by),
+        },
+        "ReturnValues": "ALL_NEW",
+    }
+
+
+def begin_migration(table: str, from_version: int, to_version: int, now_ms: int) -> dict[str, Any]:
+    """Mark a step under way; keeps the progress of an interrupted run of the same step.
+
+    Fails its condition when the table already is at `to_version` or beyond.
+    """
+    return {
+        "TableName": table,
+        "Key": version_key(),
+        "UpdateExpression": "SET #v = if_not_exists(#v, :from), #to = :to, "
+        "#started = if_not_exists(#started, :now)",
+        "ConditionExpression": "attribute_not_exists(#v) OR #v < :to",
+        "ExpressionAttributeNames": _names("#v", "#to", "#started"),
+        "ExpressionAttributeValues": {
+            ":from": n(from_version),
+            ":to": n(to_version),
+            ":now": n(now_ms),
+        },
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def save_migration_progress(
+    table: str, to_version: int, step: str, cursor: str | None, done: int
+) -> dict[str, Any]:
+    """Where a step stands: its phase, the scan cursor (None: phase finished), items done."""
+    update = "SET #step = :step, #done = :done"
+    names = _names("#to", "#step", "#done", "#cur")
+    values: Item = {":to": n(to_version), ":step": s(step), ":done": n(done)}
+    if cursor is None:
+        update += " REMOVE #cur"
+    else:
+        update += ", #cur = :cur"
+        values[":cur"] = s(cursor)
+    return {
+        "TableName": table,
+        "Key": version_key(),
+        "UpdateExpression": update,
+        "ConditionExpression": "#to = :to",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def old_bucket_scan(
+    table: str, expire_at_s: int, start_key: Item | None, page_size: int
+) -> dict[str, Any]:
+    """One page of schema-1 bucket items (every namespace) that do not yet expire by then."""
+    params: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": "begins_with(#sk, :prefix) AND "
+        "(attribute_not_exists(#ttl) OR #ttl > :ttl)",
+        "ProjectionExpression": "#pk, #sk",
+        "ExpressionAttributeNames": {"#pk": PK, "#sk": SK, "#ttl": TTL},
+        "ExpressionAttributeValues": {":prefix": s(OLD_BUCKET_SK_PREFIX), ":ttl": n(expire_at_s)},
+        "Limit": page_size,
+    }
+    if start_key:
+        params["ExclusiveStartKey"] = start_key
+    return params
+
+
+def expire_old_bucket(table: str, item_key: Item, expire_at_s: int) -> dict[str, Any]:
+    """Give an existing schema-1 bucket item a TTL, unless it already expires sooner."""
+    return {
+        "TableName": table,
+        "Key": item_key,
+        "UpdateExpression": "SET #ttl = :ttl",
+        "ConditionExpression": "attribute_exists(#pk) AND begins_with(#sk, :prefix) AND "
+        "(attribute_not_exists(#ttl) OR #ttl > :ttl)",
+        "ExpressionAttributeNames": {"#pk": PK, "#sk": SK, "#ttl": TTL},
+        "ExpressionAttributeValues": {":ttl": n(expire_at_s), ":prefix": s(OLD_BUCKET_SK_PREFIX)},
+    }
+
+
+# ================================================================ end of schema version section
+
+
+# ======================================================== usage snapshots and the aggregator
+# Appended for issue 6 (the aggregator). Usage snapshots live under the entity partition:
+# PK `{ns}/ENTITY#{id}`, SK `#USAGE#{resource}#{window}#{start}`. Counters are exact
+# millitokens (`u_{limit}`); `sq_{shard}` is the last stream sequence number of that
+# bucket shard already counted, so a re-delivered stream record is never counted twice.
+from zae_limiter.models import UsageSnapshot  # noqa: E402
+
+KIND_USAGE = "usage"
+SK_USAGE_PREFIX = "#USAGE#"
+USAGE_INDEX_PREFIX = "USAGE#"
+A_USAGE_WINDOW = "window"
+A_USAGE_WINDOW_START = "window_start"
+A_USAGE_EVENTS = "total_events"
+USAGE_COUNTER_PREFIX = "u_"
+USAGE_FENCE_PREFIX = "sq_"
+#: On shard 0: since when (ms) the aggregator has seen the entity's traffic stay low.
+A_QUIET_SINCE = "qs"
+STREAM_INSERT, STREAM_MODIFY, STREAM_REMOVE = "INSERT", "MODIFY", "REMOVE"
+TC_SUFFIX = "_tc"
+
+
+def usage_counter_attr(limit_name: str) -> str:
+    return f"{USAGE_COUNTER_PREFIX}{limit_name}"
+
+
+def usage_fence_attr(shard_id: int) -> str:
+    return f"{USAGE_FENCE_PREFIX}{shard_id}"
+
+
+def usage_key(ns: str, entity_id: str, resource: str, window: str, window_start: str) -> Item:
+    return key(entity_pk(ns, entity_id), usage_sk(resource, window, window_start))
+
+
+def usage_sk_prefix(resource: str | None = None, window: str | None = None) -> str:
+    if resource is None:
+        return SK_USAGE_PREFIX
+    if window is None:
+        return f"{SK_USAGE_PREFIX}{resource}#"
+    return f"{SK_USAGE_PREFIX}{resource}#{window}#"
+
+
+def usage_update(
+    table: str,
+    ns: str,
+    snapshot: UsageSnapshot,
+    fences: Mapping[int, tuple[int, int]],
+    expires_at_s: int,
+) -> dict[str, Any]:
+    """ADD a batch's consumption (`snapshot.counters` in millitokens) to a usage snapshot.
+
+    `fences` maps each contributing bucket shard to (first, last) sequence numbers of the
+    records counted: the write fails (ALL_OLD) if any of them was counted before.
+    """
+    e, r, w, ws = snapshot.entity_id, snapshot.resource, snapshot.window, snapshot.window_start
+    names = {"#e": A_ENTITY_ID, "#r": A_RESOURCE, "#w": A_USAGE_WINDOW, "#ws": A_USAGE_WINDOW_START,
+             "#k": A_KIND, "#g2p": GSI2PK, "#g2s": GSI2SK, "#g4p": GSI4PK, "#g4s": GSI4SK,
+             "#ttl": TTL, "#ev": A_USAGE_EVENTS}  # fmt: skip
+    values: Item = {":e": s(e), ":r": s(r), ":w": s(w), ":ws": s(ws), ":k": s(KIND_USAGE),
+                    ":g2p": s(resource_pk(ns, r)), ":g2s": s(f"{USAGE_INDEX_PREFIX}{w}#{ws}#{e}"),
+                    ":g4p": s(ns), ":g4s": s(f"{USAGE_INDEX_PREFIX}{e}#{r}#{w}#{ws}"),
+                    ":ttl": n(expires_at_s), ":ev": n(snapshot.total_events)}  # fmt: skip
+    sets = ["#e = :e, #r = :r, #w = :w, #ws = :ws, #k = :k, #g2p = :g2p, #g2s = :g2s",
+            "#g4p = :g4p, #g4s = :g4s, #ttl = :ttl"]  # fmt: skip
+    adds = ["#ev :ev"]
+    conds = []
+    for i, (shard, (first, last)) in enumerate(sorted(fences.items())):
+        names[f"#q{i}"] = usage_fence_attr(shard)
+        values[f":qf{i}"], values[f":ql{i}"] = n(first), n(last)
+        sets.append(f"#q{i} = :ql{i}")
+        conds.append(f"(attribute_not_exists(#q{i}) OR #q{i} < :qf{i})")
+    for i, (limit_name, milli) in enumerate(sorted(snapshot.counters.items())):
+        names[f"#u{i}"] = usage_counter_attr(limit_name)
+        values[f":u{i}"] = n(milli)
+        adds.append(f"#u{i} :u{i}")
+    params: dict[str, Any] = {
+        "TableName": table,
+        "Key": usage_key(ns, e, r, w, ws),
+        "UpdateExpression": "SET " + ", ".join(sets) + " ADD " + ", ".join(adds),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if conds:
+        params["ConditionExpression"] = " AND ".join(conds)
+    return params
+
+
+def usage_fences(item: Mapping[str, Any]) -> dict[int, int]:
+    """{shard_id: last sequence number counted} of a usage snapshot item."""
+    out: dict[int, int] = {}
+    for attr, value in item.items():
+        suffix = attr[len(USAGE_FENCE_PREFIX) :]
+        if attr.startswith(USAGE_FENCE_PREFIX) and suffix.isdigit():
+            out[int(suffix)] = int(value["N"])
+    return out
+
+
+def decode_usage(item: Mapping[str, Any]) -> UsageSnapshot:
+    """A usage snapshot item; counters in whole tokens (the library consumes whole tokens)."""
+    _ns, entity_id = parse_entity_pk(item[PK]["S"])
+    resource, window, window_start = parse_usage_sk(item[SK]["S"])
+    counters = {
+        attr[len(USAGE_COUNTER_PREFIX) :]: int(value["N"]) // 1000
+        for attr, value in item.items()
+        if attr.startswith(USAGE_COUNTER_PREFIX) and "N" in value
+    }
+    return UsageSnapshot(
+        entity_id=entity_id,
+        resource=resource,
+        window=window,
+        window_start=window_start,
+        counters=dict(sorted(counters.items())),
+        total_events=get_n(item, A_USAGE_EVENTS),
+    )
+
+
+def usage_query_entity(
+    table: str, ns: str, entity_id: str, resource: str | None, window: str | None
+) -> dict[str, Any]:
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
+        "ExpressionAttributeValues": {
+            ":pk": s(entity_pk(ns, entity_id)),
+            ":prefix": s(usage_sk_prefix(resource, window)),
+        },
+    }
+
+
+def usage_query_resource(table: str, ns: str, resource: str, window: str | None) -> dict[str, Any]:
+    """Usage snapshot keys of a resource (GSI2 is KEYS_ONLY: BatchGetItem the items)."""
+    prefix = USAGE_INDEX_PREFIX if window is None else f"{USAGE_INDEX_PREFIX}{window}#"
+    return {
+        "TableName": table,
+        "IndexName": GSI2,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": GSI2PK, "#sk": GSI2SK},
+        "ExpressionAttributeValues": {":pk": s(resource_pk(ns, resource)), ":prefix": s(prefix)},
+    }
+
+
+def usage_query_namespace(table: str, ns: str) -> dict[str, Any]:
+    """Usage snapshot keys of a namespace (GSI4, KEYS_ONLY)."""
+    return {
+        "TableName": table,
+        "IndexName": GSI4,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": GSI4PK, "#sk": GSI4SK},
+        "ExpressionAttributeValues": {":pk": s(ns), ":prefix": s(USAGE_INDEX_PREFIX)},
+    }
+
+
+def batch_get_consistent(table: str, item_keys: list[Item]) -> dict[str, Any]:
+    return {"RequestItems": {table: {"Keys": item_keys, "ConsistentRead": True}}}
+
+
+def aggregator_refill(
+    table: str,
+    bucket_item_key: Item,
+    old_refill_ms: int,
+    new_refill_ms: int,
+    add_milli: Mapping[str, int],
+    ceiling_milli: Mapping[str, int],
+) -> dict[str, Any]:
+    """The aggregator's proactive refill: SET rf, ADD the refilled tokens.
+
+    Fenced on `rf` (a client's refill or another aggregator's wins), and on each limit
+    still holding at most the tokens the refill was computed from, so concurrent
+    speculative ADDs commute and no limit is pushed over its capacity.
+    """
+    names = {"#rf": A_REFILL}
+    values: Item = {":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)}
+    adds, conds = [], ["#rf = :old_rf"]
+    for i, (name, milli) in enumerate(sorted(add_milli.items())):
+        names[f"#t{i}"] = limit_attr(name, "tk")
+        values[f":a{i}"], values[f":c{i}"] = n(milli), n(ceiling_milli[name])
+        adds.append(f"#t{i} :a{i}")
+        conds.append(f"#t{i} <= :c{i}")
+    return {
+        "TableName": table,
+        "Key": bucket_item_key,
+        "UpdateExpression": "SET #rf = :rf ADD " + ", ".join(adds),
+        "ConditionExpression": " AND ".join(conds),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def propagate_shard_count(table: str, bucket_item_key: Item, new_count: int) -> dict[str, Any]:
+    """Raise an existing shard's `shard_count` to shard 0's (never lowers it)."""
+    return {
+        "TableName": table,
+        "Key": bucket_item_key,
+        "UpdateExpression": "SET #sc = :new",
+        "ConditionExpression": "attribute_exists(#pk) AND #sc < :new",
+        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT},
+        "ExpressionAttributeValues": {":new": n(new_count)},
+    }
+
+
+def mark_quiet(table: str, shard0_key: Item, shard_count: int, now_ms: int) -> dict[str, Any]:
+    """Record on shard 0 that the entity's traffic went low (first time seen)."""
+    return {
+        "TableName": table,
+        "Key": shard0_key,
+        "UpdateExpression": "SET #qs = :now",
+        "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#qs) AND #sc = :sc",
+        "ExpressionAttributeNames": {"#pk": PK, "#qs": A_QUIET_SINCE, "#sc": A_SHARD_COUNT},
+        "ExpressionAttributeValues": {":now": n(now_ms), ":sc": n(shard_count)},
+    }
+
+
+def clear_quiet(table: str, shard0_key: Item) -> dict[str, Any]:
+    return {
+        "TableName": table,
+        "Key": shard0_key,
+        "UpdateExpression": "REMOVE #qs",
+        "ConditionExpression": "attribute_exists(#qs)",
+        "ExpressionAttributeNames": {"#qs": A_QUIET_SINCE},
+    }
+
+
+def merge_update(
+    table: str,
+    bucket_item_key: Item,
+    *,
+    old_count: int,
+    new_count: int,
+    old_refill_ms: int,
+    new_refill_ms: int,
+    add_milli: Mapping[str, int],
+    expect_milli: Mapping[str, int],
+    exact: bool,
+    shard0_now_ms: int | None = None,
+) -> dict[str, Any]:
+    """One shard's part of a merge transaction (a TransactWriteItems `Update`).
+
+    A drained shard (`exact=True`) must hold exactly `expect_milli`; a receiving shard at
+    most that (speculative ADDs may have taken some since it was read). Both are fenced
+    on `rf` and on `shard_count = old_count`, and both SET the halved count. On shard 0
+    (`shard0_now_ms`) the change time `sd` is set and the quiet mark cleared.
+    """
+    names = {"#pk": PK, "#rf": A_REFILL, "#sc": A_SHARD_COUNT}
+    values: Item = {":old": n(old_count), ":new": n(new_count), ":orf": n(old_refill_ms),
+                    ":rf": n(new_refill_ms)}  # fmt: skip
+    sets, adds = ["#sc = :new", "#rf = :rf"], []
+    conds = ["attribute_exists(#pk)", "#sc = :old", "#rf = :orf"]
+    for i, (name, expect) in enumerate(sorted(expect_milli.items())):
+        names[f"#t{i}"] = limit_attr(name, "tk")
+        values[f":x{i}"] = n(expect)
+        conds.append(f"#t{i} {'=' if exact else '<='} :x{i}")
+        if add_milli.get(name):
+            values[f":a{i}"] = n(add_milli[name])
+            adds.append(f"#t{i} :a{i}")
+    update = "SET " + ", ".join(sets)
+    if shard0_now_ms is not None:
+        names.update({"#sd": A_SHARD_DOUBLED, "#qs": A_QUIET_SINCE})
+        values[":sd"] = n(shard0_now_ms)
+        update += ", #sd = :sd"
+    if adds:
+        update += " ADD " + ", ".join(adds)
+    if shard0_now_ms is not None:
+        update += " REMOVE #qs"
+    return {
+        "TableName": table,
+        "Key": bucket_item_key,
+        "UpdateExpression": update,
+        "ConditionExpression": " AND ".join(conds),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def merge_transaction(updates: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"TransactItems": [{"Update": u} for u in updates]}
+
+
+def table_from_stream_arn(arn: str) -> str | None:
+    """`arn:aws:dynamodb:{region}:{account}:table/{name}/stream/{label}` -> name."""
+    _, sep, rest = arn.partition(":table/")
+    return rest.split("/", 1)[0] or None if sep else None
+
+
+# ======================================================== end of usage / aggregator section

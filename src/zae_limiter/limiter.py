@@ -14,7 +14,7 @@ from zae_limiter.flows import Flow, config, entities, read
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limits import Limit
-from zae_limiter.models import Entity, ResolvedLimits
+from zae_limiter.models import Entity, ResolvedLimits, ShardInfo
 from zae_limiter.repository import Repository, SyncRepository, _Base
 
 
@@ -181,6 +181,14 @@ class RateLimiter:
             self._flows.time_until_available(entity_id, resource, needed, limits)
         )
 
+    async def get_shards(self, entity_id: str, resource: str) -> list[ShardInfo]:
+        """One `ShardInfo` per bucket shard of (entity, resource), from GSI3 + BatchGetItem."""
+        repo = self.repository
+        return await repo.run(shards.get_shards(repo.state, entity_id, resource, repo.now_ms()))
+
+    async def list_resources(self, entity_id: str) -> list[str]:
+        return await self.repository.run(shards.list_resources(self.repository.state, entity_id))
+
 
 class SyncRateLimiter:
     """Sync rate limiter. `with limiter.acquire(...) as lease:` guards a call."""
@@ -278,3 +286,11 @@ class SyncRateLimiter:
         return self.repository.run(
             self._flows.time_until_available(entity_id, resource, needed, limits)
         )
+
+    def get_shards(self, entity_id: str, resource: str) -> list[ShardInfo]:
+        """One `ShardInfo` per bucket shard of (entity, resource), from GSI3 + BatchGetItem."""
+        repo = self.repository
+        return repo.run(shards.get_shards(repo.state, entity_id, resource, repo.now_ms()))
+
+    def list_resources(self, entity_id: str) -> list[str]:
+        return self.repository.run(shards.list_resources(self.repository.state, entity_id))

@@ -37,7 +37,9 @@ class BucketState:
     limits: Mapping[str, LimitState]
     cascade: bool = False
     parent_id: str | None = None
-    created: bool = False
+    partition_wcu: int = 1000
+    window_start_ms: int = -1
+    window_writes: int = 0
 
     @property
     def user_limits(self) -> dict[str, LimitState]:

@@ -35,7 +35,7 @@ def exit_code_for(error: BaseException) -> int:
 def run(group: click.Group, args: list[str]) -> int:
     debug = "--debug" in args
     try:
-        group.main(args=args, prog_name="zae-limiter", standalone_mode=False)
+        result = group.main(args=args, prog_name="zae-limiter", standalone_mode=False)
     except click.exceptions.Exit as done:
         return int(done.exit_code or 0)
     except click.Abort:
@@ -58,4 +58,5 @@ def run(group: click.Group, args: list[str]) -> int:
         click.echo(f"error: {type(error).__name__}: {error} (run with --debug for details)", err=True)
         return EXIT_FAILURE
     sys.stdout.flush()
-    return EXIT_OK
+    # With standalone_mode=False, click hands back ctx.exit(code) as the return value.
+    return result if isinstance(result, int) else EXIT_OK

@@ -9,24 +9,18 @@ is given back, so no tokens are created or destroyed.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow, lockstep, together
-from zae_limiter.flows.bucket_write import (
-    NOT_FETCHED,
-    Level,
-    Rejected,
-    Taken,
-    give_back,
-    local_rejection,
-    take,
-)
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken, give_back, local_rejection
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.take import NOT_FETCHED, take
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
 
@@ -162,7 +156,7 @@ def acquire(
             levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
     _raise_if_known_exhausted(state, levels, now_ms)
     flows = [
-        take(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
+        take_any_shard(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
         for lv in levels
     ]
     outcomes: list[object] = list((yield from lockstep(flows, stop=_failed)))
@@ -199,7 +193,37 @@ def _take_parent(
     known = local_rejection(state, level, now_ms)
     if known is not None:
         return known
-    return (yield from take(state, level, now_ms, speculative, prefetched.get(parent, NOT_FETCHED)))
+    return (
+        yield from take_any_shard(
+            state, level, now_ms, speculative, prefetched.get(parent, NOT_FETCHED)
+        )
+    )
+
+
+#: Shards tried for one level before a rejection stands (the first and two others).
+MAX_SHARD_TRIES = 3
+
+
+def take_any_shard(
+    state: RepoState, level: Level, now_ms: int, speculative: bool, prefetched: Any
+) -> Flow[Taken | Rejected]:
+    """Take from a random shard; a drained shard is not the entity: try up to two others."""
+    count = level.shard_count
+    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
+    tried = [shard]
+    outcome = yield from take(
+        state, replace(level, shard_id=shard), now_ms, speculative, prefetched
+    )
+    while isinstance(outcome, Rejected) and len(tried) < MAX_SHARD_TRIES:
+        count = state.shard_count(level.entity_id, level.resource)
+        others = [s for s in range(count) if s not in tried]
+        if not others:
+            break
+        shard = random.choice(others)
+        tried.append(shard)
+        nxt = replace(level, shard_id=shard, shard_count=count)
+        outcome = yield from take(state, nxt, now_ms, speculative)
+    return outcome
 
 
 def _failed(outcome: object) -> bool:

@@ -1,22 +1,17 @@
-"""One entity's part of an acquire: take tokens from one bucket shard, or say why not.
+"""The arithmetic of one bucket write: what to write, or why the request is rejected.
 
-`take` is the per-level state machine: a speculative conditional write (or a read when
-speculative writes are off), then, from the state DynamoDB returned, create the bucket,
-refill-and-consume fenced on `rf`, or reject. A failed fenced write returns ALL_OLD,
-which is the current item, so contention retries never re-read.
+No requests are made here; `flows.take` runs the state machine that uses these plans.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
-from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows import Call
 from zae_limiter.flows.context import Exhausted, RepoState
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, LimitStatus
@@ -76,13 +71,17 @@ def effective(limit: Limit, shard_count: int) -> LimitState:
     )
 
 
-def new_bucket(level: Level, now_ms: int) -> BucketState:
+def new_bucket(
+    level: Level, now_ms: int, partition_wcu: int, tokens: Mapping[str, int] | None = None
+) -> BucketState:
+    """A bucket as first written: full (shard 0), or holding `tokens` split off a sibling."""
     limits = {}
     for limit in level.limits:
         cfg = effective(limit, level.shard_count)
         need = level.consume_milli.get(limit.name, 0)
+        start = cfg.capacity_milli if tokens is None else tokens.get(limit.name, 0)
         limits[limit.name] = LimitState(
-            cfg.capacity_milli - need,
+            start - need,
             limit.capacity_milli,
             limit.refill_amount_milli,
             limit.refill_period_ms,
@@ -97,6 +96,7 @@ def new_bucket(level: Level, now_ms: int) -> BucketState:
         limits=limits,
         cascade=level.cascade,
         parent_id=level.parent_id,
+        partition_wcu=partition_wcu,
     )
 
 
@@ -115,7 +115,13 @@ def _status(
 
 
 def plan_write(
-    bucket: BucketState, level: Level, now_ms: int, table: str, key: keys.Item
+    bucket: BucketState,
+    level: Level,
+    now_ms: int,
+    table: str,
+    key: keys.Item,
+    reset_window: bool = True,
+    moved_milli: Mapping[str, int] | None = None,
 ) -> WritePlan | Rejected:
     """Refill every limit to `now_ms` and consume; a plan to write, or a rejection."""
     new_rf = max(bucket.last_refill_ms, now_ms)
@@ -148,8 +154,10 @@ def plan_write(
             fresh[limit.name] = LimitState(refilled.tokens_milli - need, 0, 0, 1, need)
             continue
         delta = refilled.tokens_milli - stored.tokens_milli - need
+        if moved_milli:
+            delta -= moved_milli.get(limit.name, 0)
         deltas[limit.name] = delta
-        if need:
+        if need or (moved_milli and moved_milli.get(limit.name)):
             floors[limit.name] = -delta
     if violations:
         memory = Exhausted(new_rf + wait, new_rf, refilled_all)
@@ -165,6 +173,7 @@ def plan_write(
         floor_milli=floors,
         new_limits=fresh,
         configs=configs,
+        reset_window=reset_window,
     )
     return WritePlan(params)
 
@@ -194,8 +203,9 @@ def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | N
     return Rejected(level.entity_id, level.resource, tuple(violations), wait)
 
 
-def remember(state: RepoState, outcome: Rejected) -> None:
-    if outcome.memory is not None:
+def remember(state: RepoState, level: Level, outcome: Rejected) -> None:
+    # One shard's shortage says nothing about its siblings: remember unsharded buckets only.
+    if outcome.memory is not None and level.shard_count == 1:
         state.exhausted[(outcome.entity_id, outcome.resource)] = outcome.memory
 
 
@@ -207,123 +217,8 @@ def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> None
     meta = state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
     if level.shard_id == 0 or bucket.shard_count > meta.shard_counts.get(level.resource, 1):
         meta.shard_counts[level.resource] = bucket.shard_count
+    meta.windows[(level.resource, level.shard_id)] = bucket.window_start_ms
     state.exhausted.pop((level.entity_id, level.resource), None)
-
-
-def _speculative(state: RepoState, level: Level, key: keys.Item) -> Call:
-    configs = {limit.name: stored_config(limit) for limit in level.limits}
-    return Call(
-        "update_item",
-        keys.speculative_consume(state.table, key, level.consume_milli, configs),
-    )
-
-
-NOT_FETCHED: Any = object()
-
-
-def take(
-    state: RepoState,
-    level: Level,
-    now_ms: int,
-    speculative: bool,
-    prefetched: Any = NOT_FETCHED,
-) -> Flow[Taken | Rejected]:
-    """Take `level.consume_milli` from one bucket shard.
-
-    `prefetched` is the bucket item (or None when absent) if it was already read in
-    the config round trip; then the first write is the fenced one, not a speculative one.
-    """
-    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
-    taken = Taken(
-        level.entity_id, level.resource, level.shard_id, level.consume_milli, level.limits
-    )
-    if prefetched is not NOT_FETCHED:
-        item = prefetched
-    elif speculative:
-        result = yield from one(_speculative(state, level, key))
-        if result.ok:
-            learn(state, level, result.attributes)
-            return taken
-        item = result.old
-    else:
-        read = yield from one(
-            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-        )
-        item = read.item
-    for attempt in range(MAX_WRITE_ATTEMPTS):
-        if not item:
-            level = yield from _with_entity_facts(state, level)
-            new_item = keys.new_bucket_item(state.namespace, new_bucket(level, now_ms))
-            result = yield from one(Call("put_item", keys.create_bucket(state.table, new_item)))
-            if result.ok:
-                return taken
-        else:
-            bucket = keys.decode_bucket(item)
-            level = _with_shard_count(level, bucket)
-            plan = plan_write(bucket, level, now_ms, state.table, key)
-            if isinstance(plan, Rejected):
-                remember(state, plan)
-                return plan
-            result = yield from one(Call("update_item", plan.params))
-            if result.ok:
-                learn(state, level, result.attributes)
-                return taken
-        item = result.old
-        yield from pause(_backoff_ms(attempt))
-    raise RateLimiterUnavailable(
-        f"bucket {level.entity_id}/{level.resource} is too contended: "
-        f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row"
-    )
-
-
-def _with_shard_count(level: Level, bucket: BucketState) -> Level:
-    if bucket.shard_count == level.shard_count:
-        return level
-    return Level(
-        level.entity_id,
-        level.resource,
-        level.limits,
-        level.consume_milli,
-        level.shard_id,
-        bucket.shard_count,
-        bucket.cascade,
-        bucket.parent_id,
-    )
-
-
-def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
-    """A new bucket records cascade and parent; read META if the cache does not know."""
-    meta = state.entities.get(level.entity_id)
-    if meta is None:
-        result = yield from one(
-            Call(
-                "get_item",
-                {
-                    "TableName": state.table,
-                    "Key": keys.entity_key(state.namespace, level.entity_id),
-                },
-            )
-        )
-        if result.item:
-            entity = keys.decode_entity(result.item)
-            meta = state.learn_entity(level.entity_id, entity.cascade, entity.parent_id)
-    if meta is None:
-        return level
-    return Level(
-        level.entity_id,
-        level.resource,
-        level.limits,
-        level.consume_milli,
-        level.shard_id,
-        level.shard_count,
-        meta.cascade,
-        meta.parent_id,
-    )
-
-
-def _backoff_ms(attempt: int) -> int:
-    # Full jitter: concurrent writers that collided spread out instead of colliding again.
-    return random.randint(0, min(200, 5 * 2**attempt))
 
 
 def give_back(state: RepoState, taken: Taken, amounts_milli: Mapping[str, int]) -> Call:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
+from zae_limiter.keys import WINDOW_MS
 from zae_limiter.limits import Limit
 
 DEFAULT_PARTITION_WCU = 1000
@@ -21,6 +22,10 @@ class EntityMeta:
     cascade: bool
     parent_id: str | None
     shard_counts: dict[str, int] = field(default_factory=dict)
+    #: Write-rate window start (ms) last seen per (resource, shard).
+    windows: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: When this client last tried to double a resource's shards (ms).
+    doubling_tried: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,11 @@ class RepoState:
             meta = EntityMeta(cascade, parent_id)
             self.entities[entity_id] = meta
         return meta
+
+    def window_needs_reset(self, entity_id: str, resource: str, shard: int, now_ms: int) -> bool:
+        meta = self.entities.get(entity_id)
+        start = None if meta is None else meta.windows.get((resource, shard))
+        return start is None or now_ms - start >= WINDOW_MS
 
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)

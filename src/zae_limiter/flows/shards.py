@@ -1,0 +1,68 @@
+"""Discovering an entity's bucket shards (GSI3 keys, then BatchGetItem)."""
+
+from __future__ import annotations
+
+from zae_limiter import keys
+from zae_limiter.bucket import LimitState
+from zae_limiter.flows import Flow
+from zae_limiter.flows.bucket_write import effective
+from zae_limiter.flows.config import batch_get
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.entities import entity_bucket_keys
+from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState, ShardInfo
+
+
+def list_resources(state: RepoState, entity_id: str) -> Flow[list[str]]:
+    """Resources the entity has buckets for."""
+    keys.validate_id("entity_id", entity_id)
+    found = yield from entity_bucket_keys(state, entity_id)
+    return sorted({keys.parse_bucket_pk(k[keys.PK]["S"])[2] for k in found})
+
+
+def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[list[BucketState]]:
+    found = yield from entity_bucket_keys(state, entity_id, resource)
+    items = yield from batch_get(state, found)
+    return sorted((keys.decode_bucket(i) for i in items.values()), key=lambda b: b.shard_id)
+
+
+def shard_info(bucket: BucketState, now_ms: int, item_rate: float) -> ShardInfo:
+    capacity: dict[str, int] = {}
+    tokens: dict[str, int] = {}
+    for name, stored in bucket.user_limits.items():
+        limit = Limit(
+            name,
+            max(1, stored.capacity_milli // 1000),
+            max(1, stored.refill_amount_milli // 1000),
+            max(1, stored.refill_period_ms // 1000),
+        )
+        cfg = effective(limit, bucket.shard_count)
+        here = LimitState(
+            stored.tokens_milli, cfg.capacity_milli, cfg.refill_amount_milli, cfg.refill_period_ms
+        )
+        capacity[name] = cfg.capacity_milli // 1000
+        tokens[name] = here.refilled(bucket.last_refill_ms, now_ms).tokens_milli // 1000
+    return ShardInfo(
+        entity_id=bucket.entity_id,
+        resource=bucket.resource,
+        shard_id=bucket.shard_id,
+        shard_count=bucket.shard_count,
+        capacity=capacity,
+        tokens=tokens,
+        write_pressure_pct=round(100 * item_rate / max(1, bucket.partition_wcu), 1),
+        last_refill_ms=bucket.last_refill_ms,
+    )
+
+
+def get_shards(
+    state: RepoState, entity_id: str, resource: str, now_ms: int
+) -> Flow[list[ShardInfo]]:
+    keys.validate_id("entity_id", entity_id)
+    keys.validate_resource(resource)
+    found = yield from entity_bucket_keys(state, entity_id, resource)
+    items = yield from batch_get(state, found)
+    infos = [
+        shard_info(keys.decode_bucket(item), now_ms, keys.write_rate(item, now_ms))
+        for item in items.values()
+    ]
+    return sorted(infos, key=lambda info: info.shard_id)

@@ -1,0 +1,269 @@
+"""One entity's part of an acquire: take tokens from one bucket shard, or say why not.
+
+The state machine: a speculative conditional write (or a read when speculative writes
+are off); then, from the state DynamoDB returned, create the bucket, refill-and-consume
+fenced on `rf`, or reject. A failed fenced write returns ALL_OLD, the current item, so
+contention retries never re-read. After a write, the partition's measured write rate
+decides whether shard 0 should double the shard count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows.bucket_write import (
+    Level,
+    Rejected,
+    Taken,
+    WritePlan,
+    learn,
+    new_bucket,
+    plan_write,
+    remember,
+    stored_config,
+)
+from zae_limiter.flows.context import RepoState
+from zae_limiter.models import BucketState
+
+MAX_WRITE_ATTEMPTS = 6
+MAX_SHARDS = 256
+#: Double when a partition's write rate passes this share of its write limit.
+DOUBLING_THRESHOLD = 0.8
+NOT_FETCHED: Any = object()
+
+
+def take(
+    state: RepoState,
+    level: Level,
+    now_ms: int,
+    speculative: bool,
+    prefetched: Any = NOT_FETCHED,
+) -> Flow[Taken | Rejected]:
+    """Take `level.consume_milli` from one bucket shard.
+
+    `prefetched` is the bucket item (or None when absent) if it was already read in
+    the config round trip; then the first write is the fenced one, not a speculative one.
+    """
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    taken = Taken(
+        level.entity_id, level.resource, level.shard_id, level.consume_milli, level.limits
+    )
+    reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
+    if prefetched is not NOT_FETCHED:
+        item = prefetched
+    elif speculative:
+        configs = {limit.name: stored_config(limit) for limit in level.limits}
+        params = keys.speculative_consume(
+            state.table, key, level.consume_milli, configs, now_ms=now_ms, reset_window=reset
+        )
+        result = yield from one(Call("update_item", params))
+        if result.ok:
+            yield from _after_write(state, level, result.attributes, now_ms)
+            return taken
+        item = result.old
+    else:
+        read = yield from one(
+            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+        )
+        item = read.item
+    for attempt in range(MAX_WRITE_ATTEMPTS):
+        if not item:
+            level = yield from _with_entity_facts(state, level)
+            result, item = yield from _create(state, level, key, now_ms)
+            if result is None:
+                continue  # a split shard was just created: consume from it at once
+            if result.ok:
+                return taken
+        else:
+            bucket = keys.decode_bucket(item)
+            level = _with_shard_count(level, bucket)
+            plan = plan_write(bucket, level, now_ms, state.table, key, reset)
+            if isinstance(plan, Rejected):
+                remember(state, level, plan)
+                return plan
+            result = yield from one(Call("update_item", plan.params))
+            if result.ok:
+                yield from _after_write(state, level, result.attributes, now_ms)
+                return taken
+            item = result.old
+        yield from pause(_backoff_ms(attempt))
+    raise RateLimiterUnavailable(
+        f"bucket {level.entity_id}/{level.resource} is too contended: "
+        f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row"
+    )
+
+
+def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow[tuple[Any, Any]]:
+    """Create the bucket (result, None); or (None, item) when it has to be retried."""
+    if level.shard_id == 0:
+        bucket = new_bucket(level, now_ms, state.partition_wcu)
+        item = keys.new_bucket_item(state.namespace, bucket)
+        result = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
+        if result.ok:
+            learn(state, level, item)
+        return result, result.old
+    item = yield from create_split_shard(state, level, now_ms)
+    return None, item
+
+
+def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]:
+    """Create shard k >= 1 with half the tokens of its sibling, so none are created.
+
+    After a doubling from n to 2n shards, shard k's sibling is k - n. The sibling's share
+    is moved with a write fenced on its `rf`; if the new shard appeared meanwhile, the
+    share goes back. Returns the shard's item as it now stands.
+    """
+    ns = state.namespace
+    donor_id = level.shard_id - (1 << (level.shard_id.bit_length() - 1))
+    donor_key = keys.bucket_key(ns, level.entity_id, level.resource, donor_id)
+    read = yield from one(
+        Call("get_item", {"TableName": state.table, "Key": donor_key, "ConsistentRead": True})
+    )
+    if not read.item:
+        raise RateLimiterUnavailable(
+            f"shard {donor_id} of {level.entity_id}/{level.resource} is missing; "
+            f"cannot create shard {level.shard_id} from it"
+        )
+    donor = keys.decode_bucket(read.item)
+    count = max(level.shard_count, donor.shard_count)
+    share = _donor_share(donor, level, count, now_ms)
+    gift = Level(level.entity_id, level.resource, level.limits, {}, donor_id, count // 2)
+    plan = plan_write(donor, gift, now_ms, state.table, donor_key, True, share)
+    if not isinstance(plan, WritePlan):
+        share = {}
+    else:
+        moved = yield from one(Call("update_item", plan.params))
+        if not moved.ok:
+            return (yield from _current(state, level))
+    shard_level = Level(
+        level.entity_id,
+        level.resource,
+        level.limits,
+        {},
+        level.shard_id,
+        count,
+        level.cascade,
+        level.parent_id,
+    )
+    bucket = new_bucket(shard_level, max(now_ms, donor.last_refill_ms), state.partition_wcu, share)
+    item = keys.new_bucket_item(ns, bucket)
+    put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
+    if put.ok:
+        return item
+    if any(share.values()):
+        yield from one(Call("update_item", keys.move_tokens(state.table, donor_key, share)))
+    return put.old
+
+
+def _donor_share(donor: BucketState, level: Level, count: int, now_ms: int) -> dict[str, int]:
+    """Half of what the donor holds now (under its pre-doubling share), per limit."""
+    from zae_limiter.flows.bucket_write import effective
+
+    share: dict[str, int] = {}
+    for limit in level.limits:
+        stored = donor.limits.get(limit.name)
+        if stored is None:
+            continue
+        before = effective(limit, max(1, count // 2))
+        held = (
+            stored.__class__(
+                stored.tokens_milli,
+                before.capacity_milli,
+                before.refill_amount_milli,
+                before.refill_period_ms,
+            )
+            .refilled(donor.last_refill_ms, max(now_ms, donor.last_refill_ms))
+            .tokens_milli
+        )
+        share[limit.name] = max(0, held // 2)
+    return share
+
+
+def _current(state: RepoState, level: Level) -> Flow[Any]:
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    read = yield from one(
+        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+    )
+    return read.item
+
+
+def _after_write(
+    state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
+) -> Flow[None]:
+    """Learn from ALL_NEW; double the shards when this partition runs hot."""
+    learn(state, level, attributes)
+    if not attributes:
+        return
+    rate = keys.write_rate(attributes, now_ms)
+    limit = keys.partition_wcu(attributes, state.partition_wcu)
+    if rate < DOUBLING_THRESHOLD * limit:
+        return
+    yield from double(state, level.entity_id, level.resource, now_ms)
+
+
+def double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> Flow[None]:
+    """One conditional write on shard 0; at most one try per client per window."""
+    meta = state.learn_entity(entity_id, False, None)
+    count = meta.shard_counts.get(resource, 1)
+    last = meta.doubling_tried.get(resource)
+    if count >= MAX_SHARDS or (last is not None and now_ms - last < keys.WINDOW_MS):
+        return
+    meta.doubling_tried[resource] = now_ms
+    key = keys.bucket_key(state.namespace, entity_id, resource, 0)
+    try:
+        result = yield from one(
+            Call("update_item", keys.double_shards(state.table, key, count, count * 2, now_ms))
+        )
+    except RateLimiterUnavailable:
+        return  # shard 0 is throttled too: another client or the aggregator will retry
+    seen = result.attributes if result.ok else (result.old or {})
+    if seen:
+        meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
+
+
+def _with_shard_count(level: Level, bucket: BucketState) -> Level:
+    if bucket.shard_count == level.shard_count:
+        return level
+    return Level(
+        level.entity_id,
+        level.resource,
+        level.limits,
+        level.consume_milli,
+        level.shard_id,
+        bucket.shard_count,
+        bucket.cascade,
+        bucket.parent_id,
+    )
+
+
+def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
+    """A new bucket records cascade and parent; read META if the cache does not know."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None:
+        key = keys.entity_key(state.namespace, level.entity_id)
+        result = yield from one(Call("get_item", {"TableName": state.table, "Key": key}))
+        if result.item:
+            entity = keys.decode_entity(result.item)
+            meta = state.learn_entity(level.entity_id, entity.cascade, entity.parent_id)
+    if meta is None:
+        return level
+    return Level(
+        level.entity_id,
+        level.resource,
+        level.limits,
+        level.consume_milli,
+        level.shard_id,
+        level.shard_count,
+        meta.cascade,
+        meta.parent_id,
+    )
+
+
+def _backoff_ms(attempt: int) -> int:
+    # Full jitter: concurrent writers that collided spread out instead of colliding again.
+    return random.randint(0, min(200, 5 * 2**attempt))
