@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 
 from zae_limiter import keys
-from zae_limiter.flows import Flow, config, entities, read
+from zae_limiter.flows import Flow, config, entities, read, shards
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limits import Limit
