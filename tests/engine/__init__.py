@@ -1,0 +1,1 @@
+"""Engine tier: tests against a real DynamoDB-compatible endpoint over HTTP."""
