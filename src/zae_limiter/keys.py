@@ -54,13 +54,13 @@ SK_STATE = "#STATE"
 VERSION_PK = "_/SYSTEM#"
 VERSION_SK = "#VERSION"
 MAX_ID_LENGTH = 256
-_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def validate_namespace(namespace: str | None) -> str:
     if namespace is None:
         return DEFAULT_NAMESPACE
-    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace) or namespace == "_":
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace) or namespace == "_":
         raise ValidationError(
             f"invalid namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'"
         )
@@ -469,6 +469,7 @@ def refill_and_consume(
     new_limits: Mapping[str, LimitState],
     configs: Mapping[str, LimitState],
     reset_window: bool = True,
+    shard_count: int | None = None,
 ) -> dict[str, Any]:
     """The slow path's write: refill and consume, fenced on `rf`.
 
@@ -479,6 +480,11 @@ def refill_and_consume(
     """
     sets, adds, values = window_parts(reset_window, new_refill_ms)
     sets.append("#rf = :rf")
+    names = {"#rf": A_REFILL}
+    if shard_count is not None:
+        sets.append("#sc = :sc")
+        names["#sc"] = A_SHARD_COUNT
+        values[":sc"] = n(shard_count)
     conds = ["#rf = :old_rf"]
     values.update({":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)})
     for i, (name, delta) in enumerate(token_delta_milli.items()):
@@ -512,7 +518,7 @@ def refill_and_consume(
         "Key": bucket_item_key,
         "UpdateExpression": update,
         "ConditionExpression": " AND ".join(conds),
-        "ExpressionAttributeNames": {"#rf": A_REFILL},
+        "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -15,12 +15,12 @@ from zae_limiter.errors import ValidationError
 #: DynamoDB partition and must never be confused with an application limit.
 RESERVED_LIMIT_NAMES = frozenset({"wcu"})
 
-_LIMIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_LIMIT_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 MAX_TOKENS = 10**12  # keeps millitoken arithmetic far inside DynamoDB's 38 digits
 
 
 def validate_limit_name(name: object) -> str:
-    if not isinstance(name, str) or not _LIMIT_NAME.match(name):
+    if not isinstance(name, str) or not _LIMIT_NAME.fullmatch(name):
         raise ValidationError(
             f"invalid limit name {name!r}: use 1-32 characters, lowercase letters, digits "
             "and '_', starting with a letter (for example 'rpm' or 'tpm')"

@@ -122,6 +122,7 @@ def plan_write(
     key: keys.Item,
     reset_window: bool = True,
     moved_milli: Mapping[str, int] | None = None,
+    shard_count: int | None = None,
 ) -> WritePlan | Rejected:
     """Refill every limit to `now_ms` and consume; a plan to write, or a rejection."""
     new_rf = max(bucket.last_refill_ms, now_ms)
@@ -146,7 +147,10 @@ def plan_write(
         refilled = current.refilled(bucket.last_refill_ms, new_rf) if stored else current
         refilled_all[limit.name] = refilled
         if refilled.tokens_milli < need or refilled.tokens_milli < 0:
-            ms = max(1, refilled.ms_until(max(need, 0), new_rf, new_rf))
+            ms = refilled.ms_until(max(need, 0), new_rf, new_rf)
+            # More than this shard can ever hold: come back after a full refill period,
+            # by when the count may have changed (never a tight retry loop).
+            ms = cfg.refill_period_ms if ms < 0 else max(1, ms)
             wait = max(wait, ms)
             violations.append(_status(level, limit.name, cfg, refilled.tokens_milli, need, ms))
             continue
@@ -174,6 +178,7 @@ def plan_write(
         new_limits=fresh,
         configs=configs,
         reset_window=reset_window,
+        shard_count=shard_count,
     )
     return WritePlan(params)
 

@@ -10,6 +10,7 @@ decides whether shard 0 should double the shard count.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
@@ -133,7 +134,10 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     count = max(level.shard_count, donor.shard_count)
     share = _donor_share(donor, level, count, now_ms)
     gift = Level(level.entity_id, level.resource, level.limits, {}, donor_id, count // 2)
-    plan = plan_write(donor, gift, now_ms, state.table, donor_key, True, share)
+    # The donor's tokens were earned under its share before the doubling; its write also
+    # records the new count, so every shard agrees on it.
+    before = replace(donor, shard_count=max(1, count // 2))
+    plan = plan_write(before, gift, now_ms, state.table, donor_key, True, share, count)
     if not isinstance(plan, WritePlan):
         share = {}
     else:

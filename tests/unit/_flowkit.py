@@ -1,0 +1,103 @@
+"""Canned-result helpers for driving flows in unit tests (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.bucket import LimitState
+from zae_limiter.config_cache import ConfigCache
+from zae_limiter.flows import Flow, Result, run_pure
+from zae_limiter.flows.bucket_write import Level
+from zae_limiter.flows.context import RepoState
+from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState
+
+T0 = 1_800_000_000_000  # divisible by 60_000: refill boundaries line up with T0
+NS = "ns"
+TABLE = "limits"
+RPM = Limit.per_minute("rpm", 10)  # 10_000 millitokens per 60_000 ms: 1 token per 6 s
+TPM = Limit.per_minute("tpm", 1000)
+LIMITS = (RPM, TPM)
+KEY = keys.bucket_key(NS, "e1", "gpt", 0)
+
+
+def make_state(*, known: bool = True) -> RepoState:
+    state = RepoState(table=TABLE, namespace=NS, config_cache=ConfigCache(60))
+    if known:
+        state.learn_entity("e1", False, None)
+    return state
+
+
+def make_level(
+    consume: dict[str, int] | None = None,
+    limits: tuple[Limit, ...] = LIMITS,
+    shard_count: int = 1,
+) -> Level:
+    return Level(
+        entity_id="e1",
+        resource="gpt",
+        limits=limits,
+        consume_milli={"rpm": 1000, "tpm": 100_000} if consume is None else consume,
+        shard_count=shard_count,
+    )
+
+
+def bucket(
+    rf: int, tokens: dict[str, int], shard_count: int = 1, limits: tuple[Limit, ...] = LIMITS
+) -> BucketState:
+    by_name = {limit.name: limit for limit in limits}
+    return BucketState(
+        entity_id="e1",
+        resource="gpt",
+        shard_id=0,
+        shard_count=shard_count,
+        last_refill_ms=rf,
+        limits={
+            name: LimitState(
+                tk,
+                by_name[name].capacity_milli,
+                by_name[name].refill_amount_milli,
+                by_name[name].refill_period_ms,
+            )
+            for name, tk in tokens.items()
+        },
+    )
+
+
+def item(rf: int, tokens: dict[str, int], **kw: Any) -> dict[str, Any]:
+    return keys.new_bucket_item(NS, bucket(rf, tokens, **kw))
+
+
+def failed(old: dict[str, Any] | None) -> Result:
+    return Result(response={}, ok=False, old=old)
+
+
+def ok(attributes: dict[str, Any] | None = None) -> Result:
+    return Result(response={"Attributes": attributes} if attributes else {})
+
+
+def recorded(flow: Flow[Any], log: list[Any]) -> Flow[Any]:
+    request = next(flow)
+    while True:
+        log.append(request)
+        response = yield request
+        try:
+            request = flow.send(response)
+        except StopIteration as done:
+            return done.value
+
+
+def drive(flow: Flow[Any], results: list[Any]) -> tuple[Any, list[Any]]:
+    """Run a flow on canned results; every result must be consumed, no request left over."""
+    log: list[Any] = []
+    value = run_pure(recorded(flow, log), results)
+    assert len(log) == len(results), f"flow finished after {len(log)} of {len(results)} results"
+    return value, log
+
+
+def value_of(params: dict[str, Any], before: str, expression: str) -> int:
+    match = re.search(re.escape(before) + r"\s*(:\w+)", params[expression])
+    assert match, f"{before!r} not in {params[expression]!r}"
+    return int(params["ExpressionAttributeValues"][match.group(1)]["N"])

@@ -1,0 +1,315 @@
+"""The take() state machine (flows/take.py), driven with canned results."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.unit._flowkit import (
+    KEY,
+    LIMITS,
+    NS,
+    RPM,
+    T0,
+    TABLE,
+    drive,
+    failed,
+    item,
+    make_level,
+    make_state,
+    ok,
+    recorded,
+    value_of,
+)
+from zae_limiter import keys
+from zae_limiter.bucket import LimitState
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Result, Sleep, lockstep, run_pure
+from zae_limiter.flows.bucket_write import (
+    Level,
+    Rejected,
+    Taken,
+    local_rejection,
+)
+from zae_limiter.flows.context import Exhausted
+from zae_limiter.flows.take import MAX_WRITE_ATTEMPTS, take
+from zae_limiter.models import BucketState, Entity
+
+
+# ---------------------------------------------------------------- speculative path
+def test_speculative_success_is_one_update() -> None:
+    state = make_state(known=False)
+    state.exhausted[("e1", "gpt")] = Exhausted(T0 - 1, T0 - 10, {})
+    new = item(T0 - 5, {"rpm": 9000, "tpm": 900_000}, shard_count=3)
+    outcome, log = drive(take(state, make_level(), T0, True), [ok(new)])
+    assert outcome == Taken("e1", "gpt", 0, {"rpm": 1000, "tpm": 100_000}, LIMITS)
+    [call] = log
+    assert isinstance(call, Call) and call.op == "update_item"
+    assert call.params["Key"] == KEY
+    assert call.params["ConditionExpression"].count(">=") == 2
+    assert value_of(call.params, "b_rpm_tk >=", "ConditionExpression") == 1000
+    assert value_of(call.params, "b_tpm_tk >=", "ConditionExpression") == 100_000
+    assert value_of(call.params, "b_rpm_cp =", "ConditionExpression") == 10_000
+    # ALL_NEW taught the client the entity's facts and shard count; the shortage is forgotten
+    assert state.entities["e1"].shard_counts == {"gpt": 3}
+    assert ("e1", "gpt") not in state.exhausted
+
+
+def test_speculative_condition_checks_undivided_stored_config() -> None:
+    _, log = drive(take(make_state(), make_level(shard_count=4), T0, True), [ok()])
+    params = log[0].params
+    assert value_of(params, "b_rpm_cp =", "ConditionExpression") == RPM.capacity_milli
+    assert value_of(params, "b_rpm_ra =", "ConditionExpression") == RPM.refill_amount_milli
+    assert value_of(params, "b_rpm_rp =", "ConditionExpression") == RPM.refill_period_ms
+
+
+def test_missing_bucket_is_created_full_minus_consumption() -> None:
+    state = make_state()
+    outcome, log = drive(take(state, make_level(), T0, True), [failed(None), ok()])
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["update_item", "put_item"]
+    put = log[1].params
+    assert put["ConditionExpression"] == "attribute_not_exists(#pk)"
+    assert put["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+    created = keys.decode_bucket(put["Item"])
+    assert created.last_refill_ms == T0
+    assert created.limits["rpm"] == LimitState(9000, 10_000, 10_000, 60_000, 1000)
+    assert created.limits["tpm"] == LimitState(900_000, 1_000_000, 1_000_000, 60_000, 100_000)
+    assert put["Item"]["PK"] == KEY["PK"]
+
+
+def test_created_shard_holds_its_share() -> None:
+    state = make_state()
+    level = make_level(shard_count=4)
+    _, log = drive(take(state, level, T0, True), [failed(None), ok()])
+    created = keys.decode_bucket(log[1].params["Item"])
+    assert created.shard_count == 4
+    # tokens are the shard's share; the stored config stays undivided
+    assert created.limits["rpm"].tokens_milli == 10_000 // 4 - 1000
+    assert created.limits["rpm"].capacity_milli == 10_000
+
+
+def test_creating_for_an_unknown_entity_reads_its_meta_first() -> None:
+    state = make_state(known=False)
+    meta = keys.encode_entity(NS, Entity("e1", parent_id="org", cascade=True))
+    outcome, log = drive(
+        take(state, make_level(), T0, True),
+        [failed(None), Result({"Item": meta}), ok()],
+    )
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["update_item", "get_item", "put_item"]
+    assert log[1].params["Key"] == keys.entity_key(NS, "e1")
+    created = keys.decode_bucket(log[2].params["Item"])
+    assert (created.cascade, created.parent_id) == (True, "org")
+    assert state.entities["e1"].parent_id == "org"
+
+
+def test_refill_helps_one_fenced_write() -> None:
+    state = make_state()
+    old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})  # 30 s give rpm 5 tokens
+    outcome, log = drive(take(state, make_level(), T0, True), [failed(old), ok()])
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["update_item", "update_item"]
+    params = log[1].params
+    assert "#rf = :old_rf" in params["ConditionExpression"]
+    assert params["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0 - 30_000)}
+    assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
+    # rpm: 0 + 5000 refill - 1000 taken; tpm: refilled to full (capped), minus 100 tokens
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 4000
+    assert value_of(params, "b_tpm_tk", "UpdateExpression") == 1_000_000 - 500_000 - 100_000
+    assert value_of(params, "b_rpm_tc", "UpdateExpression") == 1000
+    # the floors keep concurrent speculative writes from driving tokens below zero
+    assert value_of(params, "b_rpm_tk >=", "ConditionExpression") == -4000
+    assert value_of(params, "b_tpm_tk >=", "ConditionExpression") == -400_000
+
+
+def test_refill_uses_the_shard_share_of_the_stored_shard_count() -> None:
+    state = make_state()
+    old = item(T0 - 60_000, {"rpm": 5000, "tpm": 500_000}, shard_count=2)
+    _, log = drive(take(state, make_level(), T0, True), [failed(old), ok()])
+    params = log[1].params
+    # capacity per shard is 5 tokens: a full shard gains nothing, then gives 1 token
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == -1000
+
+
+def test_refill_does_not_help_rejects_and_remembers() -> None:
+    state = make_state()
+    old = item(T0, {"rpm": 0, "tpm": 500_000})
+    outcome, log = drive(take(state, make_level(), T0, True), [failed(old)])
+    assert len(log) == 1  # no write
+    assert isinstance(outcome, Rejected)
+    assert outcome.retry_after_ms == 6000
+    [violation] = outcome.violations
+    assert (violation.entity_id, violation.resource, violation.limit_name) == ("e1", "gpt", "rpm")
+    assert (violation.capacity, violation.available, violation.requested) == (10, 0, 1)
+    assert violation.retry_after_seconds == 6.0
+    memory = state.exhausted[("e1", "gpt")]
+    assert memory.until_ms == T0 + 6000
+    assert memory.last_refill_ms == T0
+    assert memory.limits["rpm"].tokens_milli == 0
+
+
+def test_sharded_rejection_is_not_remembered() -> None:
+    state = make_state()
+    old = item(T0, {"rpm": 0, "tpm": 500_000}, shard_count=2)
+    outcome, _ = drive(take(state, make_level(shard_count=2), T0, True), [failed(old)])
+    assert isinstance(outcome, Rejected)
+    assert state.exhausted == {}
+
+
+def test_a_request_local_rejection_lets_through_makes_a_request() -> None:
+    state = make_state()
+    old = item(T0, {"rpm": 0, "tpm": 1_000_000})
+    first, _ = drive(take(state, make_level({"rpm": 2000}), T0, True), [failed(old)])
+    assert isinstance(first, Rejected)
+    level = make_level({"rpm": 1000})
+    assert local_rejection(state, level, T0 + 6000) is None
+    new = item(T0 + 6000, {"rpm": 0, "tpm": 1_000_000})
+    outcome, log = drive(take(state, level, T0 + 6000, True), [ok(new)])
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["update_item"]
+    assert ("e1", "gpt") not in state.exhausted  # success forgets the shortage
+
+
+# ---------------------------------------------------------------- write-rate window
+def test_first_write_opens_the_window_and_later_writes_count_in_it() -> None:
+    state = make_state()
+    new = item(T0, {"rpm": 9000, "tpm": 900_000})
+    _, log = drive(take(state, make_level(), T0, True), [ok(new)])
+    first = log[0].params
+    assert value_of(first, "ws =", "UpdateExpression") == T0
+    _, log = drive(take(state, make_level(), T0 + 500, True), [ok(new)])
+    second = log[0].params["UpdateExpression"]
+    assert "ws =" not in second and re.search(r"\bwn :one\b", second)
+
+
+def test_a_hot_partition_asks_shard_zero_to_double() -> None:
+    state = make_state()
+    hot = item(T0 - 2000, {"rpm": 9000, "tpm": 900_000})
+    hot["ws"] = {"N": str(T0 - 1000)}
+    hot["wn"] = {"N": "900"}  # 900 writes/s against the default 1000
+    outcome, log = drive(take(state, make_level(), T0, True), [ok(hot), ok(hot)])
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["update_item", "update_item"]
+    double = log[1].params
+    assert double["Key"] == KEY
+    assert double["ExpressionAttributeValues"][":old"] == {"N": "1"}
+    assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
+    # at most one try per client per window
+    _, log = drive(take(state, make_level(), T0 + 100, True), [ok(hot)])
+    assert len(log) == 1
+
+
+def test_fenced_write_failure_retries_on_all_old_without_reading() -> None:
+    state = make_state()
+    first = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
+    second = item(T0 - 12_000, {"rpm": 1000, "tpm": 400_000})
+    outcome, log = drive(
+        take(state, make_level(), T0, True),
+        [failed(first), failed(second), None, ok()],
+    )
+    assert isinstance(outcome, Taken)
+    assert [type(step).__name__ for step in log] == ["Call", "Call", "Sleep", "Call"]
+    assert [step.op for step in log if isinstance(step, Call)] == ["update_item"] * 3
+    assert isinstance(log[2], Sleep) and 0 <= log[2].ms <= 200
+    retry = log[3].params
+    assert retry["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0 - 12_000)}
+    # 12 s bring 2 rpm tokens: 1000 + 2000 - 1000
+    assert value_of(retry, "b_rpm_tk", "UpdateExpression") == 1000
+
+
+def test_lost_create_race_continues_on_the_winner_item() -> None:
+    state = make_state()
+    winner = item(T0, {"rpm": 9000, "tpm": 900_000})
+    outcome, log = drive(
+        take(state, make_level(), T0, True),
+        [failed(None), failed(winner), None, ok()],
+    )
+    assert isinstance(outcome, Taken)
+    assert [getattr(step, "op", "sleep") for step in log] == [
+        "update_item",
+        "put_item",
+        "sleep",
+        "update_item",
+    ]
+    assert log[3].params["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0)}
+
+
+def test_contention_gives_up_after_max_attempts() -> None:
+    old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
+    results: list[Any] = [failed(old)]
+    for _ in range(MAX_WRITE_ATTEMPTS):
+        results += [failed(old), None]
+    log: list[Any] = []
+    with pytest.raises(RateLimiterUnavailable, match="contended"):
+        run_pure(recorded(take(make_state(), make_level(), T0, True), log), results)
+    writes = [s for s in log if isinstance(s, Call)]
+    assert len(writes) == 1 + MAX_WRITE_ATTEMPTS
+
+
+def test_non_speculative_reads_then_writes_fenced() -> None:
+    old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
+    outcome, log = drive(take(make_state(), make_level(), T0, False), [Result({"Item": old}), ok()])
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["get_item", "update_item"]
+    assert log[0].params == {"TableName": TABLE, "Key": KEY, "ConsistentRead": True}
+    assert "#rf = :old_rf" in log[1].params["ConditionExpression"]
+
+
+def test_prefetched_item_skips_the_speculative_write() -> None:
+    old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
+    _, log = drive(take(make_state(), make_level(), T0, True, prefetched=old), [ok()])
+    assert [c.op for c in log] == ["update_item"]
+    assert "#rf = :old_rf" in log[0].params["ConditionExpression"]
+    _, log = drive(take(make_state(), make_level(), T0, True, prefetched=None), [ok()])
+    assert [c.op for c in log] == ["put_item"]
+
+
+# ---------------------------------------------------------------- lockstep of takes
+def test_lockstep_of_take_flows_cascade_round_trip() -> None:
+    state = make_state()
+    state.learn_entity("org", False, None)
+    child = make_level()
+    parent = Level("org", "gpt", LIMITS, {"rpm": 1000})
+    exhausted_parent = keys.new_bucket_item(
+        NS,
+        BucketState("org", "gpt", 0, 1, T0, {"rpm": LimitState(0, 10_000, 10_000, 60_000)}),
+    )
+    flows = [take(state, child, T0, True), take(state, parent, T0, True)]
+    value, requests = drive(
+        lockstep(flows, stop=lambda v: isinstance(v, Rejected)),
+        [(ok(), failed(exhausted_parent))],
+    )
+    assert len(requests) == 1 and len(requests[0]) == 2  # both speculative writes at once
+    assert isinstance(value[0], Taken) and isinstance(value[1], Rejected)
+    assert ("org", "gpt") in state.exhausted
+
+
+# ---------------------------------------------------------------- split shards
+def test_split_shard_takes_half_of_its_sibling_and_the_sibling_keeps_half() -> None:
+    """After shard 0 doubled 1 -> 2, shard 1 is created from half of shard 0's tokens.
+
+    No token may be created, and none destroyed: shard 0 held 10 rpm tokens (its whole,
+    pre-doubling share), so afterwards shard 0 keeps 5 and shard 1 starts with 5.
+    """
+    state = make_state()
+    state.entities["e1"].shard_counts["gpt"] = 2
+    level = Level("e1", "gpt", LIMITS, {"rpm": 1000}, shard_id=1, shard_count=2)
+    donor = item(T0, {"rpm": 10_000, "tpm": 1_000_000}, shard_count=2)
+    log: list[Any] = []
+    flow = recorded(take(state, level, T0, True), log)
+    assert next(flow).op == "update_item"  # speculative on shard 1: absent
+    read = flow.send(failed(None))
+    assert read.op == "get_item"
+    assert read.params["Key"] == KEY  # shard 0 is the donor
+    move = flow.send(Result({"Item": donor}))
+    assert move.op == "update_item" and move.params["Key"] == KEY
+    put = flow.send(ok())
+    assert put.op == "put_item"
+    created = keys.decode_bucket(put.params["Item"])
+    assert created.shard_id == 1
+    assert created.limits["rpm"].tokens_milli == 5000
+    donor_delta = value_of(move.params, "b_rpm_tk", "UpdateExpression")
+    assert 10_000 + donor_delta + created.limits["rpm"].tokens_milli == 10_000
