@@ -10,8 +10,8 @@ decides whether shard 0 should double the shard count.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
