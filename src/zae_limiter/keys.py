@@ -470,6 +470,7 @@ def refill_and_consume(
     configs: Mapping[str, LimitState],
     reset_window: bool = True,
     shard_count: int | None = None,
+    fenced: bool = True,
 ) -> dict[str, Any]:
     """The slow path's write: refill and consume, fenced on `rf`.
 
@@ -479,14 +480,18 @@ def refill_and_consume(
     SET whole (`new_limits`), and every limit's stored config is brought up to date.
     """
     sets, adds, values = window_parts(reset_window, new_refill_ms)
-    sets.append("#rf = :rf")
-    names = {"#rf": A_REFILL}
+    names: dict[str, str] = {}
+    conds: list[str] = []
+    if fenced:
+        # Only a write that moves `rf` (or SETs whole values) must not race another one.
+        sets.append("#rf = :rf")
+        names["#rf"] = A_REFILL
+        conds.append("#rf = :old_rf")
+        values.update({":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)})
     if shard_count is not None:
         sets.append("#sc = :sc")
         names["#sc"] = A_SHARD_COUNT
         values[":sc"] = n(shard_count)
-    conds = ["#rf = :old_rf"]
-    values.update({":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)})
     for i, (name, delta) in enumerate(token_delta_milli.items()):
         if delta:
             adds.append(f"{limit_attr(name, 'tk')} :d{i}")
@@ -502,7 +507,7 @@ def refill_and_consume(
         sets.append(f"{limit_attr(name, 'tc')} = :ntc{i}")
         values[f":ntk{i}"] = n(state.tokens_milli)
         values[f":ntc{i}"] = n(state.total_consumed_milli)
-    for i, (name, cfg) in enumerate(configs.items()):
+    for i, (name, cfg) in enumerate(configs.items() if fenced else ()):
         for field, value in (
             ("cp", cfg.capacity_milli),
             ("ra", cfg.refill_amount_milli),
@@ -510,9 +515,16 @@ def refill_and_consume(
         ):
             sets.append(f"{limit_attr(name, field)} = :{field}{i}")
             values[f":{field}{i}"] = n(value)
-    update = "SET " + ", ".join(sets)
-    if adds:
-        update += " ADD " + ", ".join(adds)
+    update = " ".join(
+        part
+        for part in (
+            "SET " + ", ".join(sets) if sets else "",
+            "ADD " + ", ".join(adds) if adds else "",
+        )
+        if part
+    )
+    conds.append("attribute_exists(#pk)")
+    names["#pk"] = PK
     return {
         "TableName": table,
         "Key": bucket_item_key,
@@ -823,6 +835,23 @@ def usage_sk_prefix(resource: str | None = None, window: str | None = None) -> s
     return f"{SK_USAGE_PREFIX}{resource}#{window}#"
 
 
+_USAGE_NAMES = {"#e": A_ENTITY_ID, "#r": A_RESOURCE, "#w": A_USAGE_WINDOW,
+                "#ws": A_USAGE_WINDOW_START, "#k": A_KIND, "#g2p": GSI2PK, "#g2s": GSI2SK,
+                "#g4p": GSI4PK, "#g4s": GSI4SK, "#ttl": TTL, "#ev": A_USAGE_EVENTS}  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _usage_expression(fences: int, counters: int) -> tuple[str, str | None]:
+    sets = "SET #e = :e, #r = :r, #w = :w, #ws = :ws, #k = :k, #g2p = :g2p, #g2s = :g2s, "
+    sets += "#g4p = :g4p, #g4s = :g4s, #ttl = :ttl"
+    sets += "".join(f", #q{i} = :ql{i}" for i in range(fences))
+    adds = " ADD #ev :ev" + "".join(f", #u{i} :u{i}" for i in range(counters))
+    conds = " AND ".join(
+        f"(attribute_not_exists(#q{i}) OR #q{i} < :qf{i})" for i in range(fences)
+    )
+    return sets + adds, conds or None
+
+
 def usage_update(
     table: str,
     ns: str,
@@ -836,36 +865,31 @@ def usage_update(
     records counted: the write fails (ALL_OLD) if any of them was counted before.
     """
     e, r, w, ws = snapshot.entity_id, snapshot.resource, snapshot.window, snapshot.window_start
-    names = {"#e": A_ENTITY_ID, "#r": A_RESOURCE, "#w": A_USAGE_WINDOW, "#ws": A_USAGE_WINDOW_START,
-             "#k": A_KIND, "#g2p": GSI2PK, "#g2s": GSI2SK, "#g4p": GSI4PK, "#g4s": GSI4SK,
-             "#ttl": TTL, "#ev": A_USAGE_EVENTS}  # fmt: skip
-    values: Item = {":e": s(e), ":r": s(r), ":w": s(w), ":ws": s(ws), ":k": s(KIND_USAGE),
-                    ":g2p": s(resource_pk(ns, r)), ":g2s": s(f"{USAGE_INDEX_PREFIX}{w}#{ws}#{e}"),
-                    ":g4p": s(ns), ":g4s": s(f"{USAGE_INDEX_PREFIX}{e}#{r}#{w}#{ws}"),
-                    ":ttl": n(expires_at_s), ":ev": n(snapshot.total_events)}  # fmt: skip
-    sets = ["#e = :e, #r = :r, #w = :w, #ws = :ws, #k = :k, #g2p = :g2p, #g2s = :g2s",
-            "#g4p = :g4p, #g4s = :g4s, #ttl = :ttl"]  # fmt: skip
-    adds = ["#ev :ev"]
-    conds = []
-    for i, (shard, (first, last)) in enumerate(sorted(fences.items())):
-        names[f"#q{i}"] = usage_fence_attr(shard)
-        values[f":qf{i}"], values[f":ql{i}"] = n(first), n(last)
-        sets.append(f"#q{i} = :ql{i}")
-        conds.append(f"(attribute_not_exists(#q{i}) OR #q{i} < :qf{i})")
+    names = dict(_USAGE_NAMES)
+    values: Item = {":e": {"S": e}, ":r": {"S": r}, ":w": {"S": w}, ":ws": {"S": ws},
+                    ":k": {"S": KIND_USAGE}, ":g2p": {"S": resource_pk(ns, r)},
+                    ":g2s": {"S": f"{USAGE_INDEX_PREFIX}{w}#{ws}#{e}"}, ":g4p": {"S": ns},
+                    ":g4s": {"S": f"{USAGE_INDEX_PREFIX}{e}#{r}#{w}#{ws}"},
+                    ":ttl": {"N": str(expires_at_s)},
+                    ":ev": {"N": str(snapshot.total_events)}}  # fmt: skip
+    ordered = sorted(fences.items()) if len(fences) > 1 else fences.items()
+    for i, (shard, (first, last)) in enumerate(ordered):
+        names[f"#q{i}"] = f"{USAGE_FENCE_PREFIX}{shard}"
+        values[f":qf{i}"], values[f":ql{i}"] = {"N": str(first)}, {"N": str(last)}
     for i, (limit_name, milli) in enumerate(sorted(snapshot.counters.items())):
-        names[f"#u{i}"] = usage_counter_attr(limit_name)
-        values[f":u{i}"] = n(milli)
-        adds.append(f"#u{i} :u{i}")
+        names[f"#u{i}"] = f"{USAGE_COUNTER_PREFIX}{limit_name}"
+        values[f":u{i}"] = {"N": str(milli)}
+    update, condition = _usage_expression(len(fences), len(snapshot.counters))
     params: dict[str, Any] = {
         "TableName": table,
-        "Key": usage_key(ns, e, r, w, ws),
-        "UpdateExpression": "SET " + ", ".join(sets) + " ADD " + ", ".join(adds),
+        "Key": {PK: {"S": entity_pk(ns, e)}, SK: {"S": usage_sk(r, w, ws)}},
+        "UpdateExpression": update,
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
-    if conds:
-        params["ConditionExpression"] = " AND ".join(conds)
+    if condition:
+        params["ConditionExpression"] = condition
     return params
 
 

@@ -18,6 +18,7 @@ from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.flows import Flow
 from zae_limiter.flows.context import DEFAULT_PARTITION_WCU, RepoState
 from zae_limiter.flows.table import ensure_table
+from zae_limiter.flows.version import VersionRecord, check_version
 from zae_limiter.limits import Limit
 from zae_limiter.models import CacheStats
 
@@ -70,6 +71,8 @@ class _Base:
         self.state = state
         self.meter = meter
         self.clock = clock
+        #: The table's version record, read once when the repository opened.
+        self.schema: VersionRecord | None = None
 
     @property
     def table_name(self) -> str:
@@ -107,6 +110,7 @@ class Repository(_Base):
         create_table: bool = False,
         partition_wcu: int = DEFAULT_PARTITION_WCU,
         clock: Clock | None = None,
+        check_schema: bool = True,
     ) -> Repository:
         from aiobotocore.session import get_session
 
@@ -118,6 +122,8 @@ class Repository(_Base):
         repo = cls(state, client, stack, clock or wall_clock_ms)
         try:
             await repo.run(ensure_table(state, create_table))
+            if check_schema:
+                repo.schema = await repo.run(check_version(state))
         except BaseException:
             await stack.aclose()
             raise
@@ -160,6 +166,7 @@ class SyncRepository(_Base):
         partition_wcu: int = DEFAULT_PARTITION_WCU,
         clock: Clock | None = None,
         client: Any = None,
+        check_schema: bool = True,
     ) -> SyncRepository:
         import boto3
 
@@ -169,7 +176,13 @@ class SyncRepository(_Base):
                 "dynamodb", **client_kwargs(region, endpoint_url)
             )
         repo = cls(state, client, clock or wall_clock_ms)
-        repo.run(ensure_table(state, create_table))
+        try:
+            repo.run(ensure_table(state, create_table))
+            if check_schema:
+                repo.schema = repo.run(check_version(state))
+        except BaseException:
+            repo.close()
+            raise
         return repo
 
     def run(self, flow: Flow[T]) -> T:

@@ -216,7 +216,9 @@ def test_plan_write_never_moves_rf_backwards() -> None:
     stored = bucket(T0 + 5000, {"rpm": 5000, "tpm": 0})
     plan = plan_write(stored, make_level({"rpm": 1000}), T0, TABLE, KEY)
     assert isinstance(plan, WritePlan)
-    assert plan.params["ExpressionAttributeValues"][":rf"] == {"N": str(T0 + 5000)}
+    # Nothing refilled: rf is neither moved nor fenced, the write is a plain guarded ADD.
+    assert ":rf" not in plan.params["ExpressionAttributeValues"]
+    assert "#rf = :rf" not in plan.params["UpdateExpression"]
     assert value_of(plan.params, "b_rpm_tk", "UpdateExpression") == -1000
 
 

@@ -423,7 +423,7 @@ def test_refill_and_consume_params() -> None:
     cond = params["ConditionExpression"]
     update = params["UpdateExpression"]
     values = params["ExpressionAttributeValues"]
-    assert params["ExpressionAttributeNames"] == {"#rf": "rf"}
+    assert params["ExpressionAttributeNames"] == {"#rf": "rf", "#pk": "PK"}
     assert "#rf = :old_rf" in cond
     assert values[":old_rf"] == {"N": "1000"}
     assert _value_of(params, "#rf =", update) == {"N": "5000"}
@@ -469,7 +469,7 @@ def test_refill_and_consume_without_adds_is_set_only() -> None:
         configs={"rpm": _cfg(1000, 1000, 1000)},
     )
     assert "ADD" not in params["UpdateExpression"]
-    assert params["ConditionExpression"] == "#rf = :old_rf"
+    assert params["ConditionExpression"] == "#rf = :old_rf AND attribute_exists(#pk)"
 
 
 def test_create_bucket_is_conditional_put_returning_old() -> None:

@@ -94,7 +94,7 @@ def test_select_steps(current: int, target: int, direction: str, versions: list[
 
 
 def test_select_steps_refuses_what_cannot_be_done() -> None:
-    with pytest.raises(SchemaVersionError, match="step 4 .* cannot be undone"):
+    with pytest.raises(SchemaVersionError, match=r"step 4 .* cannot be undone"):
         select_steps(5, 3, STEPS)
     with pytest.raises(SchemaVersionError, match="newer than 5"):
         select_steps(6, 5, STEPS, "table 'x'")
@@ -187,3 +187,22 @@ def test_old_bucket_expressions_only_touch_old_buckets() -> None:
     assert update["ExpressionAttributeNames"]["#ttl"] == keys.TTL
     assert keys.old_bucket_sk("gpt-4") == "#BUCKET#gpt-4"
     assert keys.namespace_of("tenant-b/ENTITY#x") == "tenant-b"
+
+
+def test_migrate_runs_steps_in_order_and_bumps_after_each() -> None:
+    def version_written(request: Any) -> tuple[int, str]:
+        values = request.params["ExpressionAttributeValues"]
+        return int(values[":v"]["N"]), values[":mcv"]["S"]
+
+    steps = (fake(2), fake(3), fake(4))
+    up = migrations.MigrationPlan("t", None, 1, 4, "up", steps)
+    flow = migrations.migrate(_state(), up, 1_000, "me", steps)
+    written = [version_written(next(flow))]
+    written += [version_written(flow.send(Result({}))) for _ in range(2)]
+    assert written == [(2, "0.1.0"), (3, "0.1.0"), (4, "0.1.0")]
+    down = migrations.MigrationPlan("t", VersionRecord(3), 3, 1, "down", (steps[1], steps[0]))
+    flow = migrations.migrate(_state(), down, 1_000, "me", steps)
+    assert [version_written(next(flow)), version_written(flow.send(Result({})))] == [
+        (2, "0.1.0"),
+        (1, migrations.BASE_MIN_CLIENT_VERSION),
+    ]

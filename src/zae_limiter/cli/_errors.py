@@ -52,10 +52,11 @@ def run(group: click.Group, args: list[str]) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
-    except Exception as error:  # noqa: BLE001 - the CLI never shows a traceback by default
+    except Exception as error:  # the CLI never shows a traceback by default
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {type(error).__name__}: {error} (run with --debug for details)", err=True)
+        name = type(error).__name__
+        click.echo(f"error: {name}: {error} (run with --debug for details)", err=True)
         return EXIT_FAILURE
     sys.stdout.flush()
     # With standalone_mode=False, click hands back ctx.exit(code) as the return value.

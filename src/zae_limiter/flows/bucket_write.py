@@ -126,6 +126,9 @@ def plan_write(
 ) -> WritePlan | Rejected:
     """Refill every limit to `now_ms` and consume; a plan to write, or a rejection."""
     new_rf = max(bucket.last_refill_ms, now_ms)
+    # Unfenced when nothing refills and no config changes: then the write is a plain
+    # conditional ADD that concurrent writers cannot invalidate.
+    fenced = shard_count is not None or bool(moved_milli)
     deltas: dict[str, int] = {}
     floors: dict[str, int] = {}
     fresh: dict[str, LimitState] = {}
@@ -145,6 +148,17 @@ def plan_write(
             cfg.refill_period_ms,
         )
         refilled = current.refilled(bucket.last_refill_ms, new_rf) if stored else current
+        if (
+            stored is None
+            or refilled.tokens_milli != stored.tokens_milli
+            or (stored.capacity_milli, stored.refill_amount_milli, stored.refill_period_ms)
+            != (
+                limit.capacity_milli,
+                limit.refill_amount_milli,
+                limit.refill_period_ms,
+            )
+        ):
+            fenced = True
         refilled_all[limit.name] = refilled
         if refilled.tokens_milli < need or refilled.tokens_milli < 0:
             ms = refilled.ms_until(max(need, 0), new_rf, new_rf)
@@ -179,6 +193,7 @@ def plan_write(
         configs=configs,
         reset_window=reset_window,
         shard_count=shard_count,
+        fenced=fenced,
     )
     return WritePlan(params)
 

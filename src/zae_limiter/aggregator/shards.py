@@ -1,0 +1,217 @@
+"""What a batch tells the aggregator to do to bucket shards. Pure planning.
+
+Per (entity, resource) seen in the batch:
+
+- write pressure: the highest `keys.write_rate` of any image in the batch (each bucket
+  write carries its partition's writes in the current window), as a share of the
+  partition's write limit (`b_wcu_cp`, 1000/s by default);
+- doubling: at `shard_up` (80%) and below `max_shard_count`, `shard_count` is doubled on
+  shard 0 with a conditional write (`shard_count = :old`, spaced by `sd`);
+- propagation: when shard 0's count rose in the batch, or a shard shows a lower count
+  than shard 0, existing shards get the new count (never lowered by this write);
+- quiet marks and merging: while every image stays under `shard_down` (20%), shard 0
+  carries `qs` (quiet since); once both `qs` and the last count change (`sd`) are older
+  than `merge_quiet_ms`, a merge is nominated (see `merge.py`). One busy image clears
+  `qs`, so the period restarts;
+- proactive refill: a live shard whose stored tokens are below what the batch consumed
+  from it (the next batch would push clients onto the slow path) is refilled to `now`
+  with its effective limits (original / shard_count), fenced on `rf`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from zae_limiter import keys
+from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Write
+from zae_limiter.aggregator.records import Change
+from zae_limiter.bucket import LimitState
+from zae_limiter.flows import Call
+
+Group = tuple[str, str, str]
+
+
+def plan_shards(
+    changes: Sequence[Change], config: AggregatorConfig, now_ms: int
+) -> tuple[list[Write], list[MergeCandidate]]:
+    by_group: dict[Group, dict[int, list[Change]]] = {}
+    for change in changes:
+        by_group.setdefault(change.group, {}).setdefault(change.shard_id, []).append(change)
+    writes: list[Write] = []
+    merges: list[MergeCandidate] = []
+    for group, shards in by_group.items():
+        for seen in shards.values():
+            seen.sort(key=lambda c: c.seq)
+        more, merge = plan_group(group, shards, config, now_ms)
+        writes.extend(more)
+        if merge is not None:
+            merges.append(merge)
+    return writes, merges
+
+
+def pressure(shards: Mapping[int, Sequence[Change]], now_ms: int) -> float:
+    """The highest write rate any image of the group showed, as a share of its limit."""
+    worst = 0.0
+    for seen in shards.values():
+        for change in seen:
+            if change.new is None:
+                continue
+            at = change.time_ms if change.time_ms is not None else now_ms
+            rate = keys.write_rate(change.new, at) / keys.partition_wcu(change.new)
+            worst = max(worst, rate)
+    return worst
+
+
+def plan_group(
+    group: Group, shards: Mapping[int, Sequence[Change]], config: AggregatorConfig, now_ms: int
+) -> tuple[list[Write], MergeCandidate | None]:
+    latest = {i: seen[-1] for i, seen in shards.items() if seen[-1].new is not None}
+    if not latest:
+        return [], None
+    shard0 = latest.get(0)
+    count = _count(shard0) if shard0 is not None else max(_count(c) for c in latest.values())
+    load = pressure(shards, now_ms)
+    writes: list[Write] = []
+    merge: MergeCandidate | None = None
+    if load >= config.shard_up and count < config.max_shard_count:
+        writes.append(_double(group, count, config, now_ms, _last_seq(latest)))
+    elif shard0 is not None:
+        writes.extend(_propagate(group, shards, latest, count, config))
+        quiet, merge = _quiet(group, shard0, count, load, config, now_ms)
+        writes.extend(quiet)
+    if merge is None and config.refill:
+        for i, change in sorted(latest.items()):
+            refill = refill_write(change, _consumed(shards[i]), config.table, now_ms)
+            if refill is not None:
+                writes.append(refill)
+    return writes, merge
+
+
+def _count(change: Change) -> int:
+    assert change.new is not None
+    return max(1, keys.get_n(change.new, keys.A_SHARD_COUNT, 1))
+
+
+def _last_seq(latest: Mapping[int, Change]) -> tuple[str, ...]:
+    return (max(latest.values(), key=lambda c: c.seq).sequence_number,)
+
+
+def _double(
+    group: Group, count: int, config: AggregatorConfig, now_ms: int, seqs: tuple[str, ...]
+) -> Write:
+    ns, entity_id, resource = group
+    new_count = min(count * 2, config.max_shard_count)
+    shard0 = keys.bucket_key(ns, entity_id, resource, 0)
+    params = keys.double_shards(config.table, shard0, count, new_count, now_ms)
+    return Write("double", Call("update_item", params), seqs)
+
+
+def _propagate(
+    group: Group,
+    shards: Mapping[int, Sequence[Change]],
+    latest: Mapping[int, Change],
+    count: int,
+    config: AggregatorConfig,
+) -> list[Write]:
+    targets: set[int] = set()
+    first = shards[0][0]
+    if first.old is not None:
+        before = max(1, keys.get_n(first.old, keys.A_SHARD_COUNT, 1))
+        if before < count:
+            targets.update(range(1, before))
+    targets.update(i for i, c in latest.items() if 0 < i < count and _count(c) < count)
+    ns, entity_id, resource = group
+    seqs = (latest[0].sequence_number,)
+    return [
+        Write(
+            "propagate",
+            Call(
+                "update_item",
+                keys.propagate_shard_count(
+                    config.table, keys.bucket_key(ns, entity_id, resource, i), count
+                ),
+            ),
+            seqs,
+        )
+        for i in sorted(targets)
+    ]
+
+
+def _quiet(
+    group: Group,
+    shard0: Change,
+    count: int,
+    load: float,
+    config: AggregatorConfig,
+    now_ms: int,
+) -> tuple[list[Write], MergeCandidate | None]:
+    if count < 2 or config.merge_quiet_ms <= 0:
+        return [], None
+    assert shard0.new is not None
+    ns, entity_id, resource = group
+    key = keys.bucket_key(ns, entity_id, resource, 0)
+    since = keys.get_n(shard0.new, keys.A_QUIET_SINCE, -1)
+    seqs = (shard0.sequence_number,)
+    if load >= config.shard_down:
+        if since < 0:
+            return [], None
+        return [
+            Write("quiet", Call("update_item", keys.clear_quiet(config.table, key)), seqs)
+        ], None
+    if since < 0:
+        params = keys.mark_quiet(config.table, key, count, now_ms)
+        return [Write("quiet", Call("update_item", params), seqs)], None
+    changed = keys.get_n(shard0.new, keys.A_SHARD_DOUBLED, 0)
+    if now_ms - since >= config.merge_quiet_ms and now_ms - changed >= config.merge_quiet_ms:
+        return [], MergeCandidate(ns, entity_id, resource, count, shard0.sequence_number)
+    return [], None
+
+
+def _consumed(seen: Sequence[Change]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for change in seen:
+        for name, delta in change.deltas.items():
+            if delta > 0:
+                out[name] = out.get(name, 0) + delta
+    return out
+
+
+def effective_state(stored: LimitState, shard_count: int) -> LimitState:
+    """A shard's share of a stored (undivided) limit, holding the stored tokens."""
+    return LimitState(
+        stored.tokens_milli,
+        max(1, stored.capacity_milli // shard_count),
+        max(1, stored.refill_amount_milli // shard_count),
+        stored.refill_period_ms,
+    )
+
+
+def refill_write(
+    change: Change, consumed: Mapping[str, int], table: str, now_ms: int
+) -> Write | None:
+    """Refill a shard whose stored tokens will not cover what it just gave out."""
+    new = change.new
+    assert new is not None
+    if not any(
+        keys.get_n(new, keys.limit_attr(name, "tk")) < used for name, used in consumed.items()
+    ):
+        return None  # the stored tokens cover another batch like this one
+    bucket = keys.decode_bucket(new)
+    if change.shard_id >= bucket.shard_count or now_ms <= bucket.last_refill_ms:
+        return None  # a drained (merged-away) shard, or a refill from the future
+    short = False
+    adds: dict[str, int] = {}
+    ceilings: dict[str, int] = {}
+    for name, stored in bucket.user_limits.items():
+        if consumed.get(name, 0) > 0 and stored.tokens_milli < consumed[name]:
+            short = True
+        eff = effective_state(stored, bucket.shard_count)
+        gain = eff.refilled(bucket.last_refill_ms, now_ms).tokens_milli - stored.tokens_milli
+        if gain > 0:
+            adds[name] = gain
+            ceilings[name] = stored.tokens_milli
+    if not short or not adds:
+        return None
+    key = keys.bucket_key(change.ns, change.entity_id, change.resource, change.shard_id)
+    params = keys.aggregator_refill(table, key, bucket.last_refill_ms, now_ms, adds, ceilings)
+    return Write("refill", Call("update_item", params), (change.sequence_number,))

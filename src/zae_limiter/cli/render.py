@@ -1,0 +1,122 @@
+"""Shared helpers of the data commands: opening the limiter, asking, and printing.
+
+Tables are drawn with rich at the terminal's width (env COLUMNS overrides it); with
+`--output json` a command prints exactly one JSON document on stdout and nothing else.
+The JSON field names built here are part of the CLI's contract (see docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from zae_limiter.cli.options import Target
+from zae_limiter.cli.spec import Level, format_limit
+from zae_limiter.limiter import SyncRateLimiter
+from zae_limiter.limits import Limit
+from zae_limiter.models import Entity
+from zae_limiter.repository import SyncRepository
+
+#: How each limit source is called in tables; JSON uses the keys.
+SOURCE_LABELS = {
+    "entity": "entity",
+    "entity_default": "entity default",
+    "resource": "resource default",
+    "system": "system",
+    "call": "call",
+}
+
+
+@contextmanager
+def open_limiter(target: Target) -> Iterator[SyncRateLimiter]:
+    """A sync limiter on the target table; the table must exist."""
+    repo = SyncRepository.open(
+        target.namespace, name=target.name, region=target.region, endpoint_url=target.endpoint_url
+    )
+    try:
+        yield SyncRateLimiter(repo)
+    finally:
+        repo.close()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask on stderr (stdout stays clean for JSON); `--yes` skips it, "no" aborts."""
+    if not yes:
+        click.confirm(question, abort=True, err=True)
+
+
+def console() -> Console:
+    """A console on the current stdout; markup off, so ids with brackets print as is."""
+    return Console(markup=False, highlight=False, emoji=False)
+
+
+def print_table(table: Table) -> None:
+    console().print(table)
+
+
+def echo(text: str) -> None:
+    click.echo(text)
+
+
+def warn(text: str) -> None:
+    click.echo(f"warning: {text}", err=True)
+
+
+def echo_json(body: Any) -> None:
+    click.echo(json.dumps(body, indent=2, sort_keys=True))
+
+
+def new_table(title: str | None, columns: Sequence[str], numeric: Iterable[str] = ()) -> Table:
+    right = set(numeric)
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left")
+    return table
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def text(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def limit_json(limit: Limit) -> dict[str, Any]:
+    return {
+        "name": limit.name,
+        "capacity": limit.capacity,
+        "refill_amount": limit.refill_amount,
+        "refill_period_seconds": limit.refill_period_seconds,
+        "spec": format_limit(limit),
+    }
+
+
+def entity_json(entity: Entity) -> dict[str, Any]:
+    return {
+        "entity_id": entity.entity_id,
+        "name": entity.name,
+        "parent_id": entity.parent_id,
+        "cascade": entity.cascade,
+        "created_at_ms": entity.created_at_ms,
+    }
+
+
+def level_json(level: Level) -> dict[str, Any]:
+    return {"kind": level.kind, "entity_id": level.entity_id, "resource": level.resource}
+
+
+def limits_table(title: str | None, limits: Sequence[Limit]) -> Table:
+    table = new_table(title, ["limit", "rate", "capacity", "spec"], numeric=["capacity"])
+    for limit in limits:
+        table.add_row(limit.name, limit.describe(), str(limit.capacity), format_limit(limit))
+    return table

@@ -1,0 +1,156 @@
+"""`zae-limiter deploy / render / status / delete` through click, against moto in process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+from moto import mock_aws
+
+from zae_limiter import table
+from zae_limiter.cli import cli, main
+from zae_limiter.schema import SCHEMA_VERSION
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # moto: "no alarm support"
+
+
+@pytest.fixture
+def moto() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+def invoke(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def as_json(result: Result) -> dict[str, object]:
+    assert result.exit_code == 0, result.output
+    data: dict[str, object] = json.loads(result.stdout)
+    return data
+
+
+def test_render_prints_the_template_without_aws() -> None:
+    result = invoke("render", "--name", "demo", "--no-aggregator")
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(result.stdout)
+    assert data["Resources"]["Table"]["Properties"]["TableName"] == "demo"
+    assert "AggregatorFunction" not in data["Resources"]
+
+
+def test_render_to_file_and_lint(tmp_path: Path) -> None:
+    out = tmp_path / "stack.yaml"
+    result = invoke("render", "-n", "demo", "-o", str(out), "--lint", "--pitr-recovery-days", "7")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    props = yaml.safe_load(out.read_text())["Resources"]["Table"]["Properties"]
+    assert props["PointInTimeRecoverySpecification"]["RecoveryPeriodInDays"] == 7
+
+
+def test_deploy_update_plan_status_delete(moto: None) -> None:
+    created = as_json(invoke("deploy", "-n", "demo", "--no-aggregator", "-o", "json"))
+    assert (created["action"], created["status"]) == ("create", "CREATE_COMPLETE")
+    assert boto3.client("dynamodb").describe_table(TableName="demo")["Table"]["TableStatus"]
+
+    cfn = boto3.client("cloudformation")
+    before = cfn.get_template(StackName="demo")["TemplateBody"]
+    planned = as_json(
+        invoke("deploy", "-n", "demo", "--no-aggregator", "--namespace-policies", "t1",
+               "--plan", "-o", "json")
+    )  # fmt: skip
+    assert planned["action"] == "plan" and len(planned["changes"]) == 3  # type: ignore[arg-type]
+    assert cfn.get_template(StackName="demo")["TemplateBody"] == before
+    assert cfn.list_change_sets(StackName="demo")["Summaries"] == []
+
+    updated = as_json(
+        invoke("deploy", "-n", "demo", "--no-aggregator", "--namespace-policies", "t1",
+               "--yes", "-o", "json")
+    )  # fmt: skip
+    assert updated["action"] == "update"
+    assert cfn.describe_stacks(StackName="demo")["Stacks"][0]["StackStatus"] == "UPDATE_COMPLETE"
+
+    status = as_json(invoke("status", "-n", "demo", "-o", "json"))
+    assert status["schema_version"] == SCHEMA_VERSION
+    assert status["table"]["indexes"] == {i.name: "ACTIVE" for i in table.INDEXES}  # type: ignore[index]
+    assert status["aggregator"] == {"function": None, "event_source_mapping": None}
+
+    human = invoke("status", "-n", "demo")
+    assert "UPDATE_COMPLETE" in human.stdout and "GSI4" in human.stdout
+
+    deleted = invoke("delete", "-n", "demo", "--yes")
+    assert deleted.exit_code == 0, deleted.output
+    assert "demo" not in boto3.client("dynamodb").list_tables()["TableNames"]
+
+
+def test_deploy_shows_progress_and_outputs(moto: None) -> None:
+    result = invoke("deploy", "-n", "demo", "--no-aggregator")
+    assert result.exit_code == 0, result.output
+    assert "CREATE_COMPLETE" in result.stderr
+    assert "Stack demo created" in result.stdout
+    assert "TableArn" in result.stdout
+    unchanged = invoke("deploy", "-n", "demo", "--no-aggregator")
+    assert "already up to date" in unchanged.stdout
+
+
+def test_update_asks_first_and_no_changes_nothing(moto: None) -> None:
+    invoke("deploy", "-n", "demo", "--no-aggregator", "--yes")
+    result = invoke("deploy", "-n", "demo", "--no-aggregator", "--deletion-protection", input="n\n")
+    assert result.exit_code == 0, result.output
+    assert "Apply these changes?" in result.stderr
+    assert "Nothing was changed" in result.stdout
+    described = boto3.client("dynamodb").describe_table(TableName="demo")["Table"]
+    assert not described.get("DeletionProtectionEnabled", False)
+
+
+def test_table_only(moto: None) -> None:
+    planned = as_json(invoke("deploy", "-n", "plain", "--table-only", "--plan", "-o", "json"))
+    assert planned == {"table": "plain", "action": "plan", "exists": False}
+    result = as_json(invoke("deploy", "-n", "plain", "--table-only", "-o", "json"))
+    assert result["created"] is True and result["version_record_written"] is True
+    described = boto3.client("dynamodb").describe_table(TableName="plain")["Table"]
+    assert {i["IndexName"] for i in described["GlobalSecondaryIndexes"]} == {
+        i.name for i in table.INDEXES
+    }
+    assert boto3.client("cloudformation").describe_stacks()["Stacks"] == []
+    status = as_json(invoke("status", "-n", "plain", "-o", "json"))
+    assert status["stack"] == {"status": None, "reason": None}
+    assert status["schema_version"] == SCHEMA_VERSION
+    assert invoke("delete", "-n", "plain", "--yes").exit_code == 0
+    assert boto3.client("dynamodb").list_tables()["TableNames"] == []
+
+
+def test_delete_asks_unless_yes(moto: None) -> None:
+    invoke("deploy", "-n", "demo", "--no-aggregator", "--yes")
+    result = CliRunner().invoke(cli, ["delete", "-n", "demo"], input="n\n")
+    assert result.exit_code != 0
+    assert boto3.client("dynamodb").describe_table(TableName="demo")
+
+
+def test_errors_are_one_line_without_traceback(
+    moto: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as bad_name:
+        main(["deploy", "--name", "bad_name", "--no-aggregator"])
+    err = capsys.readouterr().err
+    assert bad_name.value.code == 2
+    assert err.count("\n") == 1 and "invalid name" in err and "Traceback" not in err
+
+    with pytest.raises(SystemExit) as missing:
+        main(["status", "--name", "nothing"])
+    err = capsys.readouterr().err
+    assert missing.value.code == 1
+    assert err.strip() == (
+        "error: stack 'nothing': does not exist; deploy it with "
+        "`zae-limiter deploy --name nothing`"
+    )
+
+    with pytest.raises(SystemExit) as no_bucket:
+        main(["deploy", "--name", "agg", "--artifact-bucket", "no-such-bucket-zael"])
+    err = capsys.readouterr().err
+    assert no_bucket.value.code == 1
+    assert err.count("\n") == 1 and "no-such-bucket-zael" in err and "Traceback" not in err

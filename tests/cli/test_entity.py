@@ -1,0 +1,278 @@
+"""`zae-limiter entity ...`: tables, JSON, and the errors a user sees."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from zae_limiter import Limit, ShardInfo, SyncRateLimiter
+from zae_limiter.cli.entity import shard_report
+
+if TYPE_CHECKING:
+    from tests.cli.conftest import Zae
+
+
+def test_create_prints_the_entity(zae: Zae) -> None:
+    done = zae("entity", "create", "acme", "--display-name", "Acme Corp")
+    assert done.code == 0, done.stderr
+    assert "created entity acme" in done.stdout
+    assert "Acme Corp" in done.stdout
+    assert done.stderr == ""
+
+
+def test_create_json_is_the_entity_and_nothing_else(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    done = zae("entity", "create", "k1", "--parent", "acme", "--cascade", "-o", "json")
+    assert done.code == 0, done.stderr
+    body = done.json()
+    assert body == {
+        "entity_id": "k1",
+        "name": None,
+        "parent_id": "acme",
+        "cascade": True,
+        "created_at_ms": body["created_at_ms"],
+    }
+    assert isinstance(body["created_at_ms"], int)
+
+
+def test_create_twice_fails_with_one_line(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    done = zae("entity", "create", "acme")
+    assert done.code == 1
+    assert done.stdout == ""
+    assert done.stderr.strip() == "error: entity 'acme' already exists"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["k1", "--parent", "ghost"], 1, "'ghost' does not exist"),
+        (["k1", "--cascade"], 2, "cascade=True needs a parent_id"),
+        (["bad#id"], 2, "contains '#'"),
+    ],
+)
+def test_create_errors(zae: Zae, args: list[str], code: int, message: str) -> None:
+    done = zae("entity", "create", *args)
+    assert done.code == code
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(zae: Zae) -> None:
+    done = zae("--debug", "entity", "create", "bad#id")
+    assert done.code == 2
+    assert "Traceback" in done.stderr
+
+
+def test_missing_table_is_one_line_and_exit_1(zae: Zae) -> None:
+    done = zae("entity", "list", "--name", "no-such-table")
+    assert done.code == 1
+    assert done.stderr.startswith("error: table 'no-such-table' not found")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_list_table_and_json(zae: Zae) -> None:
+    zae("entity", "create", "acme", "--display-name", "Acme")
+    zae("entity", "create", "k1", "--parent", "acme")
+    zae("entity", "create", "solo")
+    table = zae("entity", "list")
+    assert table.code == 0
+    assert "entities (3)" in table.stdout
+    assert re.search(r"k1\s.*\sacme\s", table.stdout)
+    children = zae("entity", "list", "--parent", "acme", "--output", "json").json()
+    assert [e["entity_id"] for e in children["entities"]] == ["k1"]
+    everyone = zae("entity", "list", "-o", "json").json()
+    assert [e["entity_id"] for e in everyone["entities"]] == ["acme", "k1", "solo"]
+
+
+def test_list_children_of_unknown_parent_fails(zae: Zae) -> None:
+    done = zae("entity", "list", "--parent", "ghost")
+    assert done.code == 1
+    assert "entity 'ghost' does not exist" in done.stderr
+
+
+def _arrange_limits(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    zae("entity", "create", "k1", "--parent", "acme")
+    limiter = zae.limiter()
+    limiter.set_system_defaults([Limit.per_minute("rpm", 1000)])
+    limiter.set_resource_defaults("embed", [Limit.per_minute("rpm", 300)])
+    limiter.set_limits("k1", [Limit.per_minute("rpm", 100)])
+    limiter.set_limits("k1", [Limit.per_day("tpm", 10_000, 15_000)], resource="gpt-4")
+    with limiter.acquire("k1", "gpt-4", {"tpm": 1_000}):
+        pass
+
+
+def test_show_says_where_each_limit_comes_from(zae: Zae) -> None:
+    _arrange_limits(zae)
+    done = zae("entity", "show", "k1", "-r", "gpt-4", "-r", "embed")
+    assert done.code == 0, done.stderr
+    rows = {
+        line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): line
+        for line in done.stdout.splitlines()
+        if line.count("│") >= 6
+    }
+    assert "entity" in rows["gpt-4/tpm"] and "14000" in rows["gpt-4/tpm"]
+    assert "10000/day burst 15000" in rows["gpt-4/tpm"]
+    assert "entity default" in rows["embed/rpm"]
+    assert "parent" in done.stdout and "acme" in done.stdout
+
+
+def test_show_json(zae: Zae) -> None:
+    _arrange_limits(zae)
+    zae.limiter().delete_limits("k1")  # the entity default goes: embed falls to its default
+    body = zae("entity", "show", "k1", "-r", "gpt-4", "-r", "embed", "-r", "x", "-o", "json").json()
+    assert body["entity"]["entity_id"] == "k1"
+    assert body["children"] == []
+    by_resource = {r["resource"]: r for r in body["resources"]}
+    assert by_resource["gpt-4"]["source"] == "entity"
+    assert by_resource["gpt-4"]["limits"] == [
+        {
+            "name": "tpm",
+            "capacity": 15_000,
+            "refill_amount": 10_000,
+            "refill_period_seconds": 86400,
+            "spec": "tpm:10000/day:15000",
+            "available": 14_000,
+        }
+    ]
+    assert by_resource["embed"]["source"] == "resource"
+    assert by_resource["x"]["source"] == "system"
+
+
+def test_show_without_resources_shows_the_entity_default(zae: Zae) -> None:
+    _arrange_limits(zae)
+    body = zae("entity", "show", "k1", "-o", "json").json()
+    default = body["resources"][0]
+    assert default["resource"] == "*"
+    assert default["source"] == "entity_default"
+    assert default["limits"][0]["spec"] == "rpm:100/min"
+    assert default["limits"][0]["available"] is None
+    table = zae("entity", "show", "acme")
+    assert re.search(r"\*\s.*-\s.*none", table.stdout)
+    assert "k1" in table.stdout  # acme's children
+
+
+def test_show_lists_the_resources_the_entity_has_buckets_for(zae: Zae) -> None:
+    _arrange_limits(zae)
+    body = zae("entity", "show", "k1", "-o", "json").json()
+    assert [r["resource"] for r in body["resources"]] == ["*", "gpt-4"]
+
+
+def test_show_unknown_entity(zae: Zae) -> None:
+    done = zae("entity", "show", "ghost", "-o", "json")
+    assert done.code == 1
+    assert done.stdout == ""
+    assert "entity 'ghost' does not exist" in done.stderr
+
+
+def test_delete_asks_and_no_keeps_the_entity(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    done = zae("entity", "delete", "acme", input="n\n")
+    assert done.code == 1
+    assert "Delete entity 'acme'" in done.stderr
+    assert zae("entity", "show", "acme").code == 0
+    done = zae("entity", "delete", "acme", input="y\n")
+    assert done.code == 0
+    assert zae("entity", "show", "acme").code == 1
+
+
+def test_delete_yes_json(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    done = zae("entity", "delete", "acme", "--yes", "-o", "json")
+    assert done.code == 0
+    assert done.json() == {"entity_id": "acme", "deleted": True}
+
+
+def test_delete_refuses_with_children_and_unknown(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    zae("entity", "create", "k1", "--parent", "acme")
+    done = zae("entity", "delete", "acme", "--yes")
+    assert done.code == 1
+    assert "has 1 children (k1)" in done.stderr
+    assert zae("entity", "delete", "ghost", "--yes").code == 1
+
+
+def _shard(shard_id: int, count: int, tokens: int, pressure: float = 10.0) -> ShardInfo:
+    return ShardInfo(
+        "k1", "gpt-4", shard_id, count, {"rpm": 50}, {"rpm": tokens}, pressure, 1_800_000_000_000
+    )
+
+
+def test_shard_report_totals_and_agreement() -> None:
+    report = shard_report("gpt-4", [_shard(0, 2, 40), _shard(1, 2, 30)])
+    assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70}}
+    assert report["shard_counts_agree"] is True
+    assert shard_report("gpt-4", [_shard(0, 4, 1), _shard(1, 2, 1)])["shard_counts_agree"] is False
+
+
+def _fake_shards(monkeypatch: pytest.MonkeyPatch, shards: list[ShardInfo]) -> None:
+    def get_shards(self: Any, entity_id: str, resource: str) -> list[ShardInfo]:
+        return shards if resource == "gpt-4" else []
+
+    monkeypatch.setattr(SyncRateLimiter, "get_shards", get_shards)
+
+
+def test_shards_show_table_and_warning(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
+    zae("entity", "create", "k1")
+    _fake_shards(monkeypatch, [_shard(1, 2, 30, 87.5), _shard(0, 4, 40)])
+    done = zae("entity", "shards", "show", "k1", "--resource", "gpt-4")
+    assert done.code == 0, done.stderr
+    lines = done.stdout.splitlines()
+    shard0 = next(line for line in lines if re.match(r"^│\s+0\s", line))
+    assert re.search(r"│\s+4\s+│\s+40/50\s+│\s+10\.0\s+│\s+2027-", shard0)
+    assert any(re.search(r"total\s.*70/100", line) for line in lines)
+    assert "disagree about the shard count (2, 4)" in done.stderr
+
+
+def test_shards_show_json(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_shards(monkeypatch, [_shard(0, 2, 40), _shard(1, 2, 30)])
+    body = zae("entity", "shards", "show", "k1", "-r", "gpt-4", "-o", "json").json()
+    assert body["entity_id"] == "k1"
+    (report,) = body["resources"]
+    assert report["shards"][1] == {
+        "shard_id": 1,
+        "shard_count": 2,
+        "capacity": {"rpm": 50},
+        "tokens": {"rpm": 30},
+        "write_pressure_pct": 10.0,
+        "last_refill_ms": 1_800_000_000_000,
+    }
+    assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70}}
+    assert report["shard_counts_agree"] is True
+
+
+def test_shards_show_unknown_entity(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_shards(monkeypatch, [])
+    done = zae("entity", "shards", "show", "ghost", "-r", "gpt-4")
+    assert done.code == 1
+    assert "entity 'ghost' does not exist" in done.stderr
+
+
+def test_shards_show_reads_real_buckets(zae: Zae) -> None:
+    _arrange_limits(zae)  # k1 took 1000 tpm on gpt-4: one shard
+    done = zae("entity", "shards", "show", "k1", "-r", "gpt-4", "-o", "json")
+    assert done.code == 0, done.stderr
+    (report,) = done.json()["resources"]
+    assert [s["shard_id"] for s in report["shards"]] == [0]
+    assert report["shards"][0]["shard_count"] == 1
+    assert report["totals"]["tpm"] == {"capacity": 15_000, "tokens": 14_000}
+    assert "wcu" not in report["totals"]
+
+
+def test_shards_show_every_resource(zae: Zae) -> None:
+    _arrange_limits(zae)
+    body = zae("entity", "shards", "show", "k1", "-o", "json").json()
+    assert [r["resource"] for r in body["resources"]] == ["gpt-4"]
+
+
+def test_json_output_is_parseable_for_every_read(zae: Zae) -> None:
+    _arrange_limits(zae)
+    for args in (["list"], ["show", "k1"], ["show", "k1", "-r", "gpt-4"]):
+        done = zae("entity", *args, "-o", "json")
+        assert done.code == 0
+        json.loads(done.stdout)

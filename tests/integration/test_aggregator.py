@@ -1,0 +1,151 @@
+"""The aggregator end to end on in-process moto: acquires, `aggregator run --once`, usage.
+
+moto supports DynamoDB Streams in-process, so the CLI's poller reads the real stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import Clock
+from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
+from zae_limiter.aggregator.merge import merge
+from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
+from zae_limiter.cli import cli
+from zae_limiter.flows import usage as usage_flows
+
+RPM = Limit.per_minute("rpm", 1_000)
+TPM = Limit.per_minute("tpm", 1_000_000)
+
+
+@pytest.fixture
+def limiter(table_name: str, clock: Clock) -> Iterator[SyncRateLimiter]:
+    from moto import mock_aws
+
+    with mock_aws():
+        repo = SyncRepository.open(name=table_name, create_table=True, clock=clock)
+        yield SyncRateLimiter(repo)
+        repo.close()
+
+
+def run_aggregator(table_name: str, *extra: str) -> dict[str, Any]:
+    import json
+
+    result = CliRunner().invoke(
+        cli, ["aggregator", "run", "--once", "--name", table_name, "-o", "json", *extra],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+def usage(limiter: SyncRateLimiter, **filters: Any) -> list[Any]:
+    repo = limiter.repository
+    return repo.run(usage_flows.get_usage_snapshots(repo.state, **filters))
+
+
+def test_snapshots_count_exactly_what_was_consumed(
+    limiter: SyncRateLimiter, table_name: str
+) -> None:
+    limiter.create_entity("org")
+    limiter.create_entity("key-1", parent_id="org", cascade=True)
+    for entity in ("org", "key-1"):
+        limiter.set_limits(entity, [RPM, TPM], resource="gpt-4")
+    expected = {"rpm": 0, "tpm": 0}
+    for i in range(6):
+        with limiter.acquire("key-1", "gpt-4", {"rpm": 1, "tpm": 100 + i}) as lease:
+            lease.adjust(tpm=7)
+        expected["rpm"] += 1
+        expected["tpm"] += 107 + i
+    with pytest.raises(RuntimeError), limiter.acquire("key-1", "gpt-4", {"rpm": 3, "tpm": 999}):
+        raise RuntimeError("rolled back: consumes nothing")
+    stats = run_aggregator(table_name)
+    assert stats["failed"] == 0 and stats["records"] > 0
+    for entity in ("key-1", "org"):
+        snaps = usage(limiter, entity_id=entity)
+        assert {s.window for s in snaps} == {"hourly", "daily", "monthly"}
+        for window in ("hourly", "daily", "monthly"):
+            total: dict[str, int] = {}
+            for snap in (s for s in snaps if s.window == window):
+                for name, value in snap.counters.items():
+                    total[name] = total.get(name, 0) + value
+            assert total == expected, (entity, window)
+            assert "wcu" not in total
+    # Reading the whole stream again (no checkpoint) counts nothing twice.
+    run_aggregator(table_name)
+    repo = limiter.repository
+    summary = repo.run(usage_flows.get_usage_summary(repo.state, entity_id="key-1"))
+    assert summary.counters == expected
+    by_resource = usage(limiter, resource="gpt-4", window="daily")
+    assert sorted(s.entity_id for s in by_resource) == ["key-1", "org"]
+    everything = usage(limiter)
+    assert len(everything) == 6
+
+
+def _shard_items(
+    limiter: SyncRateLimiter, entity: str, resource: str, count: int
+) -> dict[int, Any]:
+    client = limiter.repository._runner.client
+    out = {}
+    for i in range(count):
+        got = client.get_item(
+            TableName=limiter.repository.table_name,
+            Key=keys.bucket_key("default", entity, resource, i),
+            ConsistentRead=True,
+        )
+        if "Item" in got:
+            out[i] = got["Item"]
+    return out
+
+
+def test_merge_conserves_tokens_and_never_goes_below_one_shard(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    limit = Limit.per_minute("rpm", 600)
+    limiter.set_limits("hot", [limit], resource="api")
+    client = limiter.repository._runner.client
+    now = clock.now_ms
+    # Four shards of one entity, as doubling left them, each partly used.
+    for shard, tokens in enumerate([100_000, 37_000, 150_000, 2_000]):
+        item = keys.new_bucket_item(
+            "default",
+            keys.decode_bucket({
+                keys.A_ENTITY_ID: keys.s("hot"), keys.A_RESOURCE: keys.s("api"),
+                keys.A_SHARD_ID: keys.n(shard), keys.A_SHARD_COUNT: keys.n(4),
+                keys.A_REFILL: keys.n(now),
+                "b_rpm_tk": keys.n(tokens), "b_rpm_cp": keys.n(600_000),
+                "b_rpm_ra": keys.n(600_000), "b_rpm_rp": keys.n(60_000), "b_rpm_tc": keys.n(5),
+            }),
+        )  # fmt: skip
+        if shard == 0:
+            item[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
+            item[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)
+        client.put_item(TableName=table_name, Item=item)
+    config = AggregatorConfig(table=table_name, merge_quiet_ms=60_000)
+    run = limiter.repository.run
+    before = _shard_items(limiter, "hot", "api", 4)
+    total_before = sum(keys.get_n(i, "b_rpm_tk") for i in before.values())
+    assert run(merge(config, MergeCandidate("default", "hot", "api", 4, "1"), now))
+    after = _shard_items(limiter, "hot", "api", 4)
+    assert [keys.get_n(after[i], keys.A_SHARD_COUNT) for i in range(4)] == [2, 2, 2, 2]
+    assert sum(keys.get_n(i, "b_rpm_tk") for i in after.values()) == total_before
+    assert keys.get_n(after[0], "b_rpm_tk") == 250_000 and keys.get_n(after[2], "b_rpm_tk") == 0
+    assert keys.get_n(after[3], keys.A_REFILL) > now  # drained shards are frozen
+    assert all(keys.get_n(i, "b_rpm_tc") == 5 for i in after.values())  # usage untouched
+    # 2 -> 1 needs the quiet period again (sd was just set); then 1 is the floor.
+    assert not run(merge(config, MergeCandidate("default", "hot", "api", 2, "2"), now))
+    client.update_item(
+        TableName=table_name, Key=keys.bucket_key("default", "hot", "api", 0),
+        UpdateExpression="SET qs = :t, sd = :t",
+        ExpressionAttributeValues={":t": keys.n(now - 3_600_000)},
+    )  # fmt: skip
+    assert run(merge(config, MergeCandidate("default", "hot", "api", 2, "3"), now))
+    final = _shard_items(limiter, "hot", "api", 4)
+    assert keys.get_n(final[0], keys.A_SHARD_COUNT) == 1
+    assert sum(keys.get_n(i, "b_rpm_tk") for i in final.values()) == total_before
+    assert not run(merge(config, MergeCandidate("default", "hot", "api", 1, "4"), now))
+    assert keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT) == 1

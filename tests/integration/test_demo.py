@@ -1,0 +1,77 @@
+"""`python -m zae_limiter.demo`: the whole story end to end, shortened to 3 seconds of load."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from zae_limiter.demo.app import parse_args
+
+DEMO_TIMEOUT = 150
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture(scope="module")
+def demo_run() -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "ZAEL_NAME", "ZAEL_NAMESPACE"):
+        env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "zae_limiter.demo", "--seconds", "3"],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_TIMEOUT,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_demo_exits_cleanly(demo_run: subprocess.CompletedProcess[str]) -> None:
+    assert demo_run.returncode == 0, demo_run.stdout[-3000:] + demo_run.stderr[-3000:]
+    assert "Traceback" not in demo_run.stderr
+
+
+@pytest.mark.slow
+def test_demo_shows_a_rejection_with_retry_after(
+    demo_run: subprocess.CompletedProcess[str],
+) -> None:
+    found = re.search(r"rejected: RateLimitExceeded, retry after (\d+\.\d+)s", demo_run.stdout)
+    assert found, demo_run.stdout
+    assert float(found.group(1)) > 0
+    assert '"retry_after_seconds"' in demo_run.stdout  # the as_dict() body
+
+
+@pytest.mark.slow
+def test_demo_hot_entity_doubles_its_shards(demo_run: subprocess.CompletedProcess[str]) -> None:
+    counts = [int(c) for c in re.findall(r"globex-batch shard count: (\d+)", demo_run.stdout)]
+    assert counts, demo_run.stdout
+    assert counts[-1] >= 2
+    assert re.search(r"final shard count of globex-batch\W+(\d+)", demo_run.stdout)
+
+
+@pytest.mark.slow
+def test_demo_stops_its_engine(demo_run: subprocess.CompletedProcess[str]) -> None:
+    found = re.search(r"moto server on http://127\.0\.0\.1:\d+ \(pid (\d+)\)", demo_run.stdout)
+    assert found, demo_run.stdout
+    assert not _pid_alive(int(found.group(1)))
+    assert "engine stopped" in demo_run.stdout
+
+
+def test_seconds_must_be_positive() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--seconds", "0"])
+    assert parse_args(["--seconds", "2.5", "--quiet"]).seconds == 2.5
