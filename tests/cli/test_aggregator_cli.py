@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from tests.conftest import Clock
 
+from tests.conftest import Clock
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
 from zae_limiter.cli import cli
 

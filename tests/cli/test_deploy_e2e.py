@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests._servers import EngineEndpoint, start_moto
 
+from tests._servers import EngineEndpoint, start_moto
 from zae_limiter.schema import SCHEMA_VERSION
 
 EXECUTABLE = shutil.which("zae-limiter", path=str(Path(sys.executable).parent))

@@ -15,8 +15,8 @@ import boto3
 import pytest
 from click.testing import CliRunner
 from moto import mock_aws
-from tests.old_layout import OldTable, build_old_table, create_table, old_version_item, scan_all
 
+from tests.old_layout import OldTable, build_old_table, create_table, old_version_item, scan_all
 from zae_limiter import keys
 from zae_limiter.cli import _errors, cli
 from zae_limiter.repository import SyncRepository
