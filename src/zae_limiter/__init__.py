@@ -19,6 +19,7 @@ from zae_limiter.models import (
     ResolvedLimits,
     ShardInfo,
     UsageSnapshot,
+    UsageSummary,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ShardInfo",
     "TableNotFoundError",
     "UsageSnapshot",
+    "UsageSummary",
     "ValidationError",
     "ZaeLimiterError",
 ]

@@ -12,9 +12,11 @@ from contextlib import asynccontextmanager, contextmanager
 from zae_limiter import keys
 from zae_limiter.flows import Flow, config, entities, read, shards
 from zae_limiter.flows import acquire as acquire_flow
+from zae_limiter.flows import usage as usage_flows
+from zae_limiter.flows.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limits import Limit
-from zae_limiter.models import Entity, ResolvedLimits, ShardInfo
+from zae_limiter.models import Entity, ResolvedLimits, ShardInfo, UsageSnapshot, UsageSummary
 from zae_limiter.repository import Repository, SyncRepository, _Base
 
 
@@ -189,6 +191,34 @@ class RateLimiter:
     async def list_resources(self, entity_id: str) -> list[str]:
         return await self.repository.run(shards.list_resources(self.repository.state, entity_id))
 
+    async def get_usage_snapshots(
+        self,
+        entity_id: str | None = None,
+        resource: str | None = None,
+        window: str | None = None,
+        start: TimeArg = None,
+        end: TimeArg = None,
+    ) -> list[UsageSnapshot]:
+        """Usage snapshots written by the aggregator, filtered by every argument given."""
+        state = self.repository.state
+        return await self.repository.run(
+            usage_flows.get_usage_snapshots(state, entity_id, resource, window, start, end)
+        )
+
+    async def get_usage_summary(
+        self,
+        entity_id: str | None = None,
+        resource: str | None = None,
+        window: str = DEFAULT_SUMMARY_WINDOW,
+        start: TimeArg = None,
+        end: TimeArg = None,
+    ) -> UsageSummary:
+        """Totals per limit over the snapshots of one window kind."""
+        state = self.repository.state
+        return await self.repository.run(
+            usage_flows.get_usage_summary(state, entity_id, resource, window, start, end)
+        )
+
 
 class SyncRateLimiter:
     """Sync rate limiter. `with limiter.acquire(...) as lease:` guards a call."""
@@ -294,3 +324,31 @@ class SyncRateLimiter:
 
     def list_resources(self, entity_id: str) -> list[str]:
         return self.repository.run(shards.list_resources(self.repository.state, entity_id))
+
+    def get_usage_snapshots(
+        self,
+        entity_id: str | None = None,
+        resource: str | None = None,
+        window: str | None = None,
+        start: TimeArg = None,
+        end: TimeArg = None,
+    ) -> list[UsageSnapshot]:
+        """Usage snapshots written by the aggregator, filtered by every argument given."""
+        state = self.repository.state
+        return self.repository.run(
+            usage_flows.get_usage_snapshots(state, entity_id, resource, window, start, end)
+        )
+
+    def get_usage_summary(
+        self,
+        entity_id: str | None = None,
+        resource: str | None = None,
+        window: str = DEFAULT_SUMMARY_WINDOW,
+        start: TimeArg = None,
+        end: TimeArg = None,
+    ) -> UsageSummary:
+        """Totals per limit over the snapshots of one window kind."""
+        state = self.repository.state
+        return self.repository.run(
+            usage_flows.get_usage_summary(state, entity_id, resource, window, start, end)
+        )

@@ -100,3 +100,17 @@ class CacheStats:
     misses: int
     size: int
     ttl_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """Tokens consumed per limit, and events, over the snapshots of one window kind."""
+
+    window: str
+    entity_id: str | None = None
+    resource: str | None = None
+    start: str | None = None
+    end: str | None = None
+    snapshots: int = 0
+    total_events: int = 0
+    counters: dict[str, int] = field(default_factory=dict)

@@ -16,7 +16,6 @@ from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
 from zae_limiter.aggregator.merge import merge
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
 from zae_limiter.cli import cli
-from zae_limiter.flows import usage as usage_flows
 
 RPM = Limit.per_minute("rpm", 1_000)
 TPM = Limit.per_minute("tpm", 1_000_000)
@@ -44,8 +43,7 @@ def run_aggregator(table_name: str, *extra: str) -> dict[str, Any]:
 
 
 def usage(limiter: SyncRateLimiter, **filters: Any) -> list[Any]:
-    repo = limiter.repository
-    return repo.run(usage_flows.get_usage_snapshots(repo.state, **filters))
+    return limiter.get_usage_snapshots(**filters)
 
 
 def test_snapshots_count_exactly_what_was_consumed(
@@ -77,8 +75,7 @@ def test_snapshots_count_exactly_what_was_consumed(
             assert "wcu" not in total
     # Reading the whole stream again (no checkpoint) counts nothing twice.
     run_aggregator(table_name)
-    repo = limiter.repository
-    summary = repo.run(usage_flows.get_usage_summary(repo.state, entity_id="key-1"))
+    summary = limiter.get_usage_summary(entity_id="key-1")
     assert summary.counters == expected
     by_resource = usage(limiter, resource="gpt-4", window="daily")
     assert sorted(s.entity_id for s in by_resource) == ["key-1", "org"]

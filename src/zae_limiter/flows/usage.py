@@ -13,7 +13,6 @@ Where they are found:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,24 +22,10 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, paginate
 from zae_limiter.flows.config import batch_get
 from zae_limiter.flows.context import RepoState
-from zae_limiter.models import UsageSnapshot
+from zae_limiter.models import UsageSnapshot, UsageSummary
 
 TimeArg = datetime | str | None
 DEFAULT_SUMMARY_WINDOW = "hourly"
-
-
-@dataclass(frozen=True, slots=True)
-class UsageSummary:
-    """Tokens consumed per limit, and events, over the snapshots of one window kind."""
-
-    window: str
-    entity_id: str | None = None
-    resource: str | None = None
-    start: str | None = None
-    end: str | None = None
-    snapshots: int = 0
-    total_events: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
 
 
 def parse_time(value: TimeArg, what: str) -> datetime | None:
