@@ -59,6 +59,11 @@ class RateLimiterUnavailable(ZaeLimiterError):
         super().__init__(message)
         self.code = code
 
+    @property
+    def throttled(self) -> bool:
+        """DynamoDB refused the write for capacity (a partition or the table is hot)."""
+        return self.code in THROTTLE_CODES
+
 
 class RateLimitExceeded(ZaeLimiterError):
     """The request would take more than one or more limits allow."""
@@ -94,6 +99,10 @@ class RateLimitExceeded(ZaeLimiterError):
             ],
         }
 
+
+THROTTLE_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
 
 _UNAVAILABLE_CODES = frozenset(
     {

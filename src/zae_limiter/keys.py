@@ -552,8 +552,9 @@ def adjust_tokens(
     It may drive tokens below zero: usage that already happened is recorded as debt.
     The item must still exist, so a deleted bucket is not resurrected half-written.
     """
-    adds = []
-    values: Item = {}
+    # Every write to the partition counts in its write-rate window, adjustments included.
+    adds = [f"{A_WINDOW_WRITES} :one"]
+    values: Item = {":one": n(1)}
     for i, (name, delta) in enumerate(consumed_milli.items()):
         adds.append(f"{limit_attr(name, 'tk')} :m{i}, {limit_attr(name, 'tc')} :p{i}")
         values[f":m{i}"] = n(-delta)
@@ -611,20 +612,31 @@ def window_parts(reset: bool, now_ms: int) -> tuple[list[str], list[str], Item]:
 
 
 def double_shards(
-    table: str, shard0_key: Item, old_count: int, new_count: int, now_ms: int
+    table: str, shard0_key: Item, old_count: int, new_count: int, now_ms: int, measured_since: int
 ) -> dict[str, Any]:
-    """Raise `shard_count` on shard 0, unless someone did already or did so recently."""
+    """Raise `shard_count` on shard 0 and restart its write-rate window.
+
+    Refused when someone already changed the count, or when the rate that prompted it was
+    measured (partly) before the last doubling: each doubling must be judged on traffic
+    spread over the count it produced, or a burst would double again and again.
+    """
     return {
         "TableName": table,
         "Key": shard0_key,
-        "UpdateExpression": "SET #sc = :new, #sd = :now",
-        "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :cool)",
-        "ExpressionAttributeNames": {"#sc": A_SHARD_COUNT, "#sd": A_SHARD_DOUBLED},
+        "UpdateExpression": "SET #sc = :new, #sd = :now, #ws = :now, #wn = :zero",
+        "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :since)",
+        "ExpressionAttributeNames": {
+            "#sc": A_SHARD_COUNT,
+            "#sd": A_SHARD_DOUBLED,
+            "#ws": A_WINDOW_START,
+            "#wn": A_WINDOW_WRITES,
+        },
         "ExpressionAttributeValues": {
             ":new": n(new_count),
             ":old": n(old_count),
             ":now": n(now_ms),
-            ":cool": n(now_ms - WINDOW_MS),
+            ":since": n(measured_since),
+            ":zero": n(0),
         },
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -846,9 +858,7 @@ def _usage_expression(fences: int, counters: int) -> tuple[str, str | None]:
     sets += "#g4p = :g4p, #g4s = :g4s, #ttl = :ttl"
     sets += "".join(f", #q{i} = :ql{i}" for i in range(fences))
     adds = " ADD #ev :ev" + "".join(f", #u{i} :u{i}" for i in range(counters))
-    conds = " AND ".join(
-        f"(attribute_not_exists(#q{i}) OR #q{i} < :qf{i})" for i in range(fences)
-    )
+    conds = " AND ".join(f"(attribute_not_exists(#q{i}) OR #q{i} < :qf{i})" for i in range(fences))
     return sets + adds, conds or None
 
 
@@ -1091,3 +1101,9 @@ def table_from_stream_arn(arn: str) -> str | None:
 
 
 # ======================================================== end of usage / aggregator section
+
+
+# ======================================================== failure policy (issue 10)
+#: On the system config item: what acquire does when DynamoDB is unavailable.
+A_ON_UNAVAILABLE = "on_unavailable"
+# ======================================================== end of failure policy section

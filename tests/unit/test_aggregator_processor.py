@@ -198,7 +198,7 @@ def test_doubling_at_80_percent_write_pressure_and_propagation() -> None:
     plan = process([modify(image(sc=2, rpm_tk=40_000, rpm_tc=0), hot)], CONFIG, T0 + 1_000)
     (double,) = plan.by_kind("double")
     assert double.call.params == keys.double_shards(
-        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 2, 4, T0 + 1_000
+        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 2, 4, T0 + 1_000, T0 - 1_000
     )
     # Shard 0 went from 2 to 4 in this batch: shard 1 learns it (2 and 3 do not exist yet).
     grown = modify(image(sc=2, rpm_tc=0), image(sc=4, rpm_tc=0), seq=51)

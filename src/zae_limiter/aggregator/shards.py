@@ -74,7 +74,8 @@ def plan_group(
     writes: list[Write] = []
     merge: MergeCandidate | None = None
     if load >= config.shard_up and count < config.max_shard_count:
-        writes.append(_double(group, count, config, now_ms, _last_seq(latest)))
+        since = min(keys.get_n(c.new or {}, keys.A_WINDOW_START, now_ms) for c in latest.values())
+        writes.append(_double(group, count, config, now_ms, since, _last_seq(latest)))
     elif shard0 is not None:
         writes.extend(_propagate(group, shards, latest, count, config))
         quiet, merge = _quiet(group, shard0, count, load, config, now_ms)
@@ -97,12 +98,17 @@ def _last_seq(latest: Mapping[int, Change]) -> tuple[str, ...]:
 
 
 def _double(
-    group: Group, count: int, config: AggregatorConfig, now_ms: int, seqs: tuple[str, ...]
+    group: Group,
+    count: int,
+    config: AggregatorConfig,
+    now_ms: int,
+    measured_since: int,
+    seqs: tuple[str, ...],
 ) -> Write:
     ns, entity_id, resource = group
     new_count = min(count * 2, config.max_shard_count)
     shard0 = keys.bucket_key(ns, entity_id, resource, 0)
-    params = keys.double_shards(config.table, shard0, count, new_count, now_ms)
+    params = keys.double_shards(config.table, shard0, count, new_count, now_ms, measured_since)
     return Write("double", Call("update_item", params), seqs)
 
 

@@ -15,12 +15,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import RateLimitExceeded, ValidationError
+from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow, lockstep, together
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, give_back, local_rejection
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.take import NOT_FETCHED, take
+from zae_limiter.flows.take import (
+    NOT_FETCHED,
+    SHARD_NOT_FOUND,
+    THROTTLE_DOUBLING_SPACING_MS,
+    double,
+    take,
+)
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
 
@@ -207,23 +213,42 @@ MAX_SHARD_TRIES = 3
 def take_any_shard(
     state: RepoState, level: Level, now_ms: int, speculative: bool, prefetched: Any
 ) -> Flow[Taken | Rejected]:
-    """Take from a random shard; a drained shard is not the entity: try up to two others."""
+    """Take from a random shard; a drained shard is not the entity: try up to two others.
+
+    A throttled write is a hot partition: it prompts one doubling try on shard 0 and one
+    more attempt on another shard (shard 1 when only one is known: a probe). A second
+    throttle reaches the caller, so a hot entity never turns into a retry storm.
+    """
     count = level.shard_count
     shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
     tried = [shard]
-    outcome = yield from take(
-        state, replace(level, shard_id=shard), now_ms, speculative, prefetched
-    )
-    while isinstance(outcome, Rejected) and len(tried) < MAX_SHARD_TRIES:
-        count = state.shard_count(level.entity_id, level.resource)
+    throttles = 0
+    while True:
+        here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
+        outcome: Taken | Rejected | None = None
+        try:
+            outcome = yield from take(state, here, now_ms, speculative, prefetched)
+            if isinstance(outcome, Taken) or len(tried) >= MAX_SHARD_TRIES:
+                return outcome
+        except RateLimiterUnavailable as error:
+            stale = error.code == SHARD_NOT_FOUND and not throttles
+            if not stale or len(tried) >= MAX_SHARD_TRIES:
+                throttles += 1
+                if not error.throttled or throttles > 1:
+                    raise
+                since = now_ms - THROTTLE_DOUBLING_SPACING_MS
+                yield from double(state, level.entity_id, level.resource, now_ms, since)
+        count = max(state.shard_count(level.entity_id, level.resource), 1 + throttles)
         others = [s for s in range(count) if s not in tried]
         if not others:
-            break
+            if outcome is None:
+                raise RateLimiterUnavailable(
+                    f"no shard of {level.entity_id}/{level.resource} could take the request"
+                )
+            return outcome
         shard = random.choice(others)
         tried.append(shard)
-        nxt = replace(level, shard_id=shard, shard_count=count)
-        outcome = yield from take(state, nxt, now_ms, speculative)
-    return outcome
+        prefetched = NOT_FETCHED
 
 
 def _failed(outcome: object) -> bool:

@@ -235,7 +235,10 @@ def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> None
         return
     bucket = keys.decode_bucket(attributes)
     meta = state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
-    if level.shard_id == 0 or bucket.shard_count > meta.shard_counts.get(level.resource, 1):
+    known = meta.shard_counts.get(level.resource, 1)
+    # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond
+    # its own count (merged away), which proves the count went down.
+    if level.shard_id == 0 or bucket.shard_count > known or level.shard_id >= bucket.shard_count:
         meta.shard_counts[level.resource] = bucket.shard_count
     meta.windows[(level.resource, level.shard_id)] = bucket.window_start_ms
     state.exhausted.pop((level.entity_id, level.resource), None)

@@ -7,9 +7,11 @@ A miss resolves every missing level (and unknown entity metadata) in one BatchGe
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 from zae_limiter import keys
+from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.context import RepoState
@@ -17,6 +19,30 @@ from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 
 Level = tuple[LimitSource, Hashable, keys.Item]
+FailurePolicy = Literal["block", "allow"]
+FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("block", "allow")
+
+#: The stored failure policy last seen on the system config item, per client (keyed by
+#: its config cache). Kept past the cache TTL: it is needed when DynamoDB is down.
+_stored_policies: WeakKeyDictionary[ConfigCache[Any], FailurePolicy | None] = WeakKeyDictionary()
+
+
+def check_failure_policy(value: object) -> FailurePolicy:
+    if value not in FAILURE_POLICIES:
+        raise ValidationError(f"on_unavailable must be 'block' or 'allow', got {value!r}")
+    return "allow" if value == "allow" else "block"
+
+
+def stored_failure_policy(state: RepoState) -> FailurePolicy | None:
+    """The policy stored in the system defaults, as this client last read it."""
+    return _stored_policies.get(state.config_cache)
+
+
+def learn_failure_policy(state: RepoState, system_item: keys.Item | None) -> None:
+    value = (system_item or {}).get(keys.A_ON_UNAVAILABLE, {}).get("S")
+    _stored_policies[state.config_cache] = (
+        check_failure_policy(value) if value in FAILURE_POLICIES else None
+    )
 
 
 def _levels(state: RepoState, entity_id: str, resource: str) -> list[Level]:
@@ -104,6 +130,8 @@ def resolve_and_fetch(
         found = yield from batch_get(state, [*fetch, *also])
         for key_id, cache_key in fetch_ids.items():
             item = found.get(key_id)
+            if cache_key == ("system",):
+                learn_failure_policy(state, item)
             limits = keys.decode_limits(item) if item is not None else None
             known[cache_key] = limits or None
             cache.store(cache_key, limits or None, now_ms)
@@ -156,8 +184,14 @@ def set_limits(
     resource: str | None,
     limits: Iterable[Limit],
     now_ms: int,
+    on_unavailable: FailurePolicy | None = None,
 ) -> Flow[None]:
+    """Store limits at one level; the system level may also store the failure policy."""
     validate_level(entity_id, resource)
+    if on_unavailable is not None:
+        check_failure_policy(on_unavailable)
+        if entity_id is not None or resource is not None:
+            raise ValidationError("on_unavailable is stored with the system defaults only")
     checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
     kind = (
         "entity_config"
@@ -167,11 +201,15 @@ def set_limits(
     extra = {keys.A_ENTITY_ID: entity_id} if entity_id is not None else {}
     if resource is not None:
         extra[keys.A_RESOURCE] = resource
+    if on_unavailable is not None:
+        extra[keys.A_ON_UNAVAILABLE] = on_unavailable
     item = keys.config_item(
         config_key_for(state, entity_id, resource), checked, state.namespace, now_ms, kind, **extra
     )
     yield from one(Call("put_item", {"TableName": state.table, "Item": item}))
     evict(state, entity_id, resource)
+    if entity_id is None and resource is None:
+        learn_failure_policy(state, item)
 
 
 def get_limits(
@@ -200,6 +238,24 @@ def delete_limits(state: RepoState, entity_id: str | None, resource: str | None)
         )
     )
     evict(state, entity_id, resource)
+    if entity_id is None and resource is None:
+        learn_failure_policy(state, None)
+
+
+def get_failure_policy(state: RepoState) -> Flow[FailurePolicy | None]:
+    """Read the stored failure policy (consistent read); this client remembers it."""
+    result = yield from one(
+        Call(
+            "get_item",
+            {
+                "TableName": state.table,
+                "Key": keys.system_config_key(state.namespace),
+                "ConsistentRead": True,
+            },
+        )
+    )
+    learn_failure_policy(state, result.item)
+    return stored_failure_policy(state)
 
 
 def require_limits(

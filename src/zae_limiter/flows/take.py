@@ -36,6 +36,7 @@ MAX_SHARDS = 256
 #: Double when a partition's write rate passes this share of its write limit.
 DOUBLING_THRESHOLD = 0.8
 NOT_FETCHED: Any = object()
+SHARD_NOT_FOUND = "ShardNotFound"
 
 
 def take(
@@ -120,30 +121,34 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     share goes back. Returns the shard's item as it now stands.
     """
     ns = state.namespace
-    donor_id = level.shard_id - (1 << (level.shard_id.bit_length() - 1))
-    donor_key = keys.bucket_key(ns, level.entity_id, level.resource, donor_id)
-    read = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": donor_key, "ConsistentRead": True})
-    )
-    if not read.item:
+    first = yield from _read_shard(state, level, 0)
+    if not first.item:
         raise RateLimiterUnavailable(
-            f"shard {donor_id} of {level.entity_id}/{level.resource} is missing; "
-            f"cannot create shard {level.shard_id} from it"
+            f"shard 0 of {level.entity_id}/{level.resource} is missing; "
+            f"cannot create shard {level.shard_id}"
         )
-    donor = keys.decode_bucket(read.item)
-    count = max(level.shard_count, donor.shard_count)
-    share = _donor_share(donor, level, count, now_ms)
-    gift = Level(level.entity_id, level.resource, level.limits, {}, donor_id, count // 2)
-    # The donor's tokens were earned under its share before the doubling; its write also
-    # records the new count, so every shard agrees on it.
-    before = replace(donor, shard_count=max(1, count // 2))
-    plan = plan_write(before, gift, now_ms, state.table, donor_key, True, share, count)
-    if not isinstance(plan, WritePlan):
-        share = {}
-    else:
-        moved = yield from one(Call("update_item", plan.params))
-        if not moved.ok:
-            return (yield from _current(state, level))
+    shard0 = keys.decode_bucket(first.item)
+    count = shard0.shard_count
+    if count <= level.shard_id:
+        # A shard that shard 0 does not know (a probe, or a stale count after a merge):
+        # it must not be made up. Shard 0's count is the truth from here on.
+        meta = state.learn_entity(level.entity_id, shard0.cascade, shard0.parent_id)
+        meta.shard_counts[level.resource] = count
+        raise RateLimiterUnavailable(
+            f"{level.entity_id}/{level.resource} has {count} shard(s); "
+            f"shard {level.shard_id} does not exist",
+            code=SHARD_NOT_FOUND,
+        )
+    donor_id = level.shard_id - (1 << (level.shard_id.bit_length() - 1))
+    donor = shard0
+    if donor_id:
+        read = yield from _read_shard(state, level, donor_id)
+        # A sibling that was never created itself: shard 0 gives instead.
+        donor, donor_id = (keys.decode_bucket(read.item), donor_id) if read.item else (shard0, 0)
+    donor_key = keys.bucket_key(ns, level.entity_id, level.resource, donor_id)
+    share = yield from _take_share(state, level, donor, donor_id, count, now_ms)
+    if share is None:
+        return (yield from _current(state, level))
     shard_level = Level(
         level.entity_id,
         level.resource,
@@ -162,6 +167,41 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     if any(share.values()):
         yield from one(Call("update_item", keys.move_tokens(state.table, donor_key, share)))
     return put.old
+
+
+def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, shard_id)
+    return (
+        yield from one(
+            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+        )
+    )
+
+
+def _take_share(
+    state: RepoState, level: Level, donor: BucketState, donor_id: int, count: int, now_ms: int
+) -> Flow[dict[str, int] | None]:
+    """Move half of the donor's tokens out; {} when the donor cannot give, None on a race.
+
+    A donor that is throttled (it is usually the hot partition) gives nothing: the new
+    shard then starts empty and fills at its share of the refill, so no tokens are created.
+    """
+    share = _donor_share(donor, level, count, now_ms)
+    gift = Level(level.entity_id, level.resource, level.limits, {}, donor_id, count // 2)
+    # The donor's tokens were earned under its share before the doubling; its write also
+    # records the new count, so every shard agrees on it.
+    before = replace(donor, shard_count=max(1, count // 2))
+    donor_key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
+    plan = plan_write(before, gift, now_ms, state.table, donor_key, True, share, count)
+    if not isinstance(plan, WritePlan) or not any(share.values()):
+        return {}
+    try:
+        moved = yield from one(Call("update_item", plan.params))
+    except RateLimiterUnavailable as error:
+        if not error.throttled:
+            raise
+        return {}
+    return share if moved.ok else None
 
 
 def _donor_share(donor: BucketState, level: Level, count: int, now_ms: int) -> dict[str, int]:
@@ -207,11 +247,22 @@ def _after_write(
     limit = keys.partition_wcu(attributes, state.partition_wcu)
     if rate < DOUBLING_THRESHOLD * limit:
         return
-    yield from double(state, level.entity_id, level.resource, now_ms)
+    since = keys.get_n(attributes, keys.A_WINDOW_START, now_ms)
+    yield from double(state, level.entity_id, level.resource, now_ms, since)
 
 
-def double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> Flow[None]:
-    """One conditional write on shard 0; at most one try per client per window."""
+#: A throttle is evidence enough to double, but not twice within this span.
+THROTTLE_DOUBLING_SPACING_MS = 1000
+
+
+def double(
+    state: RepoState, entity_id: str, resource: str, now_ms: int, measured_since: int
+) -> Flow[None]:
+    """One conditional write on shard 0; at most one try per client per window.
+
+    `measured_since` is when the evidence began (the write-rate window's start, or a
+    moment before a throttle); shard 0 refuses evidence older than its last doubling.
+    """
     meta = state.learn_entity(entity_id, False, None)
     count = meta.shard_counts.get(resource, 1)
     last = meta.doubling_tried.get(resource)
@@ -220,9 +271,8 @@ def double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> Flow
     meta.doubling_tried[resource] = now_ms
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
     try:
-        result = yield from one(
-            Call("update_item", keys.double_shards(state.table, key, count, count * 2, now_ms))
-        )
+        params = keys.double_shards(state.table, key, count, count * 2, now_ms, measured_since)
+        result = yield from one(Call("update_item", params))
     except RateLimiterUnavailable:
         return  # shard 0 is throttled too: another client or the aggregator will retry
     seen = result.attributes if result.ok else (result.old or {})

@@ -1,0 +1,188 @@
+"""Pre-shard buckets: doubling at 80% of the partition's write limit, lazy shards that
+conserve tokens, retry on other shards, discovery, and throttles as a doubling signal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from moto import mock_aws
+
+from tests.conftest import Api, Clock
+from zae_limiter import (
+    Limit,
+    RateLimiterUnavailable,
+    RateLimitExceeded,
+    SyncRateLimiter,
+    SyncRepository,
+)
+
+BIG = [Limit.per_minute("rpm", 1_000_000)]
+
+
+def total_tokens(api: Api, entity: str = "hot", resource: str = "api") -> int:
+    return sum(info.tokens["rpm"] for info in api.get_shards(entity, resource))
+
+
+def test_doubles_past_80_percent_of_the_partition_limit(api: Api, clock: Clock) -> None:
+    hot = api.new_client(partition_wcu=10)
+    limits = [Limit.per_minute("rpm", 6000)]
+    for _ in range(8):  # 8 writes inside one second: 80% of 10/s
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+            pass
+    (shard0,) = hot.get_shards("hot", "api")
+    assert shard0.shard_count == 2
+    assert "wcu" not in shard0.capacity and shard0.capacity == {"rpm": 3000}
+    for _ in range(20):
+        clock.advance(0.11)  # 9 writes per second from here on: spread over 2 shards
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+            pass
+    shards = hot.get_shards("hot", "api")
+    assert [s.shard_id for s in shards] == [0, 1]
+    assert {s.shard_count for s in shards} == {2}
+    # 28 taken, about 2.2 s of refill at 100/s: never more tokens than that allows.
+    assert total_tokens(hot) <= 6000 - 28 + 221
+
+
+def test_a_new_shard_takes_half_of_its_siblings_tokens(api: Api, clock: Clock) -> None:
+    hot = api.new_client(partition_wcu=10)
+    limits = [Limit.custom("rpm", 1000, 1, 3600)]  # no refill to speak of
+    for _ in range(8):
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+            pass
+    assert hot.get_shards("hot", "api")[0].shard_count == 2
+    taken = 8
+    while len(hot.get_shards("hot", "api")) < 2:
+        clock.advance(0.5)
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+            pass
+        taken += 1
+    # Exact in millitokens (the refill of 1 token an hour adds a few): shards hold whole
+    # tokens each, so their sum may be lower by less than one per shard.
+    assert hot.available("hot", "api", limits=limits) == {"rpm": 1000 - taken}
+    assert 1000 - taken - 2 < total_tokens(hot) <= 1000 - taken
+
+
+def test_a_drained_shard_is_retried_on_another(api: Api, clock: Clock) -> None:
+    hot = api.new_client(partition_wcu=10)
+    limits = [Limit.custom("rpm", 100, 1, 3600)]
+    for _ in range(8):
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+            pass
+    clock.advance(1.1)
+    admitted = 8
+    for _ in range(120):
+        clock.advance(0.2)
+        try:
+            with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+                admitted += 1
+        except RateLimitExceeded:
+            break
+    # Tokens on one shard run out first; retries on the other keep admitting until the
+    # whole entity is empty, and never past it. Less than one token may be stranded on
+    # each shard (a split halves millitokens), so the last one can be refused.
+    assert 99 <= admitted <= 100
+    assert total_tokens(hot) == 0
+
+
+def test_sequential_acquires_below_80_percent_never_shard() -> None:
+    with mock_aws():
+        now = [1_800_000_000_000_000]  # microseconds, to pace at 790 writes/s exactly
+        repo = SyncRepository.open(name="steady", create_table=True, clock=lambda: now[0] // 1000)
+        limiter = SyncRateLimiter(repo)
+        with limiter.acquire("steady", "api", {"rpm": 1}, limits=BIG):
+            pass  # creates the bucket (its speculative write fails: nothing there yet)
+        with repo.meter.measure() as m:
+            for _ in range(10_000):
+                now[0] += 1266  # 790 per second, 79% of the default 1,000
+                with limiter.acquire("steady", "api", {"rpm": 1}, limits=BIG):
+                    pass
+        assert all(call.ok for call in m.calls)
+        assert [s.shard_count for s in limiter.get_shards("steady", "api")] == [1]
+        repo.close()
+
+
+@pytest.fixture
+def throttled() -> Iterator[tuple[SyncRateLimiter, list[str], set[str]]]:
+    """A sync limiter whose writes to chosen partition keys get DynamoDB's throttle."""
+    with mock_aws():
+        repo = SyncRepository.open(name="hot-table", create_table=True)
+        hot_keys: set[str] = set()
+        calls: list[str] = []
+        events = repo._runner.client.meta.events
+
+        def refuse(params: dict[str, Any], model: Any, **_: Any) -> Any:
+            body = json.loads(params.get("body") or b"{}")
+            key = body.get("Key", {}).get("PK", {}).get("S", "")
+            calls.append(f"{model.name}:{key.rsplit('#', 1)[-1]}")
+            doubling = b'":new"' in (params.get("body") or b"")
+            if "let-doubling-through" in hot_keys and doubling:
+                return None
+            if model.name in ("UpdateItem", "PutItem") and key in hot_keys:
+                body = {"Error": {"Code": "ProvisionedThroughputExceededException"}}
+                return AWSResponse("http://x", 400, {}, None), body
+            return None
+
+        events.register("before-call.dynamodb.*", refuse)
+        yield SyncRateLimiter(repo), calls, hot_keys
+        repo.close()
+
+
+def test_throttled_shard_zero_without_other_shards_fails_at_once(
+    throttled: tuple[SyncRateLimiter, list[str], set[str]],
+) -> None:
+    limiter, calls, hot = throttled
+    with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+        pass
+    hot.add("default/BUCKET#hot#api#0")
+    calls.clear()
+    with pytest.raises(RateLimiterUnavailable, match="shard 1 does not exist"):
+        with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+            pass
+    # The throttled write, one doubling try, the probe of shard 1 and the read that
+    # shows there is none: bounded, no storm.
+    assert calls == ["UpdateItem:0", "UpdateItem:0", "UpdateItem:1", "GetItem:0"]
+
+
+def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
+    throttled: tuple[SyncRateLimiter, list[str], set[str]],
+) -> None:
+    limiter, calls, hot = throttled
+    with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+        pass
+    # Shard 0 refuses acquires (and the split's donor write), but not the doubling.
+    hot.update({"default/BUCKET#hot#api#0", "let-doubling-through"})
+    calls.clear()
+    try:
+        with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+            pass
+    except RateLimitExceeded as refused:
+        # The new shard starts empty and earns its share of the refill from now: within
+        # the same millisecond it may not hold a token yet.
+        assert refused.retry_after_seconds < 0.01
+    shards = limiter.get_shards("hot", "api")
+    assert [s.shard_id for s in shards] == [0, 1]
+    assert shards[0].shard_count == 2
+    # throttled acquire on 0, the doubling on 0, then shard 1: probed, created empty
+    # (its donor is throttled, so it gives nothing: no tokens are made up)
+    assert calls[:3] == ["UpdateItem:0", "UpdateItem:0", "UpdateItem:1"]
+
+
+def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -> None:
+    hot = api.new_client(partition_wcu=10)
+    for _ in range(8):
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+            pass
+    meta = hot.repo.state.entities["hot"]
+    assert meta.shard_counts["api"] == 2
+    meta.shard_counts["api"] = 8  # a stale, too-high count (as after a merge)
+    for _ in range(30):
+        clock.advance(0.5)
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+            pass
+        if meta.shard_counts["api"] == 2:
+            break
+    assert meta.shard_counts["api"] == 2
