@@ -60,7 +60,7 @@ def test_namespace_logical_ids_are_distinct_and_alphanumeric() -> None:
 def test_action_lists() -> None:
     assert set(ACQUIRE_ACTIONS) == {
         "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem",
-        "dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:Query",
+        "dynamodb:BatchGetItem", "dynamodb:DescribeTable",
     }  # fmt: skip
     assert set(ACQUIRE_ACTIONS) <= set(FULL_ACCESS_ACTIONS)
     assert set(READ_ONLY_ACTIONS) <= set(FULL_ACCESS_ACTIONS)

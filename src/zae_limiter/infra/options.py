@@ -19,7 +19,6 @@ ACQUIRE_ACTIONS: tuple[str, ...] = (
     "dynamodb:DescribeTable",
     "dynamodb:GetItem",
     "dynamodb:PutItem",
-    "dynamodb:Query",
     "dynamodb:UpdateItem",
 )
 READ_ONLY_ACTIONS: tuple[str, ...] = (
