@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner, Result
 from moto import mock_aws
 
-from zae_limiter import table
+from zae_limiter import keys, table
 from zae_limiter.cli import cli, main
 from zae_limiter.schema import SCHEMA_VERSION
 
@@ -76,6 +76,8 @@ def test_deploy_update_plan_status_delete(moto: None) -> None:
 
     status = as_json(invoke("status", "-n", "demo", "-o", "json"))
     assert status["schema_version"] == SCHEMA_VERSION
+    assert status["stack_schema_version"] == SCHEMA_VERSION
+    assert status["schema_mismatch"] is None
     assert status["table"]["indexes"] == {i.name: "ACTIVE" for i in table.INDEXES}  # type: ignore[index]
     assert status["aggregator"] == {"function": None, "event_source_mapping": None}
 
@@ -154,3 +156,19 @@ def test_errors_are_one_line_without_traceback(
     err = capsys.readouterr().err
     assert no_bucket.value.code == 1
     assert err.count("\n") == 1 and "no-such-bucket-zael" in err and "Traceback" not in err
+
+
+def test_status_flags_a_schema_mismatch(moto: None) -> None:
+    invoke("deploy", "-n", "demo", "--no-aggregator", "--yes")
+    boto3.client("dynamodb").update_item(
+        TableName="demo",
+        Key=keys.version_key(),
+        UpdateExpression=f"SET {keys.A_SCHEMA_VERSION} = :v",
+        ExpressionAttributeValues={":v": {"N": str(SCHEMA_VERSION - 1)}},
+    )
+    status = as_json(invoke("status", "-n", "demo", "-o", "json"))
+    assert status["stack_schema_version"] == SCHEMA_VERSION
+    assert status["schema_version"] == SCHEMA_VERSION - 1
+    assert "zae-limiter migrate" in str(status["schema_mismatch"])
+    human = invoke("status", "-n", "demo")
+    assert human.exit_code == 0 and "warning:" in human.stderr

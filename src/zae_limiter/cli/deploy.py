@@ -274,6 +274,8 @@ def status_command(target: Target) -> None:
     }
     rows.update({f"index {name}": state for name, state in sorted(report.indexes.items())})
     rows["schema version"] = report.schema_version or "(no version record)"
+    if report.stack_schema_version is not None:
+        rows["stack schema version"] = report.stack_schema_version
     rows["min client version"] = report.min_client_version
     rows["aggregator"] = report.aggregator_function or "(not deployed)"
     rows["stream mapping"] = report.aggregator_mapping_state or "(none)"
@@ -283,6 +285,8 @@ def status_command(target: Target) -> None:
     out.print(_kv_table(rows, f"zae-limiter {target.name}"))
     if report.outputs:
         out.print(_kv_table(report.outputs, "Outputs"))
+    if report.schema_mismatch:
+        Console(stderr=True).print(f"[yellow]warning:[/] {report.schema_mismatch}")
 
 
 @click.command("delete")

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zae_limiter.flows.version import decode_version
+from zae_limiter.infra.deploy import SCHEMA_TAG
+from zae_limiter.schema import SCHEMA_VERSION
 from zae_limiter.infra.aws import Aws, translated
 from zae_limiter.infra.errors import InfraError, StackNotFoundError
 from zae_limiter.infra.stack import StackClient
@@ -21,10 +23,28 @@ class StatusReport:
     indexes: dict[str, str] = field(default_factory=dict)
     stream_arn: str | None = None
     schema_version: int | None = None
+    stack_schema_version: int | None = None
     min_client_version: str | None = None
     aggregator_function: str | None = None
     aggregator_mapping_state: str | None = None
     outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def schema_mismatch(self) -> str | None:
+        """Why the versions disagree (stack, table record, this client), or None."""
+        if self.stack_schema_version is not None and self.schema_version is not None:
+            if self.stack_schema_version != self.schema_version:
+                return (
+                    f"the stack was deployed for schema {self.stack_schema_version} but the "
+                    f"table's record says {self.schema_version}: run `zae-limiter deploy` "
+                    "or `zae-limiter migrate`"
+                )
+        if self.schema_version is not None and self.schema_version != SCHEMA_VERSION:
+            return (
+                f"the table is at schema {self.schema_version}, this client uses "
+                f"{SCHEMA_VERSION}: run `zae-limiter migrate --name {self.name}`"
+            )
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -36,6 +56,8 @@ class StatusReport:
                 "stream_arn": self.stream_arn,
             },
             "schema_version": self.schema_version,
+            "stack_schema_version": self.stack_schema_version,
+            "schema_mismatch": self.schema_mismatch,
             "min_client_version": self.min_client_version,
             "aggregator": {
                 "function": self.aggregator_function,
@@ -57,6 +79,10 @@ def status(aws: Aws, name: str) -> StatusReport:
         report["stack_status"] = stack["StackStatus"]
         report["stack_reason"] = stack.get("StackStatusReason")
         report["outputs"] = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
+        tags = {t["Key"]: t["Value"] for t in stack.get("Tags") or []}
+        declared = report["outputs"].get("SchemaVersion") or tags.get(SCHEMA_TAG)
+        if declared and str(declared).isdigit():
+            report["stack_schema_version"] = int(declared)
         report.update(_aggregator(aws, stacks, name))
     if described is not None:
         report["table_status"] = described["TableStatus"]
