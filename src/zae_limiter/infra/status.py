@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zae_limiter.flows.version import decode_version
-from zae_limiter.infra.deploy import SCHEMA_TAG
-from zae_limiter.schema import SCHEMA_VERSION
 from zae_limiter.infra.aws import Aws, translated
+from zae_limiter.infra.deploy import SCHEMA_TAG
 from zae_limiter.infra.errors import InfraError, StackNotFoundError
 from zae_limiter.infra.stack import StackClient
 from zae_limiter.infra.table_only import describe_table, read_version_record
+from zae_limiter.schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True, slots=True)
