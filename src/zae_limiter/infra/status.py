@@ -32,13 +32,12 @@ class StatusReport:
     @property
     def schema_mismatch(self) -> str | None:
         """Why the versions disagree (stack, table record, this client), or None."""
-        if self.stack_schema_version is not None and self.schema_version is not None:
-            if self.stack_schema_version != self.schema_version:
-                return (
-                    f"the stack was deployed for schema {self.stack_schema_version} but the "
-                    f"table's record says {self.schema_version}: run `zae-limiter deploy` "
-                    "or `zae-limiter migrate`"
-                )
+        stack, record = self.stack_schema_version, self.schema_version
+        if stack is not None and record is not None and stack != record:
+            return (
+                f"the stack was deployed for schema {stack} but the table's record says "
+                f"{record}: run `zae-limiter deploy` or `zae-limiter migrate`"
+            )
         if self.schema_version is not None and self.schema_version != SCHEMA_VERSION:
             return (
                 f"the table is at schema {self.schema_version}, this client uses "
