@@ -26,7 +26,13 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,local,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m zae_limiter.bench
 
 clean:

@@ -1,5 +1,6 @@
 """zae-limiter: distributed token-bucket rate limiting on one DynamoDB table."""
 
+from zae_limiter.capacity import AdaptiveRate, CapacityStats, FixedRate
 from zae_limiter.errors import (
     EntityExistsError,
     EntityNotFoundError,
@@ -10,6 +11,8 @@ from zae_limiter.errors import (
     ValidationError,
     ZaeLimiterError,
 )
+from zae_limiter.lease import Lease, SyncLease
+from zae_limiter.limiter import RateLimiter, SyncRateLimiter
 from zae_limiter.limits import Limit
 from zae_limiter.models import (
     BucketState,
@@ -21,29 +24,36 @@ from zae_limiter.models import (
     UsageSnapshot,
     UsageSummary,
 )
+from zae_limiter.repository import Repository, SyncRepository
+from zae_limiter.stats import LimiterStats, ResourceStats
 
 __all__ = [
+    "AdaptiveRate",
     "BucketState",
     "CacheStats",
+    "CapacityStats",
     "Entity",
     "EntityExistsError",
     "EntityNotFoundError",
+    "FixedRate",
+    "Lease",
     "Limit",
     "LimitStatus",
+    "LimiterStats",
     "RateLimitExceeded",
+    "RateLimiter",
     "RateLimiterUnavailable",
+    "Repository",
     "ResolvedLimits",
+    "ResourceStats",
     "SchemaVersionError",
     "ShardInfo",
+    "SyncLease",
+    "SyncRateLimiter",
+    "SyncRepository",
     "TableNotFoundError",
     "UsageSnapshot",
     "UsageSummary",
     "ValidationError",
     "ZaeLimiterError",
 ]
-
-from zae_limiter.lease import Lease, SyncLease
-from zae_limiter.limiter import RateLimiter, SyncRateLimiter
-from zae_limiter.repository import Repository, SyncRepository
-
-__all__ += ["Lease", "RateLimiter", "Repository", "SyncLease", "SyncRateLimiter", "SyncRepository"]

@@ -4,30 +4,88 @@ Each yielded `Call` becomes a client method call with `ReturnConsumedCapacity=IN
 a tuple becomes one concurrent round trip. A failed condition comes back as a `Result`
 carrying ALL_OLD; every other DynamoDB or transport error is translated once, by
 `errors.map_client_error`, and thrown into the flow.
+
+Never an unbounded wait, and never a retry of our own:
+- before a round trip, admission control (`capacity.Admission`) may ask for a bounded
+  wait, done here with `time.sleep` / `asyncio.sleep`, or refuse the round trip;
+- a run may carry a deadline (`timeout` seconds, wall clock). Once it has passed, the
+  next round trip is not made: `RateLimiterUnavailable` is thrown into the flow instead
+  (async calls in flight are also cut at the deadline). After the flow has been told of
+  any failure it is cleaning up (giving tokens back), so its later calls are neither
+  refused nor cut by the deadline; each is still bounded by the client's timeouts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from zae_limiter.capacity import METERED_OPS, CapacityMeter
+from zae_limiter.capacity import (
+    METERED_OPS,
+    REFUSE,
+    THROTTLE_CODES,
+    Admission,
+    CapacityMeter,
+    Cost,
+    estimate,
+)
 from zae_limiter.errors import RateLimiterUnavailable, map_client_error
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
 
 T = TypeVar("T")
 CONDITION_FAILED = "ConditionalCheckFailedException"
+Outcome = Result | Exception | None
+
+
+@dataclass(slots=True)
+class _Deadline:
+    """One run's deadline (monotonic seconds), and whether the flow is cleaning up."""
+
+    at: float | None
+    cleanup: bool = False
+
+    @classmethod
+    def start(cls, timeout: float | None, cleanup: bool = False) -> _Deadline:
+        return cls(None if timeout is None else time.monotonic() + timeout, cleanup)
+
+    def remaining(self) -> float | None:
+        """Seconds left; None when no deadline binds (none given, or cleaning up)."""
+        if self.at is None or self.cleanup:
+            return None
+        return max(0.0, self.at - time.monotonic())
+
+
+@dataclass(slots=True)
+class _Round:
+    """A round trip about to be made: the wait first, and each step's estimated cost."""
+
+    wait_ms: int
+    costs: list[Cost]
 
 
 class _Runner:
-    def __init__(self, client: Any, meter: CapacityMeter, table_name: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        meter: CapacityMeter,
+        table_name: str,
+        admission: Admission | None = None,
+        clock: Callable[[], int] | None = None,
+        call_timeout: float | None = None,
+    ) -> None:
         self.client = client
         self.meter = meter
         self.table_name = table_name
+        self.admission = admission
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        #: Bound on one async call while cleaning up (sync calls are bound by botocore).
+        self.call_timeout = call_timeout
 
     @staticmethod
     def params(call: Call) -> dict[str, Any]:
@@ -35,53 +93,110 @@ class _Runner:
             return {**call.params, "ReturnConsumedCapacity": "INDEXES"}
         return call.params
 
-    def done(self, call: Call, response: dict[str, Any], trip: int) -> Result:
-        self.meter.record(call.op, response, True, trip)
+    def prepare(self, steps: Sequence[Step], deadline: _Deadline) -> _Round | list[Exception]:
+        """Admit a round trip, or say why it is not made (one error per step)."""
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            deadline.cleanup = True
+            return [_unavailable("the call's deadline passed", "Timeout") for _ in steps]
+        costs = [estimate(s.op, s.params) if isinstance(s, Call) else Cost() for s in steps]
+        total = sum(costs, Cost())
+        if self.admission is None or not total:
+            return _Round(0, costs)
+        if deadline.cleanup:  # giving back is never refused
+            return _Round(self.admission.admit(total, self.clock(), force=True), costs)
+        cap = None if left is None else int(left * 1000)
+        wait = self.admission.admit(total, self.clock(), cap)
+        if wait == REFUSE:
+            return [
+                _unavailable("the client's capacity budget is exhausted", "CapacityExhausted")
+                for _ in steps
+            ]
+        return _Round(wait, costs)
+
+    def done(self, call: Call, response: dict[str, Any], trip: int, cost: Cost) -> Result:
+        actual = self.meter.record(call.op, response, True, trip)
+        if self.admission is not None:
+            self.admission.settle(cost, actual)
         return Result(response)
 
-    def failed(self, call: Call, error: Exception, trip: int) -> Result | Exception:
-        if isinstance(error, ClientError):
-            err = error.response.get("Error", {})
-            code = str(err.get("Code", ""))
-            if code == CONDITION_FAILED:
-                self.meter.record(call.op, error.response, False, trip)
-                old: dict[str, Any] | None = error.response.get("Item") or None  # type: ignore[assignment]
-                return Result(dict(error.response), ok=False, old=old)
-            return map_client_error(code, str(err.get("Message", "")), table_name=self.table_name)
-        return RateLimiterUnavailable(f"DynamoDB unreachable: {error}", code=type(error).__name__)
+    def failed(self, call: Call, error: Exception, trip: int, cost: Cost) -> Result | Exception:
+        if not isinstance(error, ClientError):
+            return _unavailable(f"DynamoDB unreachable: {error}", type(error).__name__)
+        err = error.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        if code == CONDITION_FAILED:
+            actual = self.meter.record(call.op, error.response, False, trip)
+            if self.admission is not None:
+                self.admission.settle(cost, actual)
+            old: dict[str, Any] | None = error.response.get("Item") or None  # type: ignore[assignment]
+            return Result(dict(error.response), ok=False, old=old)
+        if code in THROTTLE_CODES:
+            self.meter.record_throttle()
+            if self.admission is not None:
+                self.admission.settle(cost, Cost())  # a throttled call consumed nothing
+                self.admission.throttled(self.clock())
+        return map_client_error(code, str(err.get("Message", "")), table_name=self.table_name)
+
+    @staticmethod
+    def outcome(request: Any, results: Sequence[Outcome], deadline: _Deadline) -> Any:
+        if any(isinstance(r, Exception) for r in results):
+            deadline.cleanup = True
+        return tuple(results) if isinstance(request, tuple) else results[0]
+
+
+def _unavailable(message: str, code: str) -> RateLimiterUnavailable:
+    return RateLimiterUnavailable(message, code=code)
+
+
+def _steps(request: Any) -> tuple[Step, ...]:
+    return request if isinstance(request, tuple) else (request,)
 
 
 class SyncRunner(_Runner):
     """boto3: concurrent steps run on a small thread pool (boto3 clients are thread-safe)."""
 
-    def __init__(self, client: Any, meter: CapacityMeter, table_name: str) -> None:
-        super().__init__(client, meter, table_name)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._pool: ThreadPoolExecutor | None = None
 
-    def step(self, step: Step, trip: int) -> Result | Exception | None:
+    def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
         if isinstance(step, Sleep):
-            time.sleep(step.ms / 1000)
+            time.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return None
         try:
             response = getattr(self.client, step.op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
-            return self.failed(step, error, trip)
-        return self.done(step, response, trip)
+            return self.failed(step, error, trip, cost)
+        return self.done(step, response, trip, cost)
 
-    def run(self, flow: Flow[T]) -> T:
+    def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        deadline = _Deadline.start(timeout, cleanup)
         send: Any = None
         while True:
             try:
                 request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]
+            steps = _steps(request)
             trip = self.meter.next_round_trip()
-            if isinstance(request, tuple):
+            planned = self.prepare(steps, deadline)
+            if isinstance(planned, list):
+                send = self.outcome(request, planned, deadline)
+                continue
+            if planned.wait_ms:
+                time.sleep(planned.wait_ms / 1000)
+            left = deadline.remaining()
+            if len(steps) == 1:
+                results: list[Outcome] = [self.step(steps[0], trip, planned.costs[0], left)]
+            else:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zae")
-                send = tuple(self._pool.map(self.step, request, [trip] * len(request)))
-            else:
-                send = self.step(request, trip)
+                n = len(steps)
+                results = list(
+                    self._pool.map(self.step, steps, [trip] * n, planned.costs, [left] * n)
+                )
+            send = self.outcome(request, results, deadline)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -90,27 +205,40 @@ class SyncRunner(_Runner):
 
 
 class AsyncRunner(_Runner):
-    """aiobotocore: concurrent steps run with asyncio.gather."""
+    """aiobotocore: concurrent steps run with asyncio.gather; calls are cut at the deadline."""
 
-    async def step(self, step: Step, trip: int) -> Result | Exception | None:
+    async def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
         if isinstance(step, Sleep):
-            await asyncio.sleep(step.ms / 1000)
+            await asyncio.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return None
+        limit = left if left is not None else self.call_timeout
         try:
-            response = await getattr(self.client, step.op)(**self.params(step))
+            call = getattr(self.client, step.op)(**self.params(step))
+            response = await asyncio.wait_for(call, limit)
         except (ClientError, BotoCoreError) as error:
-            return self.failed(step, error, trip)
-        return self.done(step, response, trip)
+            return self.failed(step, error, trip, cost)
+        except TimeoutError:
+            return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", "Timeout")
+        return self.done(step, response, trip, cost)
 
-    async def run(self, flow: Flow[T]) -> T:
+    async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        deadline = _Deadline.start(timeout, cleanup)
         send: Any = None
         while True:
             try:
                 request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]
+            steps = _steps(request)
             trip = self.meter.next_round_trip()
-            if isinstance(request, tuple):
-                send = tuple(await asyncio.gather(*(self.step(s, trip) for s in request)))
-            else:
-                send = await self.step(request, trip)
+            planned = self.prepare(steps, deadline)
+            if isinstance(planned, list):
+                send = self.outcome(request, planned, deadline)
+                continue
+            if planned.wait_ms:
+                await asyncio.sleep(planned.wait_ms / 1000)
+            left = deadline.remaining()
+            results = await asyncio.gather(
+                *(self.step(s, trip, c, left) for s, c in zip(steps, planned.costs, strict=True))
+            )
+            send = self.outcome(request, results, deadline)

@@ -643,6 +643,38 @@ def double_shards(
     }
 
 
+def with_doubling(
+    params: Mapping[str, Any], old_count: int, new_count: int, now_ms: int, measured_since: int
+) -> dict[str, Any]:
+    """An acquire's UpdateItem on shard 0 that also doubles `shard_count` (same fences as
+    `double_shards`). When shard 0 is throttled, a separate doubling write rarely gets in:
+    riding on a write the client sends anyway, the first one to get in doubles."""
+    update = str(params["UpdateExpression"])
+    sets = "#sc = :dbl_new, #sd = :dbl_now"
+    update = f"SET {sets}, {update[4:]}" if update.startswith("SET ") else f"SET {sets} {update}"
+    condition = (
+        f"({params['ConditionExpression']}) AND #sc = :dbl_old"
+        " AND (attribute_not_exists(#sd) OR #sd <= :dbl_since)"
+    )
+    return {
+        **params,
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {
+            **params.get("ExpressionAttributeNames", {}),
+            "#sc": A_SHARD_COUNT,
+            "#sd": A_SHARD_DOUBLED,
+        },
+        "ExpressionAttributeValues": {
+            **params["ExpressionAttributeValues"],
+            ":dbl_new": n(new_count),
+            ":dbl_old": n(old_count),
+            ":dbl_now": n(now_ms),
+            ":dbl_since": n(measured_since),
+        },
+    }
+
+
 def move_tokens(
     table: str, bucket_item_key: Item, tokens_milli: Mapping[str, int]
 ) -> dict[str, Any]:

@@ -11,20 +11,31 @@ from zae_limiter.flows.acquire import Acquired, commit, compensate, validate_amo
 
 if TYPE_CHECKING:
     from zae_limiter.repository import Repository, SyncRepository
+    from zae_limiter.stats import Outcome
+
+#: A lease that holds nothing: allowed on failure, or rejected in shadow mode.
+NOTHING = Acquired(())
 
 
 class _LeaseState:
     """Buffers usage deltas; nothing is written until the lease ends."""
 
-    def __init__(self, acquired: Acquired, consumed: Mapping[str, int]) -> None:
+    def __init__(
+        self, acquired: Acquired, consumed: Mapping[str, int], degraded: Outcome | None
+    ) -> None:
         self.acquired = acquired
         self.consumed = dict(consumed)
         self.pending: dict[str, int] = {}
+        self.degraded = degraded
+
+    @property
+    def holds_nothing(self) -> bool:
+        return self.degraded is not None
 
     def add(self, amounts: Mapping[str, int], sign: int) -> None:
         milli = validate_amounts("adjust", dict(amounts), allow_negative=True)
         unknown = sorted(set(milli) - self.acquired.limit_names)
-        if unknown:
+        if unknown and not self.holds_nothing:
             raise ValidationError(
                 f"adjust names limits this lease does not hold: {unknown} "
                 f"(held: {sorted(self.acquired.limit_names)})"
@@ -42,13 +53,25 @@ class _LeaseState:
 class Lease:
     """Held inside `async with limiter.acquire(...) as lease`."""
 
-    def __init__(self, repo: Repository, acquired: Acquired, consumed: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        acquired: Acquired,
+        consumed: Mapping[str, int],
+        degraded: Outcome | None = None,
+    ) -> None:
         self._repo = repo
-        self._state = _LeaseState(acquired, consumed)
+        self._state = _LeaseState(acquired, consumed, degraded)
 
     @property
     def consumed(self) -> dict[str, int]:
         return self._state.totals
+
+    @property
+    def degraded(self) -> Outcome | None:
+        """None for a real lease; "allowed_on_failure" or "shadow_rejected" for one that
+        holds nothing (its adjustments are accepted and never written)."""
+        return self._state.degraded
 
     async def adjust(self, **amounts: int) -> None:
         """Change consumption by these amounts (negative gives back); may leave debt."""
@@ -61,25 +84,38 @@ class Lease:
         self._state.add(_non_negative(amounts), -1)
 
     async def _finish(self, failed: bool) -> None:
-        state = self._repo.state
+        if self._state.holds_nothing:
+            return
+        repo, state = self._repo, self._repo.state
         if failed:
-            await self._repo.run(compensate(state, self._state.acquired.taken))
+            flow = compensate(state, self._state.acquired.taken)
         else:
-            await self._repo.run(commit(state, self._state.acquired, self._state.pending))
+            flow = commit(state, self._state.acquired, self._state.pending)
+        await repo.run(flow, repo.timeout, cleanup=True)
 
 
 class SyncLease:
     """Held inside `with limiter.acquire(...) as lease`."""
 
     def __init__(
-        self, repo: SyncRepository, acquired: Acquired, consumed: Mapping[str, int]
+        self,
+        repo: SyncRepository,
+        acquired: Acquired,
+        consumed: Mapping[str, int],
+        degraded: Outcome | None = None,
     ) -> None:
         self._repo = repo
-        self._state = _LeaseState(acquired, consumed)
+        self._state = _LeaseState(acquired, consumed, degraded)
 
     @property
     def consumed(self) -> dict[str, int]:
         return self._state.totals
+
+    @property
+    def degraded(self) -> Outcome | None:
+        """None for a real lease; "allowed_on_failure" or "shadow_rejected" for one that
+        holds nothing (its adjustments are accepted and never written)."""
+        return self._state.degraded
 
     def adjust(self, **amounts: int) -> None:
         """Change consumption by these amounts (negative gives back); may leave debt."""
@@ -92,11 +128,14 @@ class SyncLease:
         self._state.add(_non_negative(amounts), -1)
 
     def _finish(self, failed: bool) -> None:
-        state = self._repo.state
+        if self._state.holds_nothing:
+            return
+        repo, state = self._repo, self._repo.state
         if failed:
-            self._repo.run(compensate(state, self._state.acquired.taken))
+            flow = compensate(state, self._state.acquired.taken)
         else:
-            self._repo.run(commit(state, self._state.acquired, self._state.pending))
+            flow = commit(state, self._state.acquired, self._state.pending)
+        repo.run(flow, repo.timeout, cleanup=True)
 
 
 def _non_negative(amounts: Mapping[str, int]) -> Mapping[str, int]:

@@ -6,18 +6,25 @@ two classes differ only in `await`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 
 from zae_limiter import keys
+from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow, config, entities, read, shards
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows import usage as usage_flows
+from zae_limiter.flows.config import FailurePolicy, check_failure_policy, stored_failure_policy
 from zae_limiter.flows.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
-from zae_limiter.lease import Lease, SyncLease
+from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.models import Entity, ResolvedLimits, ShardInfo, UsageSnapshot, UsageSummary
 from zae_limiter.repository import Repository, SyncRepository, _Base
+from zae_limiter.stats import DecisionStats, LimiterStats, Outcome
+
+log = logging.getLogger("zae_limiter")
 
 
 class _Flows:
@@ -44,6 +51,11 @@ class _Flows:
         return acquire_flow.acquire(
             self.state, entity_id, resource, consume, limits, self.now(), self.speculative_writes
         )
+
+    def set_system_defaults(
+        self, limits: Sequence[Limit], on_unavailable: FailurePolicy | None
+    ) -> Flow[None]:
+        return config.set_limits(self.state, None, None, limits, self.now(), on_unavailable)
 
     def create_entity(
         self, entity_id: str, name: str | None, parent_id: str | None, cascade: bool
@@ -82,12 +94,80 @@ class _Flows:
         )
 
 
-class RateLimiter:
-    """Async rate limiter. `async with limiter.acquire(...) as lease:` guards a call."""
+class _Decisions:
+    """The failure policy, shadow mode and decision metrics, shared by both faces.
 
-    def __init__(self, repository: Repository, *, speculative_writes: bool = True) -> None:
+    Policy order: the call's `on_unavailable`, then the limiter's, then the one stored in
+    the system defaults (as this client last read it), then "block".
+    """
+
+    def __init__(self, repo: _Base, on_unavailable: FailurePolicy | None, shadow: bool) -> None:
+        self._repo = repo
+        self.on_unavailable = (
+            None if on_unavailable is None else check_failure_policy(on_unavailable)
+        )
+        self.shadow = shadow
+        self.stats = DecisionStats()
+        #: Seconds, for latency (monotonic; replaceable in tests).
+        self.timer: Callable[[], float] = time.perf_counter
+
+    def policy(self, call: FailurePolicy | None) -> FailurePolicy:
+        for value in (call, self.on_unavailable, stored_failure_policy(self._repo.state)):
+            if value is not None:
+                return check_failure_policy(value)
+        return "block"
+
+    def record(self, resource: str, outcome: Outcome, started: float) -> None:
+        self.stats.record(resource, outcome, (self.timer() - started) * 1000)
+
+    def degrade(
+        self, error: Exception, resource: str, started: float, call: FailurePolicy | None
+    ) -> Outcome:
+        """What a failed acquire becomes: a lease holding nothing, or the error raised."""
+        if isinstance(error, RateLimitExceeded):
+            if self.shadow:
+                return "shadow_rejected"
+            self.record(resource, "rejected", started)
+            raise error
+        if self.policy(call) == "allow":
+            log.warning("rate limiter unavailable, request allowed: %s", error)
+            return "allowed_on_failure"
+        self.record(resource, "unavailable", started)
+        raise error
+
+
+class RateLimiter:
+    """Async rate limiter. `async with limiter.acquire(...) as lease:` guards a call.
+
+    `on_unavailable="allow"` admits requests when DynamoDB cannot be reached (default
+    "block": `RateLimiterUnavailable`); `shadow=True` records rejections but never raises
+    `RateLimitExceeded`.
+    """
+
+    def __init__(
+        self,
+        repository: Repository,
+        *,
+        speculative_writes: bool = True,
+        on_unavailable: FailurePolicy | None = None,
+        shadow: bool = False,
+    ) -> None:
         self.repository = repository
         self._flows = _Flows(repository, speculative_writes)
+        self._decisions = _Decisions(repository, on_unavailable, shadow)
+
+    @property
+    def stats(self) -> DecisionStats:
+        return self._decisions.stats
+
+    def get_stats(self) -> LimiterStats:
+        """Decisions per resource (admitted, rejected, allowed on failure, shadow
+        rejections, unavailable) and the acquire latency histogram."""
+        return self._decisions.stats.snapshot()
+
+    async def get_failure_policy(self) -> FailurePolicy | None:
+        """The failure policy stored in the system defaults (read now)."""
+        return await self.repository.run(config.get_failure_policy(self.repository.state))
 
     @asynccontextmanager
     async def acquire(
@@ -97,10 +177,22 @@ class RateLimiter:
         consume: Mapping[str, int],
         *,
         limits: Sequence[Limit] | None = None,
+        on_unavailable: FailurePolicy | None = None,
     ) -> AsyncIterator[Lease]:
-        repo = self.repository
-        acquired = await repo.run(self._flows.acquire(entity_id, resource, consume, limits))
-        lease = Lease(repo, acquired, acquire_flow.validate_amounts("consume", consume))
+        repo, decisions = self.repository, self._decisions
+        if on_unavailable is not None:
+            check_failure_policy(on_unavailable)
+        started = decisions.timer()
+        flow = self._flows.acquire(entity_id, resource, consume, limits)
+        outcome: Outcome = "admitted"
+        try:
+            acquired = await repo.run(flow, repo.timeout)
+        except (RateLimitExceeded, RateLimiterUnavailable) as error:
+            outcome = decisions.degrade(error, resource, started, on_unavailable)
+            acquired = NOTHING
+        decisions.record(resource, outcome, started)
+        amounts = acquire_flow.validate_amounts("consume", consume)
+        lease = Lease(repo, acquired, amounts, None if outcome == "admitted" else outcome)
         try:
             yield lease
         except BaseException:
@@ -154,8 +246,12 @@ class RateLimiter:
     async def delete_resource_defaults(self, resource: str) -> None:
         await self.repository.run(config.delete_limits(self.repository.state, None, resource))
 
-    async def set_system_defaults(self, limits: Sequence[Limit]) -> None:
-        await self.repository.run(self._flows.set_limits(None, None, limits))
+    async def set_system_defaults(
+        self, limits: Sequence[Limit], *, on_unavailable: FailurePolicy | None = None
+    ) -> None:
+        """Store the system defaults; `on_unavailable` stores the failure policy with them
+        (replacing the item: leaving it out clears a stored policy)."""
+        await self.repository.run(self._flows.set_system_defaults(limits, on_unavailable))
 
     async def get_system_defaults(self) -> tuple[Limit, ...]:
         return await self.repository.run(config.get_limits(self.repository.state, None, None))
@@ -221,11 +317,34 @@ class RateLimiter:
 
 
 class SyncRateLimiter:
-    """Sync rate limiter. `with limiter.acquire(...) as lease:` guards a call."""
+    """Sync rate limiter. `with limiter.acquire(...) as lease:` guards a call.
 
-    def __init__(self, repository: SyncRepository, *, speculative_writes: bool = True) -> None:
+    Same options as `RateLimiter` (`on_unavailable`, `shadow`).
+    """
+
+    def __init__(
+        self,
+        repository: SyncRepository,
+        *,
+        speculative_writes: bool = True,
+        on_unavailable: FailurePolicy | None = None,
+        shadow: bool = False,
+    ) -> None:
         self.repository = repository
         self._flows = _Flows(repository, speculative_writes)
+        self._decisions = _Decisions(repository, on_unavailable, shadow)
+
+    @property
+    def stats(self) -> DecisionStats:
+        return self._decisions.stats
+
+    def get_stats(self) -> LimiterStats:
+        """Decisions per resource and the acquire latency histogram (see RateLimiter)."""
+        return self._decisions.stats.snapshot()
+
+    def get_failure_policy(self) -> FailurePolicy | None:
+        """The failure policy stored in the system defaults (read now)."""
+        return self.repository.run(config.get_failure_policy(self.repository.state))
 
     @contextmanager
     def acquire(
@@ -235,10 +354,22 @@ class SyncRateLimiter:
         consume: Mapping[str, int],
         *,
         limits: Sequence[Limit] | None = None,
+        on_unavailable: FailurePolicy | None = None,
     ) -> Iterator[SyncLease]:
-        repo = self.repository
-        acquired = repo.run(self._flows.acquire(entity_id, resource, consume, limits))
-        lease = SyncLease(repo, acquired, acquire_flow.validate_amounts("consume", consume))
+        repo, decisions = self.repository, self._decisions
+        if on_unavailable is not None:
+            check_failure_policy(on_unavailable)
+        started = decisions.timer()
+        flow = self._flows.acquire(entity_id, resource, consume, limits)
+        outcome: Outcome = "admitted"
+        try:
+            acquired = repo.run(flow, repo.timeout)
+        except (RateLimitExceeded, RateLimiterUnavailable) as error:
+            outcome = decisions.degrade(error, resource, started, on_unavailable)
+            acquired = NOTHING
+        decisions.record(resource, outcome, started)
+        amounts = acquire_flow.validate_amounts("consume", consume)
+        lease = SyncLease(repo, acquired, amounts, None if outcome == "admitted" else outcome)
         try:
             yield lease
         except BaseException:
@@ -288,8 +419,11 @@ class SyncRateLimiter:
     def delete_resource_defaults(self, resource: str) -> None:
         self.repository.run(config.delete_limits(self.repository.state, None, resource))
 
-    def set_system_defaults(self, limits: Sequence[Limit]) -> None:
-        self.repository.run(self._flows.set_limits(None, None, limits))
+    def set_system_defaults(
+        self, limits: Sequence[Limit], *, on_unavailable: FailurePolicy | None = None
+    ) -> None:
+        """Store the system defaults and, optionally, the failure policy (see RateLimiter)."""
+        self.repository.run(self._flows.set_system_defaults(limits, on_unavailable))
 
     def get_system_defaults(self) -> tuple[Limit, ...]:
         return self.repository.run(config.get_limits(self.repository.state, None, None))

@@ -10,13 +10,22 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from zae_limiter import keys
-from zae_limiter.capacity import CapacityMeter
+from zae_limiter.capacity import (
+    DEFAULT_MAX_WAIT,
+    Admission,
+    CapacityMeter,
+    CapacityPolicy,
+    CapacityStats,
+    capacity_stats,
+)
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.drivers import AsyncRunner, SyncRunner
+from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
-from zae_limiter.flows.context import DEFAULT_PARTITION_WCU, RepoState
+from zae_limiter.flows.context import DEFAULT_MAX_SHARDS, DEFAULT_PARTITION_WCU, RepoState
 from zae_limiter.flows.table import ensure_table
 from zae_limiter.flows.version import VersionRecord, check_version
 from zae_limiter.limits import Limit
@@ -25,23 +34,65 @@ from zae_limiter.models import CacheStats
 T = TypeVar("T")
 Clock = Callable[[], int]
 DEFAULT_TABLE = "zae-limiter"
+#: Seconds an acquire may take before it fails with RateLimiterUnavailable (see resilience.md).
+DEFAULT_TIMEOUT = 1.0
+#: The default against a local engine on loopback (moto, DynamoDB Local): on a busy laptop or
+#: CI machine they stall far longer than DynamoDB does, and nothing there needs protecting.
+LOCAL_TIMEOUT = 10.0
+
+
+def resolve_timeout(timeout: float | None, endpoint_url: str | None) -> float:
+    """The acquire bound: as given, else 1 s against AWS and 10 s against a local engine."""
+    if timeout is not None:
+        return timeout
+    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
+    host = urlsplit(endpoint).hostname or ""
+    local = host == "localhost" or host == "::1" or host.startswith("127.")
+    return LOCAL_TIMEOUT if local else DEFAULT_TIMEOUT
+
+
+CONNECT_SHARE = 0.3
+READ_SHARE = 0.5
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def client_kwargs(region: str | None, endpoint_url: str | None) -> dict[str, Any]:
-    """Arguments for a DynamoDB client; local endpoints need a region and no account routing."""
+def _timeouts(timeout: float | None) -> dict[str, Any]:
+    if timeout is None:  # background work (aggregator, poller): patient, SDK retries
+        return {
+            "connect_timeout": 2,
+            "read_timeout": 5,
+            "retries": {"max_attempts": 2, "mode": "standard"},
+        }
+    if timeout <= 0:
+        raise ValueError("timeout must be a positive number of seconds")
+    return {
+        "connect_timeout": CONNECT_SHARE * timeout,
+        "read_timeout": READ_SHARE * timeout,
+        "retries": {"total_max_attempts": 1, "mode": "standard"},
+    }
+
+
+def client_kwargs(
+    region: str | None, endpoint_url: str | None, timeout: float | None = None
+) -> dict[str, Any]:
+    """Arguments for a DynamoDB client; local endpoints need a region and no account routing.
+
+    With a `timeout` (what repositories use) a call gets one attempt (the library, not the
+    SDK, decides about retries), and connect and read timeouts of 30% and 50% of it.
+    """
     from botocore.config import Config
 
     endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    # Parameters are built by keys.py and covered by tests: botocore's validation of every
+    # request would only spend client CPU on the hot path.
     options: dict[str, Any] = {
-        "connect_timeout": 2,
-        "read_timeout": 5,
-        "retries": {"max_attempts": 2, "mode": "standard"},
+        **_timeouts(timeout),
         "max_pool_connections": 32,
+        "parameter_validation": False,
     }
     if endpoint:
         options["account_id_endpoint_mode"] = "disabled"
@@ -55,22 +106,48 @@ def client_kwargs(region: str | None, endpoint_url: str | None) -> dict[str, Any
 
 
 def _state(
-    name: str, namespace: str | None, config_cache_ttl: float, partition_wcu: int
+    name: str,
+    namespace: str | None,
+    config_cache_ttl: float,
+    partition_wcu: int,
+    max_shards: int,
 ) -> RepoState:
     keys.validate_id("table name", name)
+    if isinstance(partition_wcu, bool) or not isinstance(partition_wcu, int) or partition_wcu < 1:
+        raise ValidationError(
+            f"partition_wcu must be a positive whole number, got {partition_wcu!r}"
+        )
+    if isinstance(max_shards, bool) or not isinstance(max_shards, int) or max_shards < 1:
+        raise ValidationError(f"max_shards must be a positive whole number, got {max_shards!r}")
     return RepoState(
         table=name,
         namespace=keys.validate_namespace(namespace),
         config_cache=ConfigCache[tuple[Limit, ...]](config_cache_ttl),
         partition_wcu=partition_wcu,
+        max_shards=max_shards,
     )
 
 
+def _admission(capacity: CapacityPolicy | None, max_wait: float) -> Admission | None:
+    return None if capacity is None else Admission(capacity, max_wait)
+
+
 class _Base:
-    def __init__(self, state: RepoState, meter: CapacityMeter, clock: Clock) -> None:
+    def __init__(
+        self,
+        state: RepoState,
+        meter: CapacityMeter,
+        clock: Clock,
+        admission: Admission | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self.state = state
         self.meter = meter
         self.clock = clock
+        #: Admission control over this client's own capacity (None: unlimited).
+        self.admission = admission
+        #: Seconds an acquire may take before it fails with RateLimiterUnavailable.
+        self.timeout = timeout
         #: The table's version record, read once when the repository opened.
         self.schema: VersionRecord | None = None
 
@@ -88,14 +165,26 @@ class _Base:
     def get_cache_stats(self) -> CacheStats:
         return self.state.config_cache.stats()
 
+    def get_capacity_stats(self) -> CapacityStats:
+        """Capacity consumed, throttles seen, and admission waits and refusals."""
+        return capacity_stats(self.meter, self.admission, self.clock())
+
 
 class Repository(_Base):
     """Async repository on aiobotocore. Open with `await Repository.open(...)`."""
 
-    def __init__(self, state: RepoState, client: Any, stack: AsyncExitStack, clock: Clock) -> None:
+    def __init__(
+        self,
+        state: RepoState,
+        client: Any,
+        stack: AsyncExitStack,
+        clock: Clock,
+        admission: Admission | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         meter = CapacityMeter()
-        super().__init__(state, meter, clock)
-        self._runner = AsyncRunner(client, meter, state.table)
+        super().__init__(state, meter, clock, admission, timeout)
+        self._runner = AsyncRunner(client, meter, state.table, admission, clock, timeout)
         self._stack = stack
 
     @classmethod
@@ -109,17 +198,22 @@ class Repository(_Base):
         config_cache_ttl: float = 60,
         create_table: bool = False,
         partition_wcu: int = DEFAULT_PARTITION_WCU,
+        max_shards: int = DEFAULT_MAX_SHARDS,
         clock: Clock | None = None,
         check_schema: bool = True,
+        capacity: CapacityPolicy | None = None,
+        timeout: float | None = None,
+        max_wait: float = DEFAULT_MAX_WAIT,
     ) -> Repository:
         from aiobotocore.session import get_session
 
-        state = _state(name, namespace, config_cache_ttl, partition_wcu)
+        timeout = resolve_timeout(timeout, endpoint_url)
+        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards)
+        kwargs = client_kwargs(region, endpoint_url, timeout)
+        admission = _admission(capacity, max_wait)
         stack = AsyncExitStack()
-        client = await stack.enter_async_context(
-            get_session().create_client("dynamodb", **client_kwargs(region, endpoint_url))
-        )
-        repo = cls(state, client, stack, clock or wall_clock_ms)
+        client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
+        repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
         try:
             await repo.run(ensure_table(state, create_table))
             if check_schema:
@@ -129,8 +223,14 @@ class Repository(_Base):
             raise
         return repo
 
-    async def run(self, flow: Flow[T]) -> T:
-        return await self._runner.run(flow)
+    @property
+    def client(self) -> Any:
+        """The aiobotocore client (e.g. to register botocore event handlers)."""
+        return self._runner.client
+
+    async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
+        return await self._runner.run(flow, timeout, cleanup)
 
     async def invalidate_config_cache(self) -> None:
         self.state.config_cache.clear()
@@ -148,10 +248,17 @@ class Repository(_Base):
 class SyncRepository(_Base):
     """Sync repository on boto3. Open with `SyncRepository.open(...)`."""
 
-    def __init__(self, state: RepoState, client: Any, clock: Clock) -> None:
+    def __init__(
+        self,
+        state: RepoState,
+        client: Any,
+        clock: Clock,
+        admission: Admission | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         meter = CapacityMeter()
-        super().__init__(state, meter, clock)
-        self._runner = SyncRunner(client, meter, state.table)
+        super().__init__(state, meter, clock, admission, timeout)
+        self._runner = SyncRunner(client, meter, state.table, admission, clock, timeout)
 
     @classmethod
     def open(
@@ -164,18 +271,23 @@ class SyncRepository(_Base):
         config_cache_ttl: float = 60,
         create_table: bool = False,
         partition_wcu: int = DEFAULT_PARTITION_WCU,
+        max_shards: int = DEFAULT_MAX_SHARDS,
         clock: Clock | None = None,
         client: Any = None,
         check_schema: bool = True,
+        capacity: CapacityPolicy | None = None,
+        timeout: float | None = None,
+        max_wait: float = DEFAULT_MAX_WAIT,
     ) -> SyncRepository:
         import boto3
 
-        state = _state(name, namespace, config_cache_ttl, partition_wcu)
+        timeout = resolve_timeout(timeout, endpoint_url)
+        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards)
+        kwargs = client_kwargs(region, endpoint_url, timeout)
         if client is None:
-            client = boto3.session.Session().client(
-                "dynamodb", **client_kwargs(region, endpoint_url)
-            )
-        repo = cls(state, client, clock or wall_clock_ms)
+            client = boto3.session.Session().client("dynamodb", **kwargs)
+        admission = _admission(capacity, max_wait)
+        repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
         try:
             repo.run(ensure_table(state, create_table))
             if check_schema:
@@ -185,8 +297,14 @@ class SyncRepository(_Base):
             raise
         return repo
 
-    def run(self, flow: Flow[T]) -> T:
-        return self._runner.run(flow)
+    @property
+    def client(self) -> Any:
+        """The boto3 client (e.g. to register botocore event handlers)."""
+        return self._runner.client
+
+    def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
+        return self._runner.run(flow, timeout, cleanup)
 
     def invalidate_config_cache(self) -> None:
         self.state.config_cache.clear()

@@ -118,8 +118,10 @@ def throttled() -> Iterator[tuple[SyncRateLimiter, list[str], set[str]]]:
             body = json.loads(params.get("body") or b"{}")
             key = body.get("Key", {}).get("PK", {}).get("S", "")
             calls.append(f"{model.name}:{key.rsplit('#', 1)[-1]}")
-            doubling = b'":new"' in (params.get("body") or b"")
-            if "let-doubling-through" in hot_keys and doubling:
+            raw = params.get("body") or b""
+            if "let-doubling-through" in hot_keys and b'":new"' in raw:
+                return None
+            if "let-piggyback-through" in hot_keys and b'":dbl_new"' in raw:
                 return None
             if model.name in ("UpdateItem", "PutItem") and key in hot_keys:
                 body = {"Error": {"Code": "ProvisionedThroughputExceededException"}}
@@ -186,3 +188,22 @@ def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -
         if meta.shard_counts["api"] == 2:
             break
     assert meta.shard_counts["api"] == 2
+
+
+def test_a_throttled_doubling_rides_on_the_next_write_to_shard_zero(
+    throttled: tuple[SyncRateLimiter, list[str], set[str]],
+) -> None:
+    limiter, calls, hot = throttled
+    with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+        pass
+    hot.update({"default/BUCKET#hot#api#0", "let-piggyback-through"})
+    with pytest.raises(RateLimiterUnavailable):  # throttled, doubling throttled, no shard 1
+        with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+            pass
+    assert limiter.get_shards("hot", "api")[0].shard_count == 1
+    calls.clear()
+    with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
+        pass  # the acquire on shard 0 carried the doubling, and got in
+    assert calls == ["UpdateItem:0"]
+    assert limiter.get_shards("hot", "api")[0].shard_count == 2
+    assert limiter.repository.state.entities["hot"].shard_counts["api"] == 2

@@ -128,6 +128,9 @@ def lockstep(flows: list[Flow[T]], stop: Any = None) -> Flow[list[T | None]]:
         except StopIteration as finished:
             pending.pop(i, None)
             done[i] = cast(T, finished.value)
+        except Exception as error:  # that flow failed; the caller settles (compensates)
+            pending.pop(i, None)
+            done[i] = cast(T, error)
 
     for i in range(len(flows)):
         advance(i, None)

@@ -234,7 +234,7 @@ def take_any_shard(
             stale = error.code == SHARD_NOT_FOUND and not throttles
             if not stale or len(tried) >= MAX_SHARD_TRIES:
                 throttles += 1
-                if not error.throttled or throttles > 1:
+                if not error.throttled or throttles > 1 or state.max_shards == 1:
                     raise
                 since = now_ms - THROTTLE_DOUBLING_SPACING_MS
                 yield from double(state, level.entity_id, level.resource, now_ms, since)

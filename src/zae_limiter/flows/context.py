@@ -13,6 +13,7 @@ from zae_limiter.keys import WINDOW_MS
 from zae_limiter.limits import Limit
 
 DEFAULT_PARTITION_WCU = 1000
+DEFAULT_MAX_SHARDS = 256
 
 
 @dataclass(slots=True)
@@ -26,6 +27,9 @@ class EntityMeta:
     windows: dict[tuple[str, int], int] = field(default_factory=dict)
     #: When this client last tried to double a resource's shards (ms).
     doubling_tried: dict[str, int] = field(default_factory=dict)
+    #: A doubling that was throttled: (count it starts from, evidence since), to ride on
+    #: this client's next write to shard 0.
+    want_double: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,8 @@ class RepoState:
     namespace: str
     config_cache: ConfigCache[tuple[Limit, ...]]
     partition_wcu: int = DEFAULT_PARTITION_WCU
+    #: Doubling stops here; 1 turns sharding off (every bucket stays on one partition).
+    max_shards: int = DEFAULT_MAX_SHARDS
     entities: dict[str, EntityMeta] = field(default_factory=dict)
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
 

@@ -32,7 +32,8 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.models import BucketState
 
 MAX_WRITE_ATTEMPTS = 6
-MAX_SHARDS = 256
+#: After a throttled doubling try, this client may try again this soon (not a full window).
+THROTTLED_DOUBLING_RETRY_MS = 250
 #: Double when a partition's write rate passes this share of its write limit.
 DOUBLING_THRESHOLD = 0.8
 NOT_FETCHED: Any = object()
@@ -63,7 +64,12 @@ def take(
         params = keys.speculative_consume(
             state.table, key, level.consume_milli, configs, now_ms=now_ms, reset_window=reset
         )
+        wanted = _pending_doubling(state, level)
+        if wanted is not None:
+            params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
         result = yield from one(Call("update_item", params))
+        if wanted is not None:
+            state.entities[level.entity_id].want_double.pop(level.resource, None)
         if result.ok:
             yield from _after_write(state, level, result.attributes, now_ms)
             return taken
@@ -86,6 +92,9 @@ def take(
             level = _with_shard_count(level, bucket)
             plan = plan_write(bucket, level, now_ms, state.table, key, reset)
             if isinstance(plan, Rejected):
+                # The item carries the entity's facts: an entity with no META record is
+                # then known, and its next rejection can be local (no config round trip).
+                state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
                 remember(state, level, plan)
                 return plan
             result = yield from one(Call("update_item", plan.params))
@@ -98,6 +107,14 @@ def take(
         f"bucket {level.entity_id}/{level.resource} is too contended: "
         f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row"
     )
+
+
+def _pending_doubling(state: RepoState, level: Level) -> tuple[int, int] | None:
+    meta = state.entities.get(level.entity_id)
+    if meta is None or level.shard_id != 0:
+        return None
+    wanted = meta.want_double.get(level.resource)
+    return wanted if wanted is not None and wanted[0] == level.shard_count else None
 
 
 def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow[tuple[Any, Any]]:
@@ -266,7 +283,7 @@ def double(
     meta = state.learn_entity(entity_id, False, None)
     count = meta.shard_counts.get(resource, 1)
     last = meta.doubling_tried.get(resource)
-    if count >= MAX_SHARDS or (last is not None and now_ms - last < keys.WINDOW_MS):
+    if count * 2 > state.max_shards or (last is not None and now_ms - last < keys.WINDOW_MS):
         return
     meta.doubling_tried[resource] = now_ms
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
@@ -274,7 +291,11 @@ def double(
         params = keys.double_shards(state.table, key, count, count * 2, now_ms, measured_since)
         result = yield from one(Call("update_item", params))
     except RateLimiterUnavailable:
-        return  # shard 0 is throttled too: another client or the aggregator will retry
+        # Shard 0 is throttled too. Try again soon (after the next good write), not after a
+        # whole window: the doubling is what relieves it. Other clients try as well.
+        meta.doubling_tried[resource] = now_ms - keys.WINDOW_MS + THROTTLED_DOUBLING_RETRY_MS
+        meta.want_double[resource] = (count, measured_since)
+        return
     seen = result.attributes if result.ok else (result.old or {})
     if seen:
         meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)

@@ -1,0 +1,55 @@
+"""`python -m zae_limiter.bench [--out DIR] [--quick] [--skip SECTION]`: run, write, print."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from zae_limiter.bench import suite
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m zae_limiter.bench",
+        description="Capacity, cost, latency and hot-entity benchmarks on local engines.",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=suite.DEFAULT_OUT, help="report directory (bench-results)"
+    )
+    parser.add_argument("--quick", action="store_true", help="shorter runs (about a minute)")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=suite.SECTIONS, help="skip a section"
+    )
+    parser.add_argument(
+        "--capacity-engine",
+        choices=("dynamodb-local", "moto"),
+        default=None,
+        help="force the capacity engine (default: DynamoDB Local when installed)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    shown = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python -m zae_limiter.bench", *map(shlex.quote, shown)])
+    sections = tuple(s for s in suite.SECTIONS if s not in args.skip)
+    report = suite.run(
+        args.out, args.quick, sections, command, capacity_engine=args.capacity_engine
+    )
+    md, js = report.write(args.out)
+    print()
+    print(report.to_markdown())
+    print(f"written: {md} and {js}")
+    if report.capacity is not None and report.capacity.mismatches:
+        print("capacity differs from the budget: " + ", ".join(
+            p.budget.key for p in report.capacity.mismatches
+        ))  # fmt: skip
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

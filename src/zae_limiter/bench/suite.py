@@ -1,0 +1,79 @@
+"""The whole benchmark: every section on engines it starts, one report at the end."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from zae_limiter.bench import capacity, latency
+from zae_limiter.bench.report import Report
+
+DEFAULT_OUT = Path("bench-results")
+SECTIONS = ("capacity", "latency", "hot-entity")
+LATENCY_SECONDS = {False: 5.0, True: 1.5}
+#: Arguments for `hot_entity.run`, full and quick; only those it accepts are passed.
+HOT_ENTITY_ARGS: dict[bool, dict[str, Any]] = {
+    False: {"seconds": 20, "offered_multiple": 8, "processes": 4},
+    True: {"seconds": 6, "offered_multiple": 4, "processes": 2},
+}
+
+
+@contextmanager
+def timed(report: Report, section: str, log: Callable[[str], None]) -> Iterator[None]:
+    log(f"[bench] {section} ...")
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        report.seconds[section] = time.monotonic() - start
+        log(f"[bench] {section} done in {report.seconds[section]:.0f}s")
+
+
+def hot_entity_section(out_dir: Path, quick: bool) -> tuple[dict[str, Any] | None, str]:
+    """Run `bench.hot_entity.run` when that module exists; (results, note for the report)."""
+    try:
+        from zae_limiter.bench import hot_entity
+    except ImportError as missing:
+        return None, f"not available: zae_limiter.bench.hot_entity cannot be imported ({missing})"
+    run = getattr(hot_entity, "run", None)
+    if run is None:
+        return None, "not available: zae_limiter.bench.hot_entity has no run()"
+    wanted = {**HOT_ENTITY_ARGS[quick], "out_dir": out_dir / "hot-entity"}
+    accepted = inspect.signature(run).parameters
+    kwargs = {k: v for k, v in wanted.items() if k in accepted}
+    try:
+        result = run(**kwargs)
+    except Exception as error:  # reported, not fatal: the other sections still count
+        return None, f"failed: {type(error).__name__}: {error}"
+    shown = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    note = f"`hot_entity.run({shown})`; plot and tables in `{out_dir / 'hot-entity'}`"
+    return (result if isinstance(result, dict) else {"result": repr(result)}), note
+
+
+def run(
+    out_dir: Path = DEFAULT_OUT,
+    quick: bool = False,
+    sections: tuple[str, ...] = SECTIONS,
+    command: str = "python -m zae_limiter.bench",
+    log: Callable[[str], None] = print,
+    capacity_engine: str | None = None,
+) -> Report:
+    report = Report(command=command, quick=quick)
+    total = time.monotonic()
+    if "capacity" in sections:
+        with timed(report, "capacity", log):
+            report.capacity = capacity.run(capacity_engine)
+    if "latency" in sections:
+        with timed(report, "latency", log):
+            report.latency = latency.run(LATENCY_SECONDS[quick])
+    if "hot-entity" in sections:
+        with timed(report, "hot-entity", log):
+            report.hot_entity, report.hot_entity_note = hot_entity_section(out_dir, quick)
+    else:
+        report.hot_entity_note = "skipped (--skip hot-entity)"
+    report.seconds["total"] = time.monotonic() - total
+    return report

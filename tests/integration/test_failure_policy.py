@@ -1,0 +1,230 @@
+"""Never hang the caller: DynamoDB failures become RateLimiterUnavailable within the
+bound, or an admission with "allow"; no tokens are lost or created either way.
+
+Faults are injected with botocore's event system on the real clients (tests/integration/
+faults.py), for the sync (boto3 on moto) and the async (aiobotocore on a moto server) face.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import Api
+from tests.integration.faults import KINDS, faults, limiter, pk_contains
+from zae_limiter import Limit, RateLimiterUnavailable, RateLimitExceeded, ValidationError
+
+RPM = Limit.per_minute("rpm", 100)
+TPM = Limit.per_minute("tpm", 10_000)
+#: Documented: an acquire fails within its timeout (1 s), plus one cleanup round trip.
+BOUND_S = 2.0
+
+
+def warm(api: Api, entity: str = "key-1") -> None:
+    with api.acquire(entity, "gpt-4", {"rpm": 1}):
+        pass
+
+
+def setup(api: Api) -> None:
+    api.set_limits("key-1", [RPM, TPM], resource="gpt-4")
+    warm(api)
+
+
+def cascade(api: Api) -> None:
+    api.create_entity("proj-1")
+    api.create_entity("key-1", parent_id="proj-1", cascade=True)
+    api.set_resource_defaults("gpt-4", [RPM, TPM])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_block_raises_unavailable_within_the_bound(api: Api, kind: str) -> None:
+    setup(api)
+    injected = faults(api)
+    injected.fail(kind)
+    started = time.monotonic()
+    with pytest.raises(RateLimiterUnavailable):
+        with api.acquire("key-1", "gpt-4", {"rpm": 5, "tpm": 100}):
+            pytest.fail("the block must not run")
+    assert time.monotonic() - started < BOUND_S + 1.0
+    assert injected.one_attempt_per_call()  # no SDK retries
+    injected.heal()
+    assert api.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+    stats = api.limiter.get_stats().resources["gpt-4"]
+    assert (stats.unavailable, stats.allowed_on_failure, stats.admitted) == (1, 0, 1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_allow_admits_with_a_lease_that_holds_nothing(api: Api, kind: str) -> None:
+    setup(api)
+    injected = faults(api)
+    injected.fail(kind)
+    with api.acquire("key-1", "gpt-4", {"rpm": 5, "tpm": 100}, on_unavailable="allow") as lease:
+        assert lease.degraded == "allowed_on_failure"
+        lease.adjust(tpm=500)  # accepted, never written
+    writes = injected.takes
+    with pytest.raises(KeyError):
+        with api.acquire("key-1", "gpt-4", {"rpm": 5}, on_unavailable="allow"):
+            raise KeyError("the guarded call failed")
+    assert injected.takes <= writes + 2  # the failed takes only: no give-back of nothing
+    injected.heal()
+    assert api.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+    stats = api.limiter.get_stats().resources["gpt-4"]
+    assert (stats.allowed_on_failure, stats.unavailable) == (2, 0)
+
+
+def test_policy_order_call_then_limiter_then_stored_then_block(api: Api) -> None:
+    api.set_system_defaults([RPM], on_unavailable="allow")
+    assert api.get_failure_policy() == "allow"
+    fresh = api.new_client()  # learns the stored policy with the limits it resolves
+    warm(fresh)
+    injected = faults(fresh)
+    injected.fail("throughput")
+    with fresh.acquire("key-1", "gpt-4", {"rpm": 1}) as lease:
+        assert lease.degraded == "allowed_on_failure"
+    with pytest.raises(RateLimiterUnavailable):
+        with fresh.acquire("key-1", "gpt-4", {"rpm": 1}, on_unavailable="block"):
+            pass
+    strict = limiter(fresh, on_unavailable="block")
+    with pytest.raises(RateLimiterUnavailable):
+        warm(strict)
+    with strict.acquire("key-1", "gpt-4", {"rpm": 1}, on_unavailable="allow") as lease:
+        assert lease.degraded == "allowed_on_failure"
+    injected.heal()
+    api.set_system_defaults([RPM])  # replacing the defaults without a policy clears it
+    assert api.get_failure_policy() is None
+    faults(api).fail("throughput")
+    with pytest.raises(RateLimiterUnavailable):
+        warm(api)
+
+
+def test_limiter_level_allow(api: Api) -> None:
+    setup(api)
+    lenient = limiter(api, on_unavailable="allow")
+    faults(api).fail("server")
+    with lenient.acquire("key-1", "gpt-4", {"rpm": 1}) as lease:
+        assert lease.degraded == "allowed_on_failure"
+    assert lenient.limiter.get_stats().total.allowed_on_failure == 1
+
+
+def test_rejections_and_bad_input_are_never_allowed(api: Api) -> None:
+    lenient = limiter(api, on_unavailable="allow")
+    lenient.set_limits("key-1", [RPM], resource="gpt-4")
+    with lenient.acquire("key-1", "gpt-4", {"rpm": 100}):
+        pass
+    with pytest.raises(RateLimitExceeded):
+        warm(lenient)
+    with pytest.raises(ValidationError):
+        with lenient.acquire("key-1", "gpt-4", {"rpm": -1}):
+            pass
+    with pytest.raises(ValidationError, match="on_unavailable"):
+        with lenient.acquire("key-1", "gpt-4", {"rpm": 1}, on_unavailable="maybe"):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(ValidationError, match="on_unavailable"):
+        api.set_system_defaults([RPM], on_unavailable="sometimes")  # type: ignore[arg-type]
+    stats = lenient.limiter.get_stats().resources["gpt-4"]
+    assert (stats.rejected, stats.allowed_on_failure) == (1, 0)
+
+
+@pytest.mark.parametrize("kind", ["throughput", "timeout"])
+def test_cascade_parent_failure_gives_the_child_back(api: Api, kind: str) -> None:
+    cascade(api)
+    warm(api)  # learns the cascade: child and parent now go out together
+    injected = faults(api)
+    injected.fail(kind, ("UpdateItem",), pk_contains("proj-1"))
+    with pytest.raises(RateLimiterUnavailable):
+        with api.acquire("key-1", "gpt-4", {"rpm": 3, "tpm": 100}):
+            pass
+    injected.heal()
+    assert api.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+    assert api.available("proj-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+
+
+def test_first_cascade_parent_failure_gives_the_child_back(api: Api) -> None:
+    cascade(api)
+    warm(api)
+    fresh = api.new_client()  # learns the cascade from the child: the parent goes second
+    injected = faults(fresh)
+    injected.fail("server", match=pk_contains("proj-1"))
+    with pytest.raises(RateLimiterUnavailable):
+        warm(fresh)
+    injected.heal()
+    assert fresh.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+    assert fresh.available("proj-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+
+
+def test_parent_failure_after_the_child_gives_the_child_back(api: Api) -> None:
+    cascade(api)
+    warm(api)
+    fresh = api.new_client()  # with limits given, it learns the cascade from the child's
+    injected = faults(fresh)  # write: the parent is taken second, after the child
+    injected.fail("server", match=pk_contains("proj-1"))
+    with pytest.raises(RateLimiterUnavailable):
+        with fresh.acquire("key-1", "gpt-4", {"rpm": 2}, limits=[RPM, TPM]):
+            pass
+    injected.heal()
+    assert injected.answered["UpdateItem"] == 1
+    assert fresh.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+    assert fresh.available("proj-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
+
+
+def test_cascade_parent_failure_with_allow_leaves_both_buckets_as_they_were(api: Api) -> None:
+    cascade(api)
+    warm(api)
+    injected = faults(api)
+    injected.fail("throttling", ("UpdateItem",), pk_contains("proj-1"))
+    with api.acquire("key-1", "gpt-4", {"rpm": 3}, on_unavailable="allow") as lease:
+        lease.adjust(tpm=50)
+    injected.heal()
+    assert api.available("key-1", "gpt-4")["rpm"] == 99
+    assert api.available("proj-1", "gpt-4")["rpm"] == 99
+
+
+@pytest.mark.parametrize("fresh_entity", [False, True])
+def test_sustained_throttling_makes_at_most_two_attempts_per_acquire(
+    api: Api, fresh_entity: bool
+) -> None:
+    api.set_system_defaults([RPM])
+    if not fresh_entity:
+        warm(api)
+    injected = faults(api)
+    injected.fail("throughput")
+    acquires = 20
+    for i in range(acquires):
+        with pytest.raises(RateLimiterUnavailable):
+            warm(api, "key-1" if not fresh_entity else f"key-{i}")
+    # one attempt, one try to double the shards (at most once per client and window),
+    # one attempt on another shard: then the throttle reaches the caller
+    assert injected.takes <= 2 * acquires
+    assert injected.doublings <= acquires
+    assert injected.one_attempt_per_call()
+    assert api.repo.get_capacity_stats().throttles == injected.writes
+
+
+def test_a_stalled_call_is_cut_at_the_deadline(api: Api) -> None:
+    slow = api.new_client(timeout=0.5)
+    slow.set_limits("key-1", [RPM], resource="gpt-4")
+    injected = faults(slow)
+    injected.stall_s = 0.8  # the config read stalls past the deadline
+    started = time.monotonic()
+    with pytest.raises(RateLimiterUnavailable):
+        warm(slow)
+    assert time.monotonic() - started < 0.5 * BOUND_S + 1.0
+    assert injected.writes == 0  # the deadline passed: the take was never sent
+    injected.stall_s = 0
+    assert slow.available("key-1", "gpt-4") == {"rpm": 100}
+
+
+def test_shadow_mode_records_rejections_and_never_raises(api: Api) -> None:
+    shadow = limiter(api, shadow=True)
+    shadow.set_limits("key-1", [RPM], resource="gpt-4")
+    with shadow.acquire("key-1", "gpt-4", {"rpm": 100}) as lease:
+        assert lease.degraded is None
+    for _ in range(3):
+        with shadow.acquire("key-1", "gpt-4", {"rpm": 10}) as lease:
+            assert lease.degraded == "shadow_rejected"
+            lease.adjust(rpm=5)
+    assert api.available("key-1", "gpt-4") == {"rpm": 0}  # nothing taken or created
+    stats = shadow.limiter.get_stats().resources["gpt-4"]
+    assert (stats.admitted, stats.shadow_rejected, stats.rejected) == (1, 3, 0)
+    assert stats.decisions == 4 and stats.latency_sum_ms > 0
