@@ -1,0 +1,13 @@
+"""Every DynamoDB string of the library: keys, attribute names, expressions, codecs.
+
+Nothing outside this package spells a key format, an attribute name or an expression.
+Items are in DynamoDB's wire format (`{"S": ...}`, `{"N": ...}`), which boto3's and
+aiobotocore's low-level clients share. Callers import this package (`keys.bucket_key`);
+the modules below it are only where each part is written down.
+"""
+
+from zae_limiter.keys.buckets import *  # noqa: F403
+from zae_limiter.keys.core import *  # noqa: F403
+from zae_limiter.keys.entities import *  # noqa: F403
+from zae_limiter.keys.usage import *  # noqa: F403
+from zae_limiter.keys.version import *  # noqa: F403

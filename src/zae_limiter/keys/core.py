@@ -1,0 +1,187 @@
+"""Attribute names, key formats and value helpers: the vocabulary every other part uses."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+from zae_limiter.errors import ValidationError
+
+Item = dict[str, Any]
+
+# ---------------------------------------------------------------- attribute names
+PK = "PK"
+SK = "SK"
+GSI1PK, GSI1SK = "GSI1PK", "GSI1SK"
+GSI2PK, GSI2SK = "GSI2PK", "GSI2SK"
+GSI3PK, GSI3SK = "GSI3PK", "GSI3SK"
+GSI4PK, GSI4SK = "GSI4PK", "GSI4SK"
+GSI1, GSI2, GSI3, GSI4 = "GSI1", "GSI2", "GSI3", "GSI4"
+TTL = "ttl"
+
+A_ENTITY_ID = "entity_id"
+A_RESOURCE = "resource"
+A_NAME = "display_name"
+A_PARENT = "parent_id"
+A_CASCADE = "cascade"
+A_CREATED = "created_at"
+A_SHARD_ID = "shard_id"
+A_SHARD_COUNT = "shard_count"
+A_REFILL = "rf"
+A_LIMITS = "limits"
+A_KIND = "kind"
+BUCKET_PREFIX = "b_"
+FIELDS = ("tk", "cp", "ra", "rp", "tc")
+
+# ---------------------------------------------------------------- key formats
+DEFAULT_NAMESPACE = "default"
+#: The resource name under which an entity's limits for every resource are stored.
+DEFAULT_RESOURCE = "_default_"
+SK_META = "#META"
+SK_CONFIG = "#CONFIG"
+SK_STATE = "#STATE"
+VERSION_PK = "_/SYSTEM#"
+VERSION_SK = "#VERSION"
+MAX_ID_LENGTH = 256
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def validate_namespace(namespace: str | None) -> str:
+    if namespace is None:
+        return DEFAULT_NAMESPACE
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace) or namespace == "_":
+        raise ValidationError(
+            f"invalid namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'"
+        )
+    return namespace
+
+
+def validate_id(kind: str, value: object) -> str:
+    """Entity ids and resource names: 1-256 characters, no '#', no control characters."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"{kind} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValidationError(f"{kind} is {len(value)} characters long; the maximum is 256")
+    if "#" in value:
+        raise ValidationError(f"{kind} {value!r} contains '#', which is reserved for keys")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in value):
+        raise ValidationError(f"{kind} {value!r} contains a control character")
+    if value != value.strip():
+        raise ValidationError(f"{kind} {value!r} has leading or trailing whitespace")
+    return value
+
+
+def validate_resource(resource: object) -> str:
+    value = validate_id("resource", resource)
+    if value == DEFAULT_RESOURCE:
+        raise ValidationError(f"resource name {DEFAULT_RESOURCE!r} is reserved")
+    return value
+
+
+def entity_pk(ns: str, entity_id: str) -> str:
+    return f"{ns}/ENTITY#{entity_id}"
+
+
+def config_sk(resource: str) -> str:
+    return f"{SK_CONFIG}#{resource}"
+
+
+def resource_pk(ns: str, resource: str) -> str:
+    return f"{ns}/RESOURCE#{resource}"
+
+
+def system_pk(ns: str) -> str:
+    return f"{ns}/SYSTEM#"
+
+
+def parent_pk(ns: str, parent_id: str) -> str:
+    return f"{ns}/PARENT#{parent_id}"
+
+
+def bucket_pk(ns: str, entity_id: str, resource: str, shard_id: int) -> str:
+    return f"{ns}/BUCKET#{entity_id}#{resource}#{shard_id}"
+
+
+def parse_bucket_pk(pk: str) -> tuple[str, str, str, int]:
+    """`{ns}/BUCKET#{entity}#{resource}#{shard}` -> (ns, entity, resource, shard)."""
+    ns, sep, rest = pk.partition("/BUCKET#")
+    parts = rest.split("#")
+    if not sep or len(parts) != 3 or not parts[2].isdigit():
+        raise ValueError(f"not a bucket key: {pk!r}")
+    return ns, parts[0], parts[1], int(parts[2])
+
+
+def parse_entity_pk(pk: str) -> tuple[str, str]:
+    ns, sep, entity_id = pk.partition("/ENTITY#")
+    if not sep or not entity_id:
+        raise ValueError(f"not an entity key: {pk!r}")
+    return ns, entity_id
+
+
+def usage_sk(resource: str, window: str, window_start: str) -> str:
+    return f"#USAGE#{resource}#{window}#{window_start}"
+
+
+def parse_usage_sk(sk: str) -> tuple[str, str, str]:
+    parts = sk.split("#")
+    if len(parts) != 5 or parts[1] != "USAGE":
+        raise ValueError(f"not a usage key: {sk!r}")
+    return parts[2], parts[3], parts[4]
+
+
+def key(pk: str, sk: str) -> Item:
+    return {PK: {"S": pk}, SK: {"S": sk}}
+
+
+def bucket_key(ns: str, entity_id: str, resource: str, shard_id: int) -> Item:
+    return key(bucket_pk(ns, entity_id, resource, shard_id), SK_STATE)
+
+
+def entity_key(ns: str, entity_id: str) -> Item:
+    return key(entity_pk(ns, entity_id), SK_META)
+
+
+def entity_config_key(ns: str, entity_id: str, resource: str) -> Item:
+    return key(entity_pk(ns, entity_id), config_sk(resource))
+
+
+def resource_config_key(ns: str, resource: str) -> Item:
+    return key(resource_pk(ns, resource), SK_CONFIG)
+
+
+def system_config_key(ns: str) -> Item:
+    return key(system_pk(ns), SK_CONFIG)
+
+
+def version_key() -> Item:
+    return key(VERSION_PK, VERSION_SK)
+
+
+def limit_attr(name: str, field: str) -> str:
+    return f"{BUCKET_PREFIX}{name}_{field}"
+
+
+# ---------------------------------------------------------------- value helpers
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def get_s(item: Mapping[str, Any], attr: str) -> str | None:
+    value = item.get(attr)
+    return None if value is None else str(value["S"])
+
+
+def get_n(item: Mapping[str, Any], attr: str, default: int = 0) -> int:
+    value = item.get(attr)
+    return default if value is None else int(value["N"])
+
+
+def get_bool(item: Mapping[str, Any], attr: str) -> bool:
+    value = item.get(attr)
+    return bool(value and value.get("BOOL"))

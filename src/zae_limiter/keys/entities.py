@@ -1,0 +1,175 @@
+"""Entity records and stored limit configs (with the failure policy): items, queries, codecs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from zae_limiter.keys.core import (
+    A_CASCADE,
+    A_CREATED,
+    A_ENTITY_ID,
+    A_KIND,
+    A_LIMITS,
+    A_NAME,
+    A_PARENT,
+    GSI1,
+    GSI1PK,
+    GSI1SK,
+    GSI3,
+    GSI3PK,
+    GSI3SK,
+    GSI4,
+    GSI4PK,
+    GSI4SK,
+    PK,
+    SK,
+    Item,
+    entity_key,
+    entity_pk,
+    get_bool,
+    get_s,
+    n,
+    parent_pk,
+    s,
+)
+from zae_limiter.limits import Limit
+from zae_limiter.models import Entity
+
+
+# ---------------------------------------------------------------- entities
+def encode_entity(ns: str, entity: Entity) -> Item:
+    item: Item = {
+        **entity_key(ns, entity.entity_id),
+        A_KIND: s("entity"),
+        A_ENTITY_ID: s(entity.entity_id),
+        A_CASCADE: {"BOOL": entity.cascade},
+        GSI4PK: s(ns),
+        GSI4SK: s(f"ENTITY#{entity.entity_id}"),
+    }
+    if entity.name is not None:
+        item[A_NAME] = s(entity.name)
+    if entity.created_at_ms is not None:
+        item[A_CREATED] = n(entity.created_at_ms)
+    if entity.parent_id is not None:
+        item[A_PARENT] = s(entity.parent_id)
+        item[GSI1PK] = s(parent_pk(ns, entity.parent_id))
+        item[GSI1SK] = s(f"CHILD#{entity.entity_id}")
+    return item
+
+
+def decode_entity(item: Mapping[str, Any]) -> Entity:
+    created = item.get(A_CREATED)
+    return Entity(
+        entity_id=get_s(item, A_ENTITY_ID) or "",
+        name=get_s(item, A_NAME),
+        parent_id=get_s(item, A_PARENT),
+        cascade=get_bool(item, A_CASCADE),
+        created_at_ms=None if created is None else int(created["N"]),
+    )
+
+
+def entity_query_children(table: str, ns: str, parent_id: str) -> dict[str, Any]:
+    return {
+        "TableName": table,
+        "IndexName": GSI1,
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": GSI1PK},
+        "ExpressionAttributeValues": {":pk": s(parent_pk(ns, parent_id))},
+    }
+
+
+def entity_query_items(table: str, ns: str, entity_id: str) -> dict[str, Any]:
+    """Every item under the entity's partition: meta, configs, usage snapshots."""
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": PK},
+        "ExpressionAttributeValues": {":pk": s(entity_pk(ns, entity_id))},
+        "ProjectionExpression": "#pk, SK",
+    }
+
+
+def namespace_query_entities(table: str, ns: str) -> dict[str, Any]:
+    return {
+        "TableName": table,
+        "IndexName": GSI4,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": GSI4PK, "#sk": GSI4SK},
+        "ExpressionAttributeValues": {":pk": s(ns), ":prefix": s("ENTITY#")},
+    }
+
+
+def bucket_query_for_entity(
+    table: str, ns: str, entity_id: str, resource: str | None = None
+) -> dict[str, Any]:
+    """Bucket keys of an entity (all resources, or one) through KEYS_ONLY GSI3."""
+    prefix = "BUCKET#" if resource is None else f"BUCKET#{resource}#"
+    return {
+        "TableName": table,
+        "IndexName": GSI3,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": GSI3PK, "#sk": GSI3SK},
+        "ExpressionAttributeValues": {
+            ":pk": s(entity_pk(ns, entity_id)),
+            ":prefix": s(prefix),
+        },
+    }
+
+
+def put_new(table: str, item: Item) -> dict[str, Any]:
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(#pk)",
+        "ExpressionAttributeNames": {"#pk": PK},
+    }
+
+
+# ---------------------------------------------------------------- limit configs
+def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
+    return {
+        "M": {
+            limit.name: {
+                "M": {
+                    "cp": n(limit.capacity),
+                    "ra": n(limit.refill_amount),
+                    "rp": n(limit.refill_period_seconds),
+                }
+            }
+            for limit in limits
+        }
+    }
+
+
+def decode_limits(item: Mapping[str, Any]) -> tuple[Limit, ...]:
+    stored = item.get(A_LIMITS, {}).get("M", {})
+    return tuple(
+        Limit(
+            name,
+            int(v["M"]["cp"]["N"]),
+            int(v["M"]["ra"]["N"]),
+            int(v["M"]["rp"]["N"]),
+        )
+        for name, v in sorted(stored.items())
+    )
+
+
+def config_item(
+    config_key: Item, limits: Iterable[Limit], ns: str, now_ms: int, kind: str, **extra: str
+) -> Item:
+    item: Item = {
+        **config_key,
+        A_KIND: s(kind),
+        A_LIMITS: encode_limits(limits),
+        A_CREATED: n(now_ms),
+        GSI4PK: s(ns),
+        GSI4SK: s(f"{kind.upper()}#{config_key[PK]['S']}#{config_key[SK]['S']}"),
+    }
+    for attr, value in extra.items():
+        item[attr] = s(value)
+    return item
+
+
+#: On the system config item: what acquire does when DynamoDB is unavailable.
+A_ON_UNAVAILABLE = "on_unavailable"
