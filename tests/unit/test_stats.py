@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import types
-from typing import Any
 
 import pytest
 
@@ -82,45 +80,31 @@ def test_otel_without_the_extra_says_how_to_install_it(monkeypatch: pytest.Monke
         instrument(_Limiter())
 
 
-class _Instrument:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.points: list[tuple[float, dict[str, Any]]] = []
+def test_otel_reports_decisions_through_the_sdk_meter_provider() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    def add(self, value: float, attributes: dict[str, Any]) -> None:
-        self.points.append((value, attributes))
-
-    record = add
-
-
-class _Meter:
-    def __init__(self) -> None:
-        self.instruments: dict[str, _Instrument] = {}
-
-    def _make(self, name: str, **_: Any) -> _Instrument:
-        return self.instruments.setdefault(name, _Instrument(name))
-
-    create_counter = create_histogram = _make
-
-
-def test_otel_reports_decisions_through_the_meter_provider(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    meter = _Meter()
-    provider = types.SimpleNamespace(get_meter=lambda name: meter)
-    api = types.ModuleType("opentelemetry")
-    metrics = types.ModuleType("opentelemetry.metrics")
-    metrics.get_meter_provider = lambda: provider  # type: ignore[attr-defined]
-    api.metrics = metrics  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "opentelemetry", api)
-    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", metrics)
     from zae_limiter.otel import instrument
 
+    reader = InMemoryMetricReader()
     limiter = _Limiter()
-    attached = instrument(limiter)
+    attached = instrument(limiter, meter_provider=MeterProvider(metric_readers=[reader]))
     limiter.stats.record("gpt-4", "admitted", 4.0)
+    limiter.stats.record("gpt-4", "rejected", 6.0)
     attached.detach()
-    limiter.stats.record("gpt-4", "admitted", 4.0)
-    attrs = {"resource": "gpt-4", "outcome": "admitted"}
-    assert meter.instruments["zae_limiter.decisions"].points == [(1, attrs)]
-    assert meter.instruments["zae_limiter.acquire.duration"].points == [(4.0, attrs)]
+    limiter.stats.record("gpt-4", "admitted", 4.0)  # after detach: not reported
+    data = reader.get_metrics_data()
+    metrics = {
+        metric.name: metric
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    counts = {
+        point.attributes["outcome"]: point.value
+        for point in metrics["zae_limiter.decisions"].data.data_points
+    }
+    assert counts == {"admitted": 1, "rejected": 1}
+    durations = metrics["zae_limiter.acquire.duration"].data.data_points
+    assert sorted(point.sum for point in durations) == [4.0, 6.0]
+    assert {point.attributes["resource"] for point in durations} == {"gpt-4"}
