@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from zae_limiter import Limit, ShardInfo, SyncRateLimiter
+from zae_limiter import BucketState, Limit, ShardInfo, keys
+from zae_limiter.bucket import LimitState
 from zae_limiter.cli.entity import shard_report
 
 if TYPE_CHECKING:
@@ -210,27 +211,33 @@ def test_shard_report_totals_and_agreement() -> None:
     assert shard_report("gpt-4", [_shard(0, 4, 1), _shard(1, 2, 1)])["shard_counts_agree"] is False
 
 
-def _fake_shards(monkeypatch: pytest.MonkeyPatch, shards: list[ShardInfo]) -> None:
-    def get_shards(self: Any, entity_id: str, resource: str) -> list[ShardInfo]:
-        return shards if resource == "gpt-4" else []
+def _stored_shards(zae: Zae, counts: list[int], tokens: list[int]) -> None:
+    """Real bucket items for k1/gpt-4 (rpm 100/min undivided), one per shard, as written
+    by clients that saw these shard counts (a doubling not yet propagated)."""
+    limiter = zae.limiter()
+    repo = limiter.repository
+    for shard_id, (count, held) in enumerate(zip(counts, tokens, strict=True)):
+        state = LimitState(held * 1000, 100_000, 100_000, 60_000)
+        bucket = BucketState("k1", "gpt-4", shard_id, count, 1_800_000_000_000, {"rpm": state})
+        item = keys.new_bucket_item(repo.namespace, bucket)
+        repo.client.put_item(TableName=repo.table_name, Item=item)
 
-    monkeypatch.setattr(SyncRateLimiter, "get_shards", get_shards)
 
-
-def test_shards_show_table_and_warning(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shards_show_table_and_warning(zae: Zae) -> None:
     zae("entity", "create", "k1")
-    _fake_shards(monkeypatch, [_shard(1, 2, 30, 87.5), _shard(0, 4, 40)])
+    _stored_shards(zae, counts=[4, 2], tokens=[25, 30])
     done = zae("entity", "shards", "show", "k1", "--resource", "gpt-4")
     assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
     shard0 = next(line for line in lines if re.match(r"^│\s+0\s", line))
-    assert re.search(r"│\s+4\s+│\s+40/50\s+│\s+10\.0\s+│\s+2027-", shard0)
-    assert any(re.search(r"total\s.*70/100", line) for line in lines)
+    # shard 0 counts 4 shards: 25 of 100/4; shard 1 still counts 2: 30 of 100/2
+    assert re.search(r"│\s+4\s+│\s+25/25\s+│", shard0)
+    assert any(re.search(r"total\s.*55/75", line) for line in lines)
     assert "disagree about the shard count (2, 4)" in done.stderr
 
 
-def test_shards_show_json(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_shards(monkeypatch, [_shard(0, 2, 40), _shard(1, 2, 30)])
+def test_shards_show_json(zae: Zae) -> None:
+    _stored_shards(zae, counts=[2, 2], tokens=[40, 30])
     body = zae("entity", "shards", "show", "k1", "-r", "gpt-4", "-o", "json").json()
     assert body["entity_id"] == "k1"
     (report,) = body["resources"]
@@ -239,15 +246,14 @@ def test_shards_show_json(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
         "shard_count": 2,
         "capacity": {"rpm": 50},
         "tokens": {"rpm": 30},
-        "write_pressure_pct": 10.0,
+        "write_pressure_pct": 0.1,  # one write (its creation) in a window of at least 1 s
         "last_refill_ms": 1_800_000_000_000,
     }
     assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70}}
     assert report["shard_counts_agree"] is True
 
 
-def test_shards_show_unknown_entity(zae: Zae, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_shards(monkeypatch, [])
+def test_shards_show_unknown_entity(zae: Zae) -> None:
     done = zae("entity", "shards", "show", "ghost", "-r", "gpt-4")
     assert done.code == 1
     assert "entity 'ghost' does not exist" in done.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import shlex
@@ -19,22 +18,8 @@ from moto import mock_aws
 from tests.old_layout import OldTable, build_old_table, create_table, old_version_item, scan_all
 from zae_limiter import keys
 from zae_limiter.cli import _errors, cli
-from zae_limiter.repository import SyncRepository
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "migrate.md"
-
-
-@pytest.fixture(autouse=True)
-def _open_takes_check_schema(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Until `SyncRepository.open` has `check_schema`, accept and drop it (test-only shim)."""
-    if "check_schema" in inspect.signature(SyncRepository.open).parameters:
-        return
-    original = SyncRepository.open.__func__  # type: ignore[attr-defined]
-
-    def open_(cls: Any, /, *args: Any, check_schema: bool = True, **kwargs: Any) -> Any:
-        return original(cls, *args, **kwargs)
-
-    monkeypatch.setattr(SyncRepository, "open", classmethod(open_))
 
 
 @pytest.fixture

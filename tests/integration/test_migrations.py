@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,10 +26,10 @@ BY = "test-suite"
 
 
 def open_repo(name: str, client: Any, **options: Any) -> SyncRepository:
-    """Open without the schema check (the table may be old), once open() offers that."""
-    if "check_schema" in inspect.signature(SyncRepository.open).parameters:
-        options["check_schema"] = False
-    return SyncRepository.open(name=name, client=client, clock=lambda: NOW_MS, **options)
+    """Open without the schema check: the table may be old."""
+    return SyncRepository.open(
+        name=name, client=client, clock=lambda: NOW_MS, check_schema=False, **options
+    )
 
 
 @pytest.fixture
@@ -310,10 +309,7 @@ def test_failed_write_is_thrown_into_the_flow_and_rerun_finishes(ddb: Any, old: 
 async def test_async_repository_runs_the_same_migration(moto_http: str, table_name: str) -> None:
     client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto_http)
     old = build_old_table(client, table_name)
-    options: dict[str, Any] = {}
-    if "check_schema" in inspect.signature(Repository.open).parameters:
-        options["check_schema"] = False
-    repo = await Repository.open(name=table_name, endpoint_url=moto_http, **options)
+    repo = await Repository.open(name=table_name, endpoint_url=moto_http, check_schema=False)
     try:
         with pytest.raises(SchemaVersionError):
             await repo.run(check_version(repo.state, "0.1.0"))
