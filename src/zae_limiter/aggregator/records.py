@@ -71,7 +71,7 @@ def parse(record: Record) -> Change | None:
     if not isinstance(body, Mapping):
         raise MalformedRecord("record has no 'dynamodb' section")
     pk, sk = _key(body)
-    if sk != keys.SK_STATE or "/BUCKET#" not in pk:
+    if sk != keys.SK_STATE or not keys.is_bucket_pk(pk):
         return None
     try:
         ns, entity_id, resource, shard_id = keys.parse_bucket_pk(pk)

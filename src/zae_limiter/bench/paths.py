@@ -221,20 +221,8 @@ def _set_shard_count(limiter: SyncRateLimiter, entity: str, count: int) -> None:
     """What a doubling writes on shard 0, as a plain update (setup, not measured)."""
     repo = limiter.repository
     key = keys.bucket_key(repo.namespace, entity, RESOURCE, 0)
-    repo.run(
-        one(
-            Call(
-                "update_item",
-                {
-                    "TableName": repo.table_name,
-                    "Key": key,
-                    "UpdateExpression": "SET #c = :c",
-                    "ExpressionAttributeNames": {"#c": keys.A_SHARD_COUNT},
-                    "ExpressionAttributeValues": {":c": keys.n(count)},
-                },
-            )
-        )
-    )
+    params = keys.propagate_shard_count(repo.table_name, key, count)
+    repo.run(one(Call("update_item", params)))
 
 
 def _tokens(limiter: SyncRateLimiter, entity: str, shard: int) -> int:

@@ -104,6 +104,11 @@ def bucket_pk(ns: str, entity_id: str, resource: str, shard_id: int) -> str:
     return f"{ns}/BUCKET#{entity_id}#{resource}#{shard_id}"
 
 
+def is_bucket_pk(pk: str) -> bool:
+    """Whether a PK has the bucket-shard shape (it may still fail to parse)."""
+    return "/BUCKET#" in pk
+
+
 def parse_bucket_pk(pk: str) -> tuple[str, str, str, int]:
     """`{ns}/BUCKET#{entity}#{resource}#{shard}` -> (ns, entity, resource, shard)."""
     ns, sep, rest = pk.partition("/BUCKET#")
