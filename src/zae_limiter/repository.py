@@ -215,7 +215,7 @@ class Repository(_Base):
         client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
         try:
-            await repo.run(ensure_table(state, create_table))
+            await repo.run(ensure_table(state, create_table, repo.now_ms()))
             if check_schema:
                 repo.schema = await repo.run(check_version(state))
         except BaseException:
@@ -289,7 +289,7 @@ class SyncRepository(_Base):
         admission = _admission(capacity, max_wait)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
         try:
-            repo.run(ensure_table(state, create_table))
+            repo.run(ensure_table(state, create_table, repo.now_ms()))
             if check_schema:
                 repo.schema = repo.run(check_version(state))
         except BaseException:

@@ -20,6 +20,7 @@ from zae_limiter.flows.version import (
     write_version,
 )
 from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
+from zae_limiter.schema import SCHEMA_VERSION
 
 DAY_S = 86_400
 BY = "test-suite"
@@ -322,3 +323,11 @@ async def test_async_repository_runs_the_same_migration(moto_http: str, table_na
         await repo.close()
     after = scan_all(client, table_name)
     assert all(keys.TTL in after[k] for k in old.old_buckets)
+
+
+def test_a_table_created_by_open_is_stamped_with_the_current_schema(ddb: Any) -> None:
+    with SyncRepository.open(name="fresh-open", client=ddb, create_table=True) as repo:
+        record = repo.run(read_version(repo.state))
+        assert repo.schema is not None and repo.schema.schema_version == SCHEMA_VERSION
+    assert record is not None and record.schema_version == SCHEMA_VERSION
+    assert record.updated_by == "Repository.open(create_table=True)"

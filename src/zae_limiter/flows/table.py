@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from zae_limiter import keys, schema
 from zae_limiter import table as table_def
 from zae_limiter.errors import TableNotFoundError, ZaeLimiterError
 from zae_limiter.flows import Call, Flow, one, pause
@@ -16,15 +17,26 @@ def describe(state: RepoState) -> Flow[dict[str, object] | None]:
     return dict(result.response.get("Table") or {})
 
 
-def ensure_table(state: RepoState, create: bool, wait_seconds: int = 60) -> Flow[None]:
-    """Return when the table is ACTIVE; create it first when asked and it is missing."""
+def ensure_table(
+    state: RepoState, create: bool, now_ms: int = 0, wait_seconds: int = 60
+) -> Flow[None]:
+    """Return when the table is ACTIVE; create it first when asked and it is missing.
+
+    A table created here is stamped with the current schema version, as a deploy does, so
+    `zae-limiter migrate --check` passes on it.
+    """
     info = yield from describe(state)
+    created = False
     if info is None:
         if not create:
             raise TableNotFoundError(state.table)
         yield from one(Call("create_table", table_def.create_table_params(state.table)))
+        created = True
     for _ in range(wait_seconds * 4):
         if info is not None and info.get("TableStatus") == "ACTIVE":
+            if created:
+                record = schema.version_item(now_ms, "Repository.open(create_table=True)")
+                yield from one(Call("put_item", keys.put_new(state.table, record)))
             return
         yield from pause(250)
         info = yield from describe(state)
