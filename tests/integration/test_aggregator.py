@@ -146,3 +146,27 @@ def test_merge_conserves_tokens_and_never_goes_below_one_shard(
     assert sum(keys.get_n(i, "b_rpm_tk") for i in final.values()) == total_before
     assert not run(merge(config, MergeCandidate("default", "hot", "api", 1, "4"), now))
     assert keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT) == 1
+
+
+def test_snapshots_stay_exact_while_shards_double_and_split(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    """Doubling, split creation (a token move, not consumption) and retries on other
+    shards must not show up as usage: the counters equal what was admitted."""
+    from zae_limiter import RateLimitExceeded
+
+    repo = SyncRepository.open(name=table_name, partition_wcu=10, clock=clock)
+    hot = SyncRateLimiter(repo)
+    limits = [Limit.per_minute("rpm", 600)]
+    admitted = 0
+    for _ in range(60):
+        clock.advance(0.05)  # 20 writes a second: the shard count doubles, shards split
+        try:
+            with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+                admitted += 1
+        except RateLimitExceeded:
+            pass
+    assert len(hot.get_shards("hot", "api")) >= 2
+    run_aggregator(table_name)
+    summary = hot.get_usage_summary(entity_id="hot", window="daily")
+    assert summary.counters == {"rpm": admitted}
