@@ -32,6 +32,8 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.models import BucketState
 
 MAX_WRITE_ATTEMPTS = 6
+#: A write-rate window must span this long before its rate can prompt a doubling.
+MIN_EVIDENCE_MS = 1000
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250
 #: Double when a partition's write rate passes this share of its write limit.
@@ -256,16 +258,35 @@ def _current(state: RepoState, level: Level) -> Flow[Any]:
 def _after_write(
     state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
 ) -> Flow[None]:
-    """Learn from ALL_NEW; double the shards when this partition runs hot."""
+    """Learn from ALL_NEW; double the shards when this partition runs hot.
+
+    A shard that still records an older count than shard 0 is told the new one first:
+    clients that write to it learn the count from its ALL_NEW, and until they do, its
+    rate includes their traffic meant for fewer shards, which is no reason to double.
+    """
     learn(state, level, attributes)
     if not attributes:
         return
+    count = state.shard_count(level.entity_id, level.resource)
+    if level.shard_id and keys.get_n(attributes, keys.A_SHARD_COUNT, 1) < count:
+        yield from _propagate(state, level, count)
+        return
+    since = keys.get_n(attributes, keys.A_WINDOW_START, now_ms)
+    if now_ms - since < MIN_EVIDENCE_MS:
+        return  # less than a second of writes: too few to tell a trend from chance
     rate = keys.write_rate(attributes, now_ms)
     limit = keys.partition_wcu(attributes, state.partition_wcu)
     if rate < DOUBLING_THRESHOLD * limit:
         return
-    since = keys.get_n(attributes, keys.A_WINDOW_START, now_ms)
     yield from double(state, level.entity_id, level.resource, now_ms, since)
+
+
+def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    try:
+        yield from one(Call("update_item", keys.propagate_shard_count(state.table, key, count)))
+    except RateLimiterUnavailable:
+        return  # a hot shard: the next write to it tries again
 
 
 #: A throttle is evidence enough to double, but not twice within this span.

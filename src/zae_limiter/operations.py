@@ -1,0 +1,203 @@
+"""Every public limiter operation but `acquire`, written once as a flow builder.
+
+`RateLimiter` and `SyncRateLimiter` take these as their methods through `async_face` and
+`sync_face`: the signature, the docstring and the behaviour live here alone, and the two
+faces differ only in whether the driver is awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+
+from zae_limiter import keys
+from zae_limiter.flows import Flow, config, entities, read, shards
+from zae_limiter.flows import usage as usage_flows
+from zae_limiter.flows.config import FailurePolicy
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
+from zae_limiter.limits import Limit
+from zae_limiter.models import Entity, ResolvedLimits, ShardInfo, UsageSnapshot, UsageSummary
+
+if TYPE_CHECKING:
+    from zae_limiter.limiter import RateLimiter, SyncRateLimiter
+    from zae_limiter.repository import _Base
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Operations:
+    """Flow builders bound to one repository's state and clock."""
+
+    def __init__(self, repo: _Base) -> None:
+        self._repo = repo
+
+    @property
+    def state(self) -> RepoState:
+        return self._repo.state
+
+    def now(self) -> int:
+        return self._repo.now_ms()
+
+    # ------------------------------------------------------------ entities
+    def create_entity(
+        self,
+        entity_id: str,
+        name: str | None = None,
+        *,
+        parent_id: str | None = None,
+        cascade: bool = False,
+    ) -> Flow[Entity]:
+        """Create an entity; with `cascade=True` its acquires also take from `parent_id`."""
+        return entities.create_entity(self.state, entity_id, name, parent_id, cascade, self.now())
+
+    def get_entity(self, entity_id: str) -> Flow[Entity | None]:
+        """The entity, or None."""
+        return entities.get_entity(self.state, entity_id)
+
+    def delete_entity(self, entity_id: str) -> Flow[int]:
+        """Delete the entity with its limits, usage and bucket shards (refused with children)."""
+        return entities.delete_entity(self.state, entity_id)
+
+    def get_children(self, parent_id: str) -> Flow[list[Entity]]:
+        """The entities whose parent is `parent_id`."""
+        return entities.get_children(self.state, parent_id)
+
+    def list_entities(self) -> Flow[list[str]]:
+        """Ids of every entity in the namespace."""
+        return entities.list_entities(self.state)
+
+    # ------------------------------------------------------------ stored limits
+    def set_limits(
+        self, entity_id: str, limits: Sequence[Limit], resource: str | None = None
+    ) -> Flow[None]:
+        """Store an entity's limits for one resource (or, without one, for every resource)."""
+        return config.set_limits(self.state, entity_id, resource, limits, self.now())
+
+    def get_limits(self, entity_id: str, resource: str | None = None) -> Flow[tuple[Limit, ...]]:
+        """The limits stored at exactly this level (empty when none)."""
+        return config.get_limits(self.state, entity_id, resource)
+
+    def delete_limits(self, entity_id: str, resource: str | None = None) -> Flow[None]:
+        return config.delete_limits(self.state, entity_id, resource)
+
+    def set_resource_defaults(self, resource: str, limits: Sequence[Limit]) -> Flow[None]:
+        """Limits for every entity on `resource` that has none of its own."""
+        return config.set_limits(self.state, None, resource, limits, self.now())
+
+    def get_resource_defaults(self, resource: str) -> Flow[tuple[Limit, ...]]:
+        return config.get_limits(self.state, None, resource)
+
+    def delete_resource_defaults(self, resource: str) -> Flow[None]:
+        return config.delete_limits(self.state, None, resource)
+
+    def set_system_defaults(
+        self, limits: Sequence[Limit], *, on_unavailable: FailurePolicy | None = None
+    ) -> Flow[None]:
+        """Store the system defaults; `on_unavailable` stores the failure policy with them
+        (replacing the item: leaving it out clears a stored policy)."""
+        return config.set_limits(self.state, None, None, limits, self.now(), on_unavailable)
+
+    def get_system_defaults(self) -> Flow[tuple[Limit, ...]]:
+        return config.get_limits(self.state, None, None)
+
+    def delete_system_defaults(self) -> Flow[None]:
+        return config.delete_limits(self.state, None, None)
+
+    def get_failure_policy(self) -> Flow[FailurePolicy | None]:
+        """The failure policy stored in the system defaults (read now)."""
+        return config.get_failure_policy(self.state)
+
+    def resolve_limits(self, entity_id: str, resource: str) -> Flow[ResolvedLimits | None]:
+        """The limits an acquire would use, and the level they come from."""
+        keys.validate_id("entity_id", entity_id)
+        keys.validate_resource(resource)
+        return self._resolve_one(entity_id, resource)
+
+    def _resolve_one(self, entity_id: str, resource: str) -> Flow[ResolvedLimits | None]:
+        found = yield from config.resolve(self.state, [(entity_id, resource)], self.now())
+        return found[(entity_id, resource)]
+
+    # ------------------------------------------------------------ reading buckets
+    def available(
+        self, entity_id: str, resource: str, *, limits: Sequence[Limit] | None = None
+    ) -> Flow[dict[str, int]]:
+        """Whole tokens available now per limit, summed over the bucket's shards."""
+        return read.available(self.state, entity_id, resource, limits, self.now())
+
+    def time_until_available(
+        self,
+        entity_id: str,
+        resource: str,
+        needed: Mapping[str, int],
+        *,
+        limits: Sequence[Limit] | None = None,
+    ) -> Flow[float]:
+        """Seconds until `needed` tokens of every named limit are there (0 if they are)."""
+        return read.time_until_available(
+            self.state, entity_id, resource, needed, limits, self.now()
+        )
+
+    def get_shards(self, entity_id: str, resource: str) -> Flow[list[ShardInfo]]:
+        """One `ShardInfo` per bucket shard of (entity, resource), from GSI3 + BatchGetItem."""
+        return shards.get_shards(self.state, entity_id, resource, self.now())
+
+    def list_resources(self, entity_id: str) -> Flow[list[str]]:
+        """Resources the entity has buckets for."""
+        return shards.list_resources(self.state, entity_id)
+
+    # ------------------------------------------------------------ usage
+    def get_usage_snapshots(
+        self,
+        entity_id: str | None = None,
+        resource: str | None = None,
+        window: str | None = None,
+        start: TimeArg = None,
+        end: TimeArg = None,
+    ) -> Flow[list[UsageSnapshot]]:
+        """Usage snapshots written by the aggregator, filtered by every argument given."""
+        return usage_flows.get_usage_snapshots(self.state, entity_id, resource, window, start, end)
+
+    def get_usage_summary(
+        self,
+        entity_id: str | None = None,
+        resource: str | None = None,
+        window: str = DEFAULT_SUMMARY_WINDOW,
+        start: TimeArg = None,
+        end: TimeArg = None,
+    ) -> Flow[UsageSummary]:
+        """Totals per limit over the snapshots of one window kind."""
+        return usage_flows.get_usage_summary(self.state, entity_id, resource, window, start, end)
+
+
+def sync_face(
+    op: Callable[Concatenate[Operations, P], Flow[T]],
+) -> Callable[Concatenate[SyncRateLimiter, P], T]:
+    """The operation as a SyncRateLimiter method: build the flow, run it on boto3."""
+
+    def method(self: SyncRateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.repository.run(op(self._ops, *args, **kwargs))
+
+    return _named(method, op)
+
+
+def async_face(
+    op: Callable[Concatenate[Operations, P], Flow[T]],
+) -> Callable[Concatenate[RateLimiter, P], Coroutine[Any, Any, T]]:
+    """The operation as a RateLimiter method: build the flow, await it on aiobotocore."""
+
+    async def method(self: RateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.repository.run(op(self._ops, *args, **kwargs))
+
+    return _named(method, op)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _named(method: F, op: Callable[..., Any]) -> F:
+    method.__name__ = method.__qualname__ = op.__name__
+    method.__doc__ = op.__doc__
+    method.__wrapped__ = op  # type: ignore[attr-defined]  # help() and inspect show its signature
+    return method
