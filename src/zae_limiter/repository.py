@@ -26,8 +26,8 @@ from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows.context import DEFAULT_MAX_SHARDS, DEFAULT_PARTITION_WCU, RepoState
-from zae_limiter.flows.table import ensure_table
-from zae_limiter.flows.version import VersionRecord, check_version
+from zae_limiter.flows.table import open_table
+from zae_limiter.flows.version import VersionRecord
 from zae_limiter.limits import Limit
 from zae_limiter.models import CacheStats
 
@@ -215,9 +215,9 @@ class Repository(_Base):
         client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
         try:
-            await repo.run(ensure_table(state, create_table, repo.now_ms()))
-            if check_schema:
-                repo.schema = await repo.run(check_version(state))
+            repo.schema = await repo.run(
+                open_table(state, create_table, repo.now_ms(), check_schema)
+            )
         except BaseException:
             await stack.aclose()
             raise
@@ -289,9 +289,7 @@ class SyncRepository(_Base):
         admission = _admission(capacity, max_wait)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
         try:
-            repo.run(ensure_table(state, create_table, repo.now_ms()))
-            if check_schema:
-                repo.schema = repo.run(check_version(state))
+            repo.schema = repo.run(open_table(state, create_table, repo.now_ms(), check_schema))
         except BaseException:
             repo.close()
             raise

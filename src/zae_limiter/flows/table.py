@@ -7,6 +7,7 @@ from zae_limiter import table as table_def
 from zae_limiter.errors import TableNotFoundError, ZaeLimiterError
 from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.version import VersionRecord, check_version
 
 
 def describe(state: RepoState) -> Flow[dict[str, object] | None]:
@@ -41,3 +42,13 @@ def ensure_table(
         yield from pause(250)
         info = yield from describe(state)
     raise ZaeLimiterError(f"table {state.table!r} did not become ACTIVE in {wait_seconds}s")
+
+
+def open_table(
+    state: RepoState, create: bool, now_ms: int, check_schema: bool
+) -> Flow[VersionRecord | None]:
+    """What `Repository.open` does: the table is there (or made), and its schema fits."""
+    yield from ensure_table(state, create, now_ms)
+    if not check_schema:
+        return None
+    return (yield from check_version(state))
