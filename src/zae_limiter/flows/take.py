@@ -290,7 +290,7 @@ def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
 
 
 #: A throttle is evidence enough to double, but not twice within this span.
-THROTTLE_DOUBLING_SPACING_MS = 1000
+THROTTLE_DOUBLING_SPACING_MS = 2000
 
 
 def double(
