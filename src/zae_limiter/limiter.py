@@ -175,6 +175,7 @@ class RateLimiter(_Face):
 
     create_entity = async_face(Operations.create_entity)
     get_entity = async_face(Operations.get_entity)
+    get_entities = async_face(Operations.get_entities)
     delete_entity = async_face(Operations.delete_entity)
     get_children = async_face(Operations.get_children)
     list_entities = async_face(Operations.list_entities)
@@ -244,6 +245,7 @@ class SyncRateLimiter(_Face):
 
     create_entity = sync_face(Operations.create_entity)
     get_entity = sync_face(Operations.get_entity)
+    get_entities = sync_face(Operations.get_entities)
     delete_entity = sync_face(Operations.delete_entity)
     get_children = sync_face(Operations.get_children)
     list_entities = sync_face(Operations.list_entities)

@@ -60,6 +60,10 @@ class Operations:
         """Delete the entity with its limits, usage and bucket shards (refused with children)."""
         return entities.delete_entity(self.state, entity_id)
 
+    def get_entities(self, entity_ids: Sequence[str]) -> Flow[list[Entity]]:
+        """The entities that exist among `entity_ids`, in that order, in one read."""
+        return entities.get_entities(self.state, entity_ids)
+
     def get_children(self, parent_id: str) -> Flow[list[Entity]]:
         """The entities whose parent is `parent_id`."""
         return entities.get_children(self.state, parent_id)

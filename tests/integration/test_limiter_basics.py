@@ -108,6 +108,10 @@ def test_entities_children_and_delete(api: Api) -> None:
     assert api.get_entity("proj-1").name == "Production"
     assert [e.entity_id for e in api.get_children("proj-1")] == ["key-1", "key-2"]
     assert api.list_entities() == ["key-1", "key-2", "proj-1"]
+    with api.meter() as m:
+        found = api.get_entities(["proj-1", "ghost", "key-2"])
+    assert [e.entity_id for e in found] == ["proj-1", "key-2"]
+    assert m.ops == ["batch_get_item"]
     api.set_limits("key-2", [RPM])
     with api.acquire("key-2", "gpt-4", {"rpm": 1}):
         pass

@@ -168,8 +168,7 @@ def list_command(parent_id: str | None, target: Target) -> None:
             require_entity(limiter, parent_id)
             entities = limiter.get_children(parent_id)
         else:
-            found = (limiter.get_entity(i) for i in limiter.list_entities())
-            entities = [e for e in found if e is not None]
+            entities = limiter.get_entities(limiter.list_entities())
     if target.json:
         render.echo_json({"entities": [render.entity_json(e) for e in entities]})
         return
