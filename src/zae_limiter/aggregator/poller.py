@@ -104,10 +104,11 @@ class StreamPoller:
         params: dict[str, Any] = {"StreamArn": arn}
         while True:
             desc = self.streams.describe_stream(**params)["StreamDescription"]
-            shards.extend(desc.get("Shards") or [])
+            page = desc.get("Shards") or []
+            shards.extend(page)
             last = desc.get("LastEvaluatedShardId")
-            if not last:
-                return shards
+            if not last or not page or last == params.get("ExclusiveStartShardId"):
+                return shards  # the end, or a page that did not move on (no busy loop)
             params["ExclusiveStartShardId"] = last
 
     @staticmethod
@@ -139,6 +140,9 @@ class StreamPoller:
         while iterator and not stop.is_set():
             page = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
             records = page.get("Records") or []
+            last = self.positions.get(shard_id)
+            if records and last is not None and _seq(records[-1]) <= int(last):
+                break  # the iterator did not move on (seen on local engines): no busy loop
             if records:
                 self.handle(records)
                 self.positions[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
@@ -224,3 +228,7 @@ class StreamPoller:
         tmp = self.checkpoint.with_suffix(self.checkpoint.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(self.checkpoint)
+
+
+def _seq(record: Mapping[str, Any]) -> int:
+    return int(record["dynamodb"]["SequenceNumber"])
