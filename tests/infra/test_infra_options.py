@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from zae_limiter.errors import ValidationError
@@ -67,3 +69,16 @@ def test_action_lists() -> None:
     assert not any("*" in action for action in FULL_ACCESS_ACTIONS)
     assert "dynamodb:Scan" in READ_ONLY_ACTIONS
     assert "dynamodb:Scan" not in scoped(READ_ONLY_ACTIONS)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"usage_windows": ("weekly",)}, "unknown: weekly"),
+        ({"usage_windows": ()}, "one or more of hourly, daily, monthly"),
+        ({"usage_retention_days": 0}, "--usage-retention-days"),
+    ],
+)
+def test_usage_settings_are_checked(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        StackOptions("demo", **options)

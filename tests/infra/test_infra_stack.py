@@ -89,13 +89,23 @@ def test_declined_change_set_is_discarded(aws: Aws) -> None:
 
 
 def test_aggregator_stack_on_moto(aws: Aws) -> None:
-    options = StackOptions("agg", batch_size=250, batching_window_seconds=3)
+    options = StackOptions(
+        "agg",
+        batch_size=250,
+        batching_window_seconds=3,
+        usage_windows=("hourly", "daily"),
+        usage_retention_days=30,
+    )
     result = Deployer(aws, poll_seconds=0.01).deploy(options)
     assert result.action == "create"
     function = aws.client("lambda").get_function(FunctionName="agg-aggregator")
     config = function["Configuration"]
     assert (config["Runtime"], config["Handler"]) == ("python3.12", AGGREGATOR_HANDLER)
-    assert config["Environment"]["Variables"] == {"ZAEL_NAME": "agg"}
+    assert config["Environment"]["Variables"] == {
+        "ZAEL_NAME": "agg",
+        "ZAEL_USAGE_WINDOWS": "hourly,daily",
+        "ZAEL_USAGE_RETENTION_DAYS": "30",
+    }
     (mapping,) = aws.client("lambda").list_event_source_mappings(FunctionName="agg-aggregator")[
         "EventSourceMappings"
     ]

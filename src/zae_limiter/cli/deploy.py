@@ -56,6 +56,10 @@ _STACK_OPTIONS: tuple[Callable[[F], F], ...] = (
                  help="Enable point-in-time recovery with this many days (1-35)."),
     click.option("--namespace-policies", multiple=True, metavar="NS",
                  help="Also create IAM policies scoped to namespace NS (repeatable)."),
+    click.option("--usage-windows", default="hourly,daily,monthly", show_default=True,
+                 metavar="LIST", help="Usage snapshot windows the aggregator keeps."),
+    click.option("--usage-retention-days", type=int, default=90, show_default=True,
+                 help="Days a usage snapshot is kept after its window ends."),
 )  # fmt: skip
 
 
@@ -65,7 +69,7 @@ def stack_options(func: F) -> F:
         "aggregator", "alarms", "alarm_sns_topic", "permission_boundary", "role_name_format",
         "log_retention_days", "lambda_memory", "lambda_timeout", "batch_size",
         "batching_window", "max_retry_attempts", "deletion_protection",
-        "pitr_recovery_days", "namespace_policies",
+        "pitr_recovery_days", "namespace_policies", "usage_windows", "usage_retention_days",
     )  # fmt: skip
 
     @functools.wraps(func)
@@ -96,6 +100,8 @@ def build_options(name: str, kw: dict[str, Any]) -> StackOptions:
         deletion_protection=kw["deletion_protection"],
         pitr_recovery_days=kw["pitr_recovery_days"],
         namespace_policies=tuple(kw["namespace_policies"]),
+        usage_windows=tuple(w.strip() for w in kw["usage_windows"].split(",") if w.strip()),
+        usage_retention_days=kw["usage_retention_days"],
     )
 
 

@@ -85,6 +85,10 @@ class NamespacePolicy:
     policy_name: str
 
 
+#: The usage snapshot windows the aggregator knows (see aggregator/records.py).
+USAGE_WINDOWS = ("hourly", "daily", "monthly")
+
+
 @dataclass(frozen=True, slots=True)
 class StackOptions:
     """Everything a rendered stack depends on. Invalid values raise ValidationError."""
@@ -104,6 +108,8 @@ class StackOptions:
     deletion_protection: bool = False
     pitr_recovery_days: int | None = None
     namespace_policies: tuple[str, ...] = ()
+    usage_windows: tuple[str, ...] = ("hourly", "daily", "monthly")
+    usage_retention_days: int = 90
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -128,6 +134,13 @@ class StackOptions:
         _in_range("--max-retry-attempts", self.max_retry_attempts, 0, 10000)
         if self.pitr_recovery_days is not None:
             _in_range("--pitr-recovery-days", self.pitr_recovery_days, 1, 35)
+        _in_range("--usage-retention-days", self.usage_retention_days, 1, 3650)
+        unknown = sorted(set(self.usage_windows) - set(USAGE_WINDOWS))
+        if unknown or not self.usage_windows:
+            raise ValidationError(
+                f"--usage-windows must name one or more of {', '.join(USAGE_WINDOWS)}"
+                + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+            )
         if self.log_retention_days not in LOG_RETENTION_DAYS:
             allowed = ", ".join(map(str, LOG_RETENTION_DAYS))
             raise ValidationError(f"--log-retention-days must be one of {allowed}")
