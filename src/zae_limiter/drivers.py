@@ -61,6 +61,13 @@ class _Deadline:
         return max(0.0, self.at - time.monotonic())
 
 
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """The flow finished with this value."""
+
+    value: Any
+
+
 @dataclass(slots=True)
 class _Round:
     """A round trip about to be made: the wait first, and each step's estimated cost."""
@@ -138,6 +145,19 @@ class _Runner:
                 self.admission.throttled(self.clock())
         return map_client_error(code, str(err.get("Message", "")), table_name=self.table_name)
 
+    def turn(
+        self, flow: Flow[Any], send: Any, deadline: _Deadline
+    ) -> _Done | tuple[Any, tuple[Step, ...], int, _Round | list[Exception]]:
+        """Hand the last outcome to the flow; its result, or its next round trip (request,
+        steps, trip number) with the admission's answer for it."""
+        try:
+            request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
+        except StopIteration as finished:
+            return _Done(finished.value)
+        steps = _steps(request)
+        trip = self.meter.next_round_trip()
+        return request, steps, trip, self.prepare(steps, deadline)
+
     @staticmethod
     def outcome(request: Any, results: Sequence[Outcome], deadline: _Deadline) -> Any:
         if any(isinstance(r, Exception) for r in results):
@@ -174,13 +194,10 @@ class SyncRunner(_Runner):
         deadline = _Deadline.start(timeout, cleanup)
         send: Any = None
         while True:
-            try:
-                request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
-            steps = _steps(request)
-            trip = self.meter.next_round_trip()
-            planned = self.prepare(steps, deadline)
+            turn = self.turn(flow, send, deadline)
+            if isinstance(turn, _Done):
+                return turn.value  # type: ignore[no-any-return]
+            request, steps, trip, planned = turn
             if isinstance(planned, list):
                 send = self.outcome(request, planned, deadline)
                 continue
@@ -225,13 +242,10 @@ class AsyncRunner(_Runner):
         deadline = _Deadline.start(timeout, cleanup)
         send: Any = None
         while True:
-            try:
-                request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
-            steps = _steps(request)
-            trip = self.meter.next_round_trip()
-            planned = self.prepare(steps, deadline)
+            turn = self.turn(flow, send, deadline)
+            if isinstance(turn, _Done):
+                return turn.value  # type: ignore[no-any-return]
+            request, steps, trip, planned = turn
             if isinstance(planned, list):
                 send = self.outcome(request, planned, deadline)
                 continue

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
+from zae_limiter.flows import Flow
 from zae_limiter.flows.acquire import Acquired, commit, compensate, validate_amounts
 
 if TYPE_CHECKING:
+    from zae_limiter.flows.context import RepoState
     from zae_limiter.repository import Repository, SyncRepository
     from zae_limiter.stats import Outcome
 
@@ -50,17 +51,12 @@ class _LeaseState:
         return {n: (self.consumed.get(n, 0) + self.pending.get(n, 0)) // 1000 for n in names}
 
 
-class Lease:
-    """Held inside `async with limiter.acquire(...) as lease`."""
+class _Held:
+    """What both lease faces hold: the buffered state, and the flow that ends it."""
 
     def __init__(
-        self,
-        repo: Repository,
-        acquired: Acquired,
-        consumed: Mapping[str, int],
-        degraded: Outcome | None = None,
+        self, acquired: Acquired, consumed: Mapping[str, int], degraded: Outcome | None
     ) -> None:
-        self._repo = repo
         self._state = _LeaseState(acquired, consumed, degraded)
 
     @property
@@ -72,6 +68,29 @@ class Lease:
         """None for a real lease; "allowed_on_failure" or "shadow_rejected" for one that
         holds nothing (its adjustments are accepted and never written)."""
         return self._state.degraded
+
+    def _closing(self, repo_state: RepoState, failed: bool) -> Flow[None] | None:
+        """Give everything back (failed) or write the adjustments; None: nothing to do."""
+        held = self._state
+        if held.holds_nothing:
+            return None
+        if failed:
+            return compensate(repo_state, held.acquired.taken)
+        return commit(repo_state, held.acquired, held.pending)
+
+
+class Lease(_Held):
+    """Held inside `async with limiter.acquire(...) as lease`."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        acquired: Acquired,
+        consumed: Mapping[str, int],
+        degraded: Outcome | None = None,
+    ) -> None:
+        super().__init__(acquired, consumed, degraded)
+        self._repo = repo
 
     async def adjust(self, **amounts: int) -> None:
         """Change consumption by these amounts (negative gives back); may leave debt."""
@@ -84,17 +103,12 @@ class Lease:
         self._state.add(_non_negative(amounts), -1)
 
     async def _finish(self, failed: bool) -> None:
-        if self._state.holds_nothing:
-            return
-        repo, state = self._repo, self._repo.state
-        if failed:
-            flow = compensate(state, self._state.acquired.taken)
-        else:
-            flow = commit(state, self._state.acquired, self._state.pending)
-        await repo.run(flow, repo.timeout, cleanup=True)
+        flow = self._closing(self._repo.state, failed)
+        if flow is not None:
+            await self._repo.run(flow, self._repo.timeout, cleanup=True)
 
 
-class SyncLease:
+class SyncLease(_Held):
     """Held inside `with limiter.acquire(...) as lease`."""
 
     def __init__(
@@ -104,18 +118,8 @@ class SyncLease:
         consumed: Mapping[str, int],
         degraded: Outcome | None = None,
     ) -> None:
+        super().__init__(acquired, consumed, degraded)
         self._repo = repo
-        self._state = _LeaseState(acquired, consumed, degraded)
-
-    @property
-    def consumed(self) -> dict[str, int]:
-        return self._state.totals
-
-    @property
-    def degraded(self) -> Outcome | None:
-        """None for a real lease; "allowed_on_failure" or "shadow_rejected" for one that
-        holds nothing (its adjustments are accepted and never written)."""
-        return self._state.degraded
 
     def adjust(self, **amounts: int) -> None:
         """Change consumption by these amounts (negative gives back); may leave debt."""
@@ -128,19 +132,11 @@ class SyncLease:
         self._state.add(_non_negative(amounts), -1)
 
     def _finish(self, failed: bool) -> None:
-        if self._state.holds_nothing:
-            return
-        repo, state = self._repo, self._repo.state
-        if failed:
-            flow = compensate(state, self._state.acquired.taken)
-        else:
-            flow = commit(state, self._state.acquired, self._state.pending)
-        repo.run(flow, repo.timeout, cleanup=True)
+        flow = self._closing(self._repo.state, failed)
+        if flow is not None:
+            self._repo.run(flow, self._repo.timeout, cleanup=True)
 
 
 def _non_negative(amounts: Mapping[str, int]) -> Mapping[str, int]:
     validate_amounts("amounts", dict(amounts))
     return amounts
-
-
-ExcInfo = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
