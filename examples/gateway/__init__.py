@@ -1,0 +1,1 @@
+"""The reference LLM gateway (see README.md)."""
