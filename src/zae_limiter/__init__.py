@@ -11,10 +11,12 @@ from zae_limiter.errors import (
     ValidationError,
     ZaeLimiterError,
 )
+from zae_limiter.flows.namespace import NamespaceInfo
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limiter import RateLimiter, SyncRateLimiter
 from zae_limiter.limits import Limit
 from zae_limiter.models import (
+    AuditEvent,
     BucketState,
     CacheStats,
     Entity,
@@ -29,6 +31,7 @@ from zae_limiter.stats import LimiterStats, ResourceStats
 
 __all__ = [
     "AdaptiveRate",
+    "AuditEvent",
     "BucketState",
     "CacheStats",
     "CapacityStats",
@@ -40,6 +43,7 @@ __all__ = [
     "Limit",
     "LimitStatus",
     "LimiterStats",
+    "NamespaceInfo",
     "RateLimitExceeded",
     "RateLimiter",
     "RateLimiterUnavailable",

@@ -40,6 +40,7 @@ from zae_limiter.flows import Call, Flow, Result, Sleep, Step
 
 T = TypeVar("T")
 CONDITION_FAILED = "ConditionalCheckFailedException"
+TRANSACTION_CANCELLED = "TransactionCanceledException"
 Outcome = Result | Exception | None
 
 
@@ -132,7 +133,7 @@ class _Runner:
             return _unavailable(f"DynamoDB unreachable: {error}", type(error).__name__)
         err = error.response.get("Error", {})
         code = str(err.get("Code", ""))
-        if code == CONDITION_FAILED:
+        if code == CONDITION_FAILED or _cancelled_by_condition(code, error.response):
             actual = self.meter.record(call.op, error.response, False, trip)
             if self.admission is not None:
                 self.admission.settle(cost, actual)
@@ -163,6 +164,15 @@ class _Runner:
         if any(isinstance(r, Exception) for r in results):
             deadline.cleanup = True
         return tuple(results) if isinstance(request, tuple) else results[0]
+
+
+def _cancelled_by_condition(code: str, response: Any) -> bool:
+    """A transaction cancelled because one of its conditions failed: a result, like a
+    failed conditional write (its `CancellationReasons` say which), not an error."""
+    if code != TRANSACTION_CANCELLED:
+        return False
+    reasons = response.get("CancellationReasons") or []
+    return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
 
 
 def _unavailable(message: str, code: str) -> RateLimiterUnavailable:

@@ -196,6 +196,12 @@ class RateLimiter(_Face):
     list_resources = async_face(Operations.list_resources)
     get_usage_snapshots = async_face(Operations.get_usage_snapshots)
     get_usage_summary = async_face(Operations.get_usage_summary)
+    update_entity = async_face(Operations.update_entity)
+    list_limit_levels = async_face(Operations.list_limit_levels)
+    get_audit_events = async_face(Operations.get_audit_events)
+    list_namespaces = async_face(Operations.list_namespaces)
+    namespace_info = async_face(Operations.namespace_info)
+    delete_namespace = async_face(Operations.delete_namespace)
 
 
 class SyncRateLimiter(_Face):
@@ -266,3 +272,9 @@ class SyncRateLimiter(_Face):
     list_resources = sync_face(Operations.list_resources)
     get_usage_snapshots = sync_face(Operations.get_usage_snapshots)
     get_usage_summary = sync_face(Operations.get_usage_summary)
+    update_entity = sync_face(Operations.update_entity)
+    list_limit_levels = sync_face(Operations.list_limit_levels)
+    get_audit_events = sync_face(Operations.get_audit_events)
+    list_namespaces = sync_face(Operations.list_namespaces)
+    namespace_info = sync_face(Operations.namespace_info)
+    delete_namespace = sync_face(Operations.delete_namespace)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.limits import RESERVED_LIMIT_NAMES, Limit
@@ -114,3 +114,31 @@ class UsageSummary:
     snapshots: int = 0
     total_events: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One recorded change of configuration: when, who, what, and the values around it."""
+
+    event_id: str
+    at_ms: int
+    principal: str
+    action: str
+    namespace: str
+    entity_id: str | None = None
+    resource: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "at_ms": self.at_ms,
+            "principal": self.principal,
+            "action": self.action,
+            "namespace": self.namespace,
+            "entity_id": self.entity_id,
+            "resource": self.resource,
+            "before": self.before,
+            "after": self.after,
+        }

@@ -7,17 +7,30 @@ faces differ only in whether the driver is awaited.
 
 from __future__ import annotations
 
+import itertools
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from zae_limiter import keys
-from zae_limiter.flows import Flow, config, entities, read, shards
+from zae_limiter.flows import Flow, config, entities, namespace, read, shards
+from zae_limiter.flows import audit as audit_flows
 from zae_limiter.flows import usage as usage_flows
+from zae_limiter.flows.audit import Auditor
 from zae_limiter.flows.config import FailurePolicy
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.entities import UNSET, _Unset
+from zae_limiter.flows.namespace import DEFAULT_DELETE_WCU, NamespaceInfo, Progress
 from zae_limiter.flows.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
 from zae_limiter.limits import Limit
-from zae_limiter.models import Entity, ResolvedLimits, ShardInfo, UsageSnapshot, UsageSummary
+from zae_limiter.models import (
+    AuditEvent,
+    Entity,
+    ResolvedLimits,
+    ShardInfo,
+    UsageSnapshot,
+    UsageSummary,
+)
 
 if TYPE_CHECKING:
     from zae_limiter.limiter import RateLimiter, SyncRateLimiter
@@ -25,6 +38,14 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+OpT = TypeVar("OpT", bound=Callable[..., Any])
+
+
+def audited(op: OpT) -> OpT:
+    """Marks an operation that changes configuration: the faces make sure the principal is
+    known (STS, once per client) before they build its flow."""
+    op.audited = True  # type: ignore[attr-defined]
+    return op
 
 
 class Operations:
@@ -32,6 +53,7 @@ class Operations:
 
     def __init__(self, repo: _Base) -> None:
         self._repo = repo
+        self._sequence = itertools.count()
 
     @property
     def state(self) -> RepoState:
@@ -40,7 +62,19 @@ class Operations:
     def now(self) -> int:
         return self._repo.now_ms()
 
+    def auditor(self) -> Auditor:
+        """Who and when, for the audit event of the change being built."""
+        principal = self._repo.principal or "unknown"
+        retention = self._repo.audit_retention_days
+        return Auditor(principal, self.now(), retention, self._event_id)
+
+    def _event_id(self) -> str:
+        # Events of one millisecond sort by id: a per-client sequence keeps this client's
+        # in the order they were made; the random part keeps clients apart.
+        return f"{next(self._sequence):08x}{uuid.uuid4().hex[:8]}"
+
     # ------------------------------------------------------------ entities
+    @audited
     def create_entity(
         self,
         entity_id: str,
@@ -50,15 +84,33 @@ class Operations:
         cascade: bool = False,
     ) -> Flow[Entity]:
         """Create an entity; with `cascade=True` its acquires also take from `parent_id`."""
-        return entities.create_entity(self.state, entity_id, name, parent_id, cascade, self.now())
+        return entities.create_entity(
+            self.state, entity_id, name, parent_id, cascade, self.auditor()
+        )
+
+    @audited
+    def update_entity(
+        self,
+        entity_id: str,
+        *,
+        name: str | _Unset | None = UNSET,
+        parent_id: str | _Unset | None = UNSET,
+        cascade: bool | _Unset = UNSET,
+    ) -> Flow[Entity]:
+        """Change the entity's name, parent or cascade (fields not given stay as they are;
+        `parent_id=None` detaches it, which also turns cascade off)."""
+        return entities.update_entity(
+            self.state, entity_id, name, parent_id, cascade, self.auditor()
+        )
 
     def get_entity(self, entity_id: str) -> Flow[Entity | None]:
         """The entity, or None."""
         return entities.get_entity(self.state, entity_id)
 
+    @audited
     def delete_entity(self, entity_id: str) -> Flow[int]:
         """Delete the entity with its limits, usage and bucket shards (refused with children)."""
-        return entities.delete_entity(self.state, entity_id)
+        return entities.delete_entity(self.state, entity_id, self.auditor())
 
     def get_entities(self, entity_ids: Sequence[str]) -> Flow[list[Entity]]:
         """The entities that exist among `entity_ids`, in that order, in one read."""
@@ -73,41 +125,58 @@ class Operations:
         return entities.list_entities(self.state)
 
     # ------------------------------------------------------------ stored limits
+    @audited
     def set_limits(
         self, entity_id: str, limits: Sequence[Limit], resource: str | None = None
     ) -> Flow[None]:
         """Store an entity's limits for one resource (or, without one, for every resource)."""
-        return config.set_limits(self.state, entity_id, resource, limits, self.now())
+        return config.set_limits(
+            self.state, entity_id, resource, limits, self.now(), self.auditor()
+        )
 
     def get_limits(self, entity_id: str, resource: str | None = None) -> Flow[tuple[Limit, ...]]:
         """The limits stored at exactly this level (empty when none)."""
         return config.get_limits(self.state, entity_id, resource)
 
-    def delete_limits(self, entity_id: str, resource: str | None = None) -> Flow[None]:
-        return config.delete_limits(self.state, entity_id, resource)
+    @audited
+    def delete_limits(self, entity_id: str, resource: str | None = None) -> Flow[bool]:
+        """Delete the limits stored at this level; False when there were none."""
+        return config.delete_limits(self.state, entity_id, resource, self.auditor())
 
+    @audited
     def set_resource_defaults(self, resource: str, limits: Sequence[Limit]) -> Flow[None]:
         """Limits for every entity on `resource` that has none of its own."""
-        return config.set_limits(self.state, None, resource, limits, self.now())
+        return config.set_limits(self.state, None, resource, limits, self.now(), self.auditor())
 
     def get_resource_defaults(self, resource: str) -> Flow[tuple[Limit, ...]]:
         return config.get_limits(self.state, None, resource)
 
-    def delete_resource_defaults(self, resource: str) -> Flow[None]:
-        return config.delete_limits(self.state, None, resource)
+    @audited
+    def delete_resource_defaults(self, resource: str) -> Flow[bool]:
+        return config.delete_limits(self.state, None, resource, self.auditor())
 
+    @audited
     def set_system_defaults(
         self, limits: Sequence[Limit], *, on_unavailable: FailurePolicy | None = None
     ) -> Flow[None]:
         """Store the system defaults; `on_unavailable` stores the failure policy with them
         (replacing the item: leaving it out clears a stored policy)."""
-        return config.set_limits(self.state, None, None, limits, self.now(), on_unavailable)
+        return config.set_limits(
+            self.state, None, None, limits, self.now(), self.auditor(), on_unavailable
+        )
 
     def get_system_defaults(self) -> Flow[tuple[Limit, ...]]:
         return config.get_limits(self.state, None, None)
 
-    def delete_system_defaults(self) -> Flow[None]:
-        return config.delete_limits(self.state, None, None)
+    @audited
+    def delete_system_defaults(self) -> Flow[bool]:
+        return config.delete_limits(self.state, None, None, self.auditor())
+
+    def list_limit_levels(self) -> Flow[list[tuple[str | None, str | None]]]:
+        """Every level that stores limits in the namespace, as (entity_id, resource):
+        (E, None) is an entity default, (None, R) a resource default, (None, None) the
+        system defaults."""
+        return namespace.list_limit_levels(self.state)
 
     def get_failure_policy(self) -> Flow[FailurePolicy | None]:
         """The failure policy stored in the system defaults (read now)."""
@@ -151,6 +220,44 @@ class Operations:
         """Resources the entity has buckets for."""
         return shards.list_resources(self.state, entity_id)
 
+    # ------------------------------------------------------------ audit
+    def get_audit_events(
+        self,
+        entity_id: str | None = None,
+        *,
+        since_ms: int = 0,
+        limit: int | None = None,
+        table_level: bool = False,
+    ) -> Flow[list[AuditEvent]]:
+        """Recorded configuration changes, oldest first: of one entity, or of the namespace
+        (`table_level=True`: migrations and namespace deletions); the last `limit` only."""
+        return audit_flows.get_audit_events(self.state, entity_id, since_ms, limit, table_level)
+
+    # ------------------------------------------------------------ namespaces
+    def list_namespaces(self) -> Flow[list[str]]:
+        """The namespaces that hold items in the table (a Scan of the namespace index)."""
+        return namespace.list_namespaces(self.state)
+
+    def namespace_info(self, ns: str | None = None) -> Flow[NamespaceInfo]:
+        """Counts of a namespace's items by kind (this limiter's namespace by default)."""
+        return namespace.namespace_info(self.state, ns)
+
+    @audited
+    def delete_namespace(
+        self,
+        ns: str,
+        *,
+        wcu_per_second: int = DEFAULT_DELETE_WCU,
+        on_progress: Progress | None = None,
+    ) -> Flow[int]:
+        """Delete every item of namespace `ns`, in batches paced to `wcu_per_second`.
+
+        Resumable and idempotent: run it again after an interruption. Nothing outside the
+        namespace is touched; a table-level audit event records the deletion."""
+        return namespace.delete_namespace(
+            self.state, ns, wcu_per_second, on_progress, self.auditor()
+        )
+
     # ------------------------------------------------------------ usage
     def get_usage_snapshots(
         self,
@@ -180,7 +287,11 @@ def sync_face(
 ) -> Callable[Concatenate[SyncRateLimiter, P], T]:
     """The operation as a SyncRateLimiter method: build the flow, run it on boto3."""
 
+    needs_principal = getattr(op, "audited", False)
+
     def method(self: SyncRateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if needs_principal:
+            self.repository.ensure_principal()
         return self.repository.run(op(self._ops, *args, **kwargs))
 
     return _named(method, op)
@@ -191,7 +302,11 @@ def async_face(
 ) -> Callable[Concatenate[RateLimiter, P], Coroutine[Any, Any, T]]:
     """The operation as a RateLimiter method: build the flow, await it on aiobotocore."""
 
+    needs_principal = getattr(op, "audited", False)
+
     async def method(self: RateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if needs_principal:
+            await self.repository.ensure_principal()
         return await self.repository.run(op(self._ops, *args, **kwargs))
 
     return _named(method, op)

@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from zae_limiter import keys
+from zae_limiter import identity, keys
 from zae_limiter.capacity import (
     DEFAULT_MAX_WAIT,
     Admission,
@@ -39,6 +39,8 @@ DEFAULT_TIMEOUT = 1.0
 #: The default against a local engine on loopback (moto, DynamoDB Local): on a busy laptop or
 #: CI machine they stall far longer than DynamoDB does, and nothing there needs protecting.
 LOCAL_TIMEOUT = 10.0
+#: How long audit events are kept unless `audit_retention_days` says otherwise.
+DEFAULT_AUDIT_RETENTION_DAYS = 90
 
 
 def resolve_timeout(timeout: float | None, endpoint_url: str | None) -> float:
@@ -150,6 +152,30 @@ class _Base:
         self.timeout = timeout
         #: The table's version record, read once when the repository opened.
         self.schema: VersionRecord | None = None
+        #: Who audit events name: given to open(), else asked of STS on the first change.
+        self.principal: str | None = None
+        #: Days an audit event is kept (DynamoDB TTL); None keeps them for ever.
+        self.audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS
+        #: Region and endpoint of the client, for the STS call.
+        self.where: tuple[str | None, str | None] = (None, None)
+
+    def audit_settings(
+        self, principal: str | None, retention_days: int | None, kwargs: dict[str, Any]
+    ) -> None:
+        if principal is not None and (not isinstance(principal, str) or not principal.strip()):
+            raise ValidationError(f"principal must be a non-empty string, got {principal!r}")
+        if retention_days is not None and (
+            isinstance(retention_days, bool)
+            or not isinstance(retention_days, int)
+            or retention_days < 1
+        ):
+            raise ValidationError(
+                "audit_retention_days must be a positive whole number of days (or None to "
+                f"keep audit events for ever), got {retention_days!r}"
+            )
+        self.principal = principal
+        self.audit_retention_days = retention_days
+        self.where = (kwargs.get("region_name"), kwargs.get("endpoint_url"))
 
     @property
     def table_name(self) -> str:
@@ -204,6 +230,8 @@ class Repository(_Base):
         capacity: CapacityPolicy | None = None,
         timeout: float | None = None,
         max_wait: float = DEFAULT_MAX_WAIT,
+        principal: str | None = None,
+        audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
     ) -> Repository:
         from aiobotocore.session import get_session
 
@@ -215,6 +243,7 @@ class Repository(_Base):
         client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
         try:
+            repo.audit_settings(principal, audit_retention_days, kwargs)
             repo.schema = await repo.run(
                 open_table(state, create_table, repo.now_ms(), check_schema)
             )
@@ -231,6 +260,12 @@ class Repository(_Base):
     async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
         """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
         return await self._runner.run(flow, timeout, cleanup)
+
+    async def ensure_principal(self) -> str:
+        """The principal audit events name (STS is asked once, on the first change)."""
+        if self.principal is None:
+            self.principal = await identity.async_principal(*self.where)
+        return self.principal
 
     async def invalidate_config_cache(self) -> None:
         self.state.config_cache.clear()
@@ -278,6 +313,8 @@ class SyncRepository(_Base):
         capacity: CapacityPolicy | None = None,
         timeout: float | None = None,
         max_wait: float = DEFAULT_MAX_WAIT,
+        principal: str | None = None,
+        audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
     ) -> SyncRepository:
         import boto3
 
@@ -289,6 +326,7 @@ class SyncRepository(_Base):
         admission = _admission(capacity, max_wait)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
         try:
+            repo.audit_settings(principal, audit_retention_days, kwargs)
             repo.schema = repo.run(open_table(state, create_table, repo.now_ms(), check_schema))
         except BaseException:
             repo.close()
@@ -303,6 +341,12 @@ class SyncRepository(_Base):
     def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
         """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
         return self._runner.run(flow, timeout, cleanup)
+
+    def ensure_principal(self) -> str:
+        """The principal audit events name (STS is asked once, on the first change)."""
+        if self.principal is None:
+            self.principal = identity.sync_principal(*self.where)
+        return self.principal
 
     def invalidate_config_cache(self) -> None:
         self.state.config_cache.clear()

@@ -142,9 +142,12 @@ def merge(config: AggregatorConfig, cand: MergeCandidate, now_ms: int) -> Flow[b
     if not updates:
         return False
     try:
-        yield from one(Call("transact_write_items", keys.merge_transaction(updates)))
+        result = yield from one(Call("transact_write_items", keys.merge_transaction(updates)))
     except ZaeLimiterError as error:
         log.info("merge of %s/%s not done: %s", cand.entity_id, cand.resource, error)
+        return False
+    if not result.ok:  # a shard moved since it was read (a condition failed)
+        log.info("merge of %s/%s not done: a shard changed", cand.entity_id, cand.resource)
         return False
     log.info(
         "merged %s/%s: %d -> %d shards",

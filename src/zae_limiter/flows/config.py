@@ -14,6 +14,7 @@ from zae_limiter import keys
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor, commit, limits_json, too_busy
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
@@ -184,9 +185,14 @@ def set_limits(
     resource: str | None,
     limits: Iterable[Limit],
     now_ms: int,
+    auditor: Auditor,
     on_unavailable: FailurePolicy | None = None,
 ) -> Flow[None]:
-    """Store limits at one level; the system level may also store the failure policy."""
+    """Store limits at one level; the system level may also store the failure policy.
+
+    The item and its audit event are written in one transaction, conditional on the item
+    being as read (the event's "before").
+    """
     validate_level(entity_id, resource)
     if on_unavailable is not None:
         check_failure_policy(on_unavailable)
@@ -206,7 +212,22 @@ def set_limits(
     item = keys.config_item(
         config_key_for(state, entity_id, resource), checked, state.namespace, now_ms, kind, **extra
     )
-    yield from one(Call("put_item", {"TableName": state.table, "Item": item}))
+    item_key = config_key_for(state, entity_id, resource)
+    for _attempt in range(MAX_ATTEMPTS):
+        before = yield from _read_config(state, item_key)
+        event = auditor.put(
+            state,
+            "set_limits",
+            entity_id=entity_id,
+            resource=resource,
+            before=_config_json(before),
+            after=_config_json(item),
+        )
+        put = keys.tx_put(state.table, item, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
+        if (yield from commit(state, [put, event])):
+            break
+    else:
+        raise too_busy(f"the limits at {item_key[keys.PK]['S']} {item_key[keys.SK]['S']}")
     evict(state, entity_id, resource)
     if entity_id is None and resource is None:
         learn_failure_policy(state, item)
@@ -229,17 +250,51 @@ def get_limits(
     return keys.decode_limits(result.item) if result.item else ()
 
 
-def delete_limits(state: RepoState, entity_id: str | None, resource: str | None) -> Flow[None]:
-    validate_level(entity_id, resource)
-    yield from one(
-        Call(
-            "delete_item",
-            {"TableName": state.table, "Key": config_key_for(state, entity_id, resource)},
-        )
+def _read_config(state: RepoState, item_key: keys.Item) -> Flow[keys.Item | None]:
+    result = yield from one(
+        Call("get_item", {"TableName": state.table, "Key": item_key, "ConsistentRead": True})
     )
+    return result.item
+
+
+def _config_json(item: keys.Item | None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    body = limits_json(keys.decode_limits(item))
+    policy = item.get(keys.A_ON_UNAVAILABLE, {}).get("S")
+    if policy is not None:
+        body["on_unavailable"] = policy
+    return body
+
+
+def delete_limits(
+    state: RepoState, entity_id: str | None, resource: str | None, auditor: Auditor
+) -> Flow[bool]:
+    """Delete the limits of one level with its audit event; False when none were stored."""
+    validate_level(entity_id, resource)
+    item_key = config_key_for(state, entity_id, resource)
+    for _attempt in range(MAX_ATTEMPTS):
+        before = yield from _read_config(state, item_key)
+        if before is None:
+            deleted = False
+            break
+        event = auditor.put(
+            state,
+            "delete_limits",
+            entity_id=entity_id,
+            resource=resource,
+            before=_config_json(before),
+        )
+        condition = keys.unchanged(before, keys.CONFIG_VERSION_ATTRS)
+        if (yield from commit(state, [keys.tx_delete(state.table, item_key, condition), event])):
+            deleted = True
+            break
+    else:
+        raise too_busy(f"the limits at {item_key[keys.PK]['S']} {item_key[keys.SK]['S']}")
     evict(state, entity_id, resource)
     if entity_id is None and resource is None:
         learn_failure_policy(state, None)
+    return deleted
 
 
 def get_failure_policy(state: RepoState) -> Flow[FailurePolicy | None]:

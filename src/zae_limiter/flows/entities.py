@@ -1,13 +1,22 @@
-"""Entities: create, read, list, children, delete."""
+"""Entities: create, read, update, list, children, delete; each change with its audit event."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Final
 
 from zae_limiter import keys
 from zae_limiter.errors import EntityExistsError, EntityNotFoundError, ValidationError
 from zae_limiter.flows import Call, Flow, one, paginate, pause
+from zae_limiter.flows.audit import (
+    MAX_ATTEMPTS,
+    Auditor,
+    commit,
+    entity_json,
+    limits_json,
+    too_busy,
+)
 from zae_limiter.flows.config import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.models import Entity
@@ -28,35 +37,108 @@ def get_entity(state: RepoState, entity_id: str) -> Flow[Entity | None]:
     return keys.decode_entity(result.item) if result.item else None
 
 
+def _check_links(state: RepoState, entity: Entity) -> Flow[None]:
+    """Name, parent and cascade make sense: the parent exists and closes no cycle."""
+    if entity.name is not None and (not isinstance(entity.name, str) or len(entity.name) > 1024):
+        raise ValidationError("name must be a string of at most 1024 characters")
+    if not isinstance(entity.cascade, bool):
+        raise ValidationError(f"cascade must be True or False, got {entity.cascade!r}")
+    if entity.cascade and entity.parent_id is None:
+        raise ValidationError(f"entity {entity.entity_id!r}: cascade=True needs a parent_id")
+    if entity.parent_id is not None:
+        keys.validate_id("parent_id", entity.parent_id)
+        if entity.parent_id == entity.entity_id:
+            raise ValidationError(f"entity {entity.entity_id!r} cannot be its own parent")
+        parent = yield from get_entity(state, entity.parent_id)
+        if parent is None:
+            raise EntityNotFoundError(entity.parent_id)
+        yield from _refuse_cycle(state, entity.entity_id, parent)
+
+
 def create_entity(
     state: RepoState,
     entity_id: str,
     name: str | None,
     parent_id: str | None,
     cascade: bool,
-    now_ms: int,
+    auditor: Auditor,
 ) -> Flow[Entity]:
     keys.validate_id("entity_id", entity_id)
-    if name is not None and (not isinstance(name, str) or len(name) > 1024):
-        raise ValidationError("name must be a string of at most 1024 characters")
-    if cascade and parent_id is None:
-        raise ValidationError(f"entity {entity_id!r}: cascade=True needs a parent_id")
-    if parent_id is not None:
-        keys.validate_id("parent_id", parent_id)
-        if parent_id == entity_id:
-            raise ValidationError(f"entity {entity_id!r} cannot be its own parent")
-        parent = yield from get_entity(state, parent_id)
-        if parent is None:
-            raise EntityNotFoundError(parent_id)
-        yield from _refuse_cycle(state, entity_id, parent)
-    entity = Entity(entity_id, name, parent_id, cascade, now_ms)
-    result = yield from one(
-        Call("put_item", keys.put_new(state.table, keys.encode_entity(state.namespace, entity)))
+    entity = Entity(entity_id, name, parent_id, cascade, auditor.now_ms)
+    yield from _check_links(state, entity)
+    put = keys.tx_put(
+        state.table, keys.encode_entity(state.namespace, entity), keys.unchanged(None, ())
     )
-    if not result.ok:
+    event = auditor.put(state, "create_entity", entity_id=entity_id, after=entity_json(entity))
+    if not (yield from commit(state, [put, event])):
         raise EntityExistsError(entity_id)
     state.entities.pop(entity_id, None)
     return entity
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Leave this field as it is" for `update_entity`.
+UNSET: Final = _Unset()
+_ENTITY_ATTRS = (keys.A_NAME, keys.A_PARENT, keys.A_CASCADE, keys.A_CREATED)
+
+
+def update_entity(
+    state: RepoState,
+    entity_id: str,
+    name: str | _Unset | None,
+    parent_id: str | _Unset | None,
+    cascade: bool | _Unset,
+    auditor: Auditor,
+) -> Flow[Entity]:
+    """Change an entity's name, parent or cascade; its bucket shards follow the new links."""
+    keys.validate_id("entity_id", entity_id)
+    for _attempt in range(MAX_ATTEMPTS):
+        read = yield from one(
+            Call(
+                "get_item",
+                {"TableName": state.table, "Key": keys.entity_key(state.namespace, entity_id),
+                 "ConsistentRead": True},
+            )
+        )  # fmt: skip
+        if read.item is None:
+            raise EntityNotFoundError(entity_id)
+        before = keys.decode_entity(read.item)
+        after = replace(
+            before,
+            name=before.name if isinstance(name, _Unset) else name,
+            parent_id=before.parent_id if isinstance(parent_id, _Unset) else parent_id,
+            cascade=before.cascade if isinstance(cascade, _Unset) else cascade,
+        )
+        if after.parent_id is None and isinstance(cascade, _Unset):
+            after = replace(after, cascade=False)  # no parent left to cascade to
+        yield from _check_links(state, after)
+        item = keys.encode_entity(state.namespace, after)
+        put = keys.tx_put(state.table, item, keys.unchanged(read.item, _ENTITY_ATTRS))
+        event = auditor.put(
+            state,
+            "update_entity",
+            entity_id=entity_id,
+            before=entity_json(before),
+            after=entity_json(after),
+        )
+        if (yield from commit(state, [put, event])):
+            break
+    else:
+        raise too_busy(f"entity {entity_id!r}")
+    if (after.cascade, after.parent_id) != (before.cascade, before.parent_id):
+        for bucket in (yield from entity_bucket_keys(state, entity_id)):
+            yield from one(
+                Call(
+                    "update_item",
+                    keys.bucket_relink(state.table, bucket, after.cascade, after.parent_id),
+                )
+            )
+    state.entities.pop(entity_id, None)
+    return after
 
 
 def _refuse_cycle(state: RepoState, entity_id: str, parent: Entity) -> Flow[None]:
@@ -112,8 +194,16 @@ def entity_bucket_keys(
     return [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in items]
 
 
-def delete_entity(state: RepoState, entity_id: str) -> Flow[int]:
-    """Delete the entity's record, configs, usage and bucket shards. Refuses with children."""
+#: A transaction holds 100 items: the event, the META item and this many configs.
+_CONFIGS_IN_TRANSACTION = 98
+
+
+def delete_entity(state: RepoState, entity_id: str, auditor: Auditor) -> Flow[int]:
+    """Delete the entity's record, configs, usage and bucket shards. Refuses with children.
+
+    The record and the configs go in one transaction with the audit event (whose "before"
+    holds them); usage and bucket shards, which are not configuration, are deleted after.
+    """
     keys.validate_id("entity_id", entity_id)
     children = yield from get_children(state, entity_id)
     if children:
@@ -125,12 +215,38 @@ def delete_entity(state: RepoState, entity_id: str) -> Flow[int]:
         Call("query", keys.entity_query_items(state.table, state.namespace, entity_id))
     )
     doomed = [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in own]
+    configured = [k for k in doomed if k[keys.SK]["S"] == keys.SK_META or keys.config_level(k)]
+    if configured:
+        yield from _delete_configured(state, entity_id, configured, auditor)
+        doomed = [k for k in doomed if k not in configured]
     doomed += yield from entity_bucket_keys(state, entity_id)
     yield from batch_delete(state, doomed)
     state.entities.pop(entity_id, None)
     state.config_cache.clear()
     state.exhausted = {k: v for k, v in state.exhausted.items() if k[0] != entity_id}
     return len(doomed)
+
+
+def _delete_configured(
+    state: RepoState, entity_id: str, configured: list[keys.Item], auditor: Auditor
+) -> Flow[None]:
+    """The META item and the configs, with the audit event, in one transaction."""
+    found = yield from batch_get(state, configured)
+    overflow = configured[_CONFIGS_IN_TRANSACTION + 1 :]
+    yield from batch_delete(state, overflow)  # rare: an entity with limits on >98 resources
+    meta = found.get((keys.entity_pk(state.namespace, entity_id), keys.SK_META))
+    before: dict[str, Any] = {
+        "entity": None if meta is None else entity_json(keys.decode_entity(meta))
+    }
+    before["limits"] = {}
+    for (pk, sk), item in sorted(found.items()):
+        level = keys.config_level({keys.PK: {"S": pk}, keys.SK: {"S": sk}})
+        if level is not None:
+            before["limits"][level[1] or "*"] = limits_json(keys.decode_limits(item))["limits"]
+    deletes = [keys.tx_delete(state.table, k) for k in configured[: _CONFIGS_IN_TRANSACTION + 1]]
+    event = auditor.put(state, "delete_entity", entity_id=entity_id, before=before)
+    # A change between the read and this write is not guarded: the items go either way.
+    yield from commit(state, [*deletes, event])
 
 
 def batch_delete(state: RepoState, item_keys: list[dict[str, Any]]) -> Flow[None]:

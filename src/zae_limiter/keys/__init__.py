@@ -6,6 +6,7 @@ aiobotocore's low-level clients share. Callers import this package (`keys.bucket
 the modules below it are only where each part is written down.
 """
 
+from zae_limiter.keys.audit import *  # noqa: F403
 from zae_limiter.keys.buckets import *  # noqa: F403
 from zae_limiter.keys.core import *  # noqa: F403
 from zae_limiter.keys.entities import *  # noqa: F403
