@@ -1,7 +1,9 @@
 """The FastAPI dependency and the middleware on any ASGI app, in process (httpx's ASGI
-transport) on the async limiter against a moto server."""
+transport) on the async limiter against a moto server.
 
-from __future__ import annotations
+No `from __future__ import annotations` here: FastAPI reads `Depends` from the routes'
+annotations, and they name a local.
+"""
 
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
