@@ -37,6 +37,7 @@ from zae_limiter.capacity import (
 )
 from zae_limiter.errors import RateLimiterUnavailable, map_client_error
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
+from zae_limiter.wire import LEAN_OPS
 
 T = TypeVar("T")
 CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -94,6 +95,17 @@ class _Runner:
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         #: Bound on one async call while cleaning up (sync calls are bound by botocore).
         self.call_timeout = call_timeout
+        #: The lean client that carries the hot operations (`wire`), or None: all regular.
+        self.lean: Any = None
+
+    def target(self, op: str) -> Any:
+        """The client that makes this call: the lean one for the hot operations."""
+        return self.lean if self.lean is not None and op in LEAN_OPS else self.client
+
+    def close_lean(self) -> None:
+        """Close the lean client's idle connections (the regular client closes its own)."""
+        if self.lean is not None:
+            self.lean.close()
 
     @staticmethod
     def params(call: Call) -> dict[str, Any]:
@@ -195,7 +207,7 @@ class SyncRunner(_Runner):
             time.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return None
         try:
-            response = getattr(self.client, step.op)(**self.params(step))
+            response = getattr(self.target(step.op), step.op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
             return self.failed(step, error, trip, cost)
         return self.done(step, response, trip, cost)
@@ -226,6 +238,7 @@ class SyncRunner(_Runner):
             send = self.outcome(request, results, deadline)
 
     def close(self) -> None:
+        self.close_lean()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
@@ -240,7 +253,7 @@ class AsyncRunner(_Runner):
             return None
         limit = left if left is not None else self.call_timeout
         try:
-            call = getattr(self.client, step.op)(**self.params(step))
+            call = getattr(self.target(step.op), step.op)(**self.params(step))
             response = await asyncio.wait_for(call, limit)
         except (ClientError, BotoCoreError) as error:
             return self.failed(step, error, trip, cost)

@@ -30,6 +30,7 @@ from zae_limiter.flows.table import open_table
 from zae_limiter.flows.version import VersionRecord
 from zae_limiter.limits import Limit
 from zae_limiter.models import CacheStats
+from zae_limiter.wire import lean_client
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -230,6 +231,7 @@ class Repository(_Base):
         capacity: CapacityPolicy | None = None,
         timeout: float | None = None,
         max_wait: float = DEFAULT_MAX_WAIT,
+        lean: bool = True,
         principal: str | None = None,
         audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
     ) -> Repository:
@@ -242,6 +244,8 @@ class Repository(_Base):
         stack = AsyncExitStack()
         client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
+        repo._runner.lean = lean_client(client, asynchronous=True) if lean else None
+        stack.callback(repo._runner.close_lean)
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)
             repo.schema = await repo.run(
@@ -313,6 +317,7 @@ class SyncRepository(_Base):
         capacity: CapacityPolicy | None = None,
         timeout: float | None = None,
         max_wait: float = DEFAULT_MAX_WAIT,
+        lean: bool = True,
         principal: str | None = None,
         audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
     ) -> SyncRepository:
@@ -325,6 +330,7 @@ class SyncRepository(_Base):
             client = boto3.session.Session().client("dynamodb", **kwargs)
         admission = _admission(capacity, max_wait)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
+        repo._runner.lean = lean_client(client, asynchronous=False) if lean else None
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)
             repo.schema = repo.run(open_table(state, create_table, repo.now_ms(), check_schema))

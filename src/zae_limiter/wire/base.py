@@ -1,0 +1,115 @@
+"""What the sync and the async lean client share: building and reading one call.
+
+Both borrow from the regular client they stand in for: its endpoint, region, credentials
+(the same object, so refreshing and every source of botocore's chain work), its HTTP
+session (botocore's urllib3 pool / aiobotocore's aiohttp session: the same connections,
+timeouts, proxies, TLS verification and CA bundle), its event system and its exception
+classes. What they skip is the generic machinery: user-agent assembly, parameter
+validation and model-driven serialization and parsing, the retry handler (the library
+makes one attempt per call anyway) and the signer's generic canonicalisation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+import botocore
+from botocore.awsrequest import AWSPreparedRequest
+from botocore.exceptions import ClientError, NoCredentialsError
+
+from zae_limiter.wire import protocol
+from zae_limiter.wire.signing import Credentials, Signer, amz_date
+from zae_limiter.wire.transport import Endpoint
+
+SERVICE = "dynamodb"
+
+
+def borrowable(client: Any) -> bool:
+    """Whether `client` exposes what the lean path borrows (botocore / aiobotocore do)."""
+    endpoint = getattr(client, "_endpoint", None)
+    signer = getattr(client, "_request_signer", None)
+    return (
+        getattr(endpoint, "http_session", None) is not None
+        and signer is not None
+        and hasattr(signer, "_credentials")
+        and bool(getattr(client.meta, "endpoint_url", None))
+        and bool(getattr(client.meta, "region_name", None))
+    )
+
+
+class LeanBase:
+    """The parts of a lean call that do no I/O; subclasses send and emit events."""
+
+    def __init__(self, client: Any) -> None:
+        meta = client.meta
+        self.regular = client
+        self.url: str = meta.endpoint_url
+        #: What botocore sends to: the endpoint with its path, `/`.
+        self.target_url = self.url.rstrip("/") + "/"
+        self.events = meta.events
+        self.session = client._endpoint.http_session
+        self.credentials = client._request_signer._credentials
+        self.signer = Signer(self.url, meta.region_name, SERVICE)
+        self.user_agent = f"zae-limiter-lean botocore/{botocore.__version__}"
+        model = meta.service_model
+        self.models = {op: model.operation_model(op) for op in protocol.OPERATIONS.values()}
+        self._members: dict[str, Collection[str]] = {}
+        self._service_model = model
+
+    def endpoint(self, connect: float | None, read: float | None) -> Endpoint:
+        return Endpoint.of(self.url, self.session, connect, read)
+
+    def members(self, code: str) -> Collection[str]:
+        """Modelled members of an error code (cached; unknown codes have none)."""
+        found = self._members.get(code)
+        if found is None:
+            shape = self._service_model.shape_for_error_code(code)
+            found = tuple(shape.members) if shape is not None else ()
+            self._members[code] = found
+        return found
+
+    def build(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The request as `before-call` handlers see it."""
+        body = protocol.encode(params)
+        headers = protocol.request_headers(operation, self.user_agent)
+        return protocol.request_dict(self.url, headers, body)
+
+    def prepare(self, request: dict[str, Any], frozen: Any) -> AWSPreparedRequest:
+        """Sign the request with frozen credentials; the wire-ready request."""
+        if frozen is None:
+            raise NoCredentialsError()
+        credentials = Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+        headers: dict[str, str] = request["headers"]
+        self.signer.sign(headers, request["body"], credentials, amz_date(time.time()))
+        wire_headers: Any = headers  # a plain dict: what the transports and handlers read
+        return AWSPreparedRequest("POST", self.target_url, wire_headers, request["body"], False)
+
+    def read(self, status: int, headers: Any, body: bytes) -> dict[str, Any]:
+        return protocol.parse(status, headers, body, self.members)
+
+    def result(self, operation: str, status: int, parsed: dict[str, Any]) -> dict[str, Any]:
+        """The parsed response, or the client's own exception class for its error code."""
+        if status >= 300:
+            code = str(parsed.get("Error", {}).get("Code", ""))
+            error: ClientError = self.regular.exceptions.from_code(code)(parsed, operation)
+            raise error
+        return parsed
+
+
+class LeanResponse:
+    """What `after-call` handlers receive as `http_response` (botocore's AWSResponse
+    attributes they read)."""
+
+    __slots__ = ("content", "headers", "status_code", "url")
+
+    def __init__(self, url: str, status: int, headers: dict[str, str], content: bytes) -> None:
+        self.url = url
+        self.status_code = status
+        self.headers = headers
+        self.content = content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
