@@ -141,3 +141,44 @@ class TestSmoothWindow:
     def test_unknown_shape(self) -> None:
         with pytest.raises(ValueError):
             PartitionWindow(1, shape="sliding")
+
+
+class TestTableLimit:
+    def test_every_key_shares_the_table_limit(self) -> None:
+        window = PartitionWindow(10, "smooth", table_writes_per_second=4)
+        admitted = [window.admit([f"k{i}"], 100.0) for i in range(6)]
+        assert admitted == [True] * 4 + [False] * 2  # each key far below its own 10/s
+        stats = window.stats()
+        assert stats.by_partition["k4"] == Count(0, 1)
+        assert (stats.forwarded_writes, stats.throttled_writes) == (4, 2)
+
+    def test_the_table_refills_continuously(self) -> None:
+        window = PartitionWindow(10, "smooth", table_writes_per_second=4)
+        assert all(window.admit(["a"], 100.0) for _ in range(4))
+        assert not window.admit(["b"], 100.0)
+        assert window.admit(["b"], 100.25)  # a quarter second brings one write back
+        assert not window.admit(["b"], 100.25)
+
+    def test_a_request_refused_by_its_partition_takes_nothing_from_the_table(self) -> None:
+        window = PartitionWindow(1, "fixed", table_writes_per_second=2)
+        assert window.admit(["a"], 5.0)
+        assert not window.admit(["a"], 5.0)  # the partition is full, the table is not
+        assert window.admit(["b"], 5.0)
+        assert not window.admit(["c"], 5.0)  # now the table is
+
+    def test_a_multi_item_request_counts_every_item_against_the_table(self) -> None:
+        window = PartitionWindow(10, "smooth", table_writes_per_second=3)
+        assert not window.admit(["a", "b", "c", "d"], 1.0)
+        assert window.admit(["a", "b", "c"], 1.0)
+
+    def test_no_table_limit_by_default_and_reset_refills_it(self) -> None:
+        window = PartitionWindow(2, "smooth")
+        assert all(window.admit([f"k{i}"], 1.0) for i in range(50))
+        limited = PartitionWindow(2, "smooth", table_writes_per_second=1)
+        assert limited.admit(["a"], 1.0) and not limited.admit(["b"], 1.0)
+        limited.reset()
+        assert limited.admit(["b"], 1.0)
+
+    def test_table_limit_must_be_positive(self) -> None:
+        with pytest.raises(ValueError, match="table_writes_per_second"):
+            PartitionWindow(5, table_writes_per_second=0)

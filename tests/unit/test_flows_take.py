@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -33,8 +34,14 @@ from zae_limiter.flows.bucket_write import (
     Taken,
     local_rejection,
 )
-from zae_limiter.flows.context import Exhausted
-from zae_limiter.flows.take import MAX_WRITE_ATTEMPTS, take
+from zae_limiter.flows.context import STALE_WINDOW_MS, Exhausted, WindowSeen
+from zae_limiter.flows.take import (
+    DOUBLING_THRESHOLD,
+    EVIDENCE_SIGMAS,
+    MAX_WRITE_ATTEMPTS,
+    partition_bound,
+    take,
+)
 from zae_limiter.models import BucketState, Entity
 
 
@@ -174,22 +181,41 @@ def test_a_request_local_rejection_lets_through_makes_a_request() -> None:
 
 
 # ---------------------------------------------------------------- write-rate window
-def test_first_write_opens_the_window_and_later_writes_count_in_it() -> None:
+def test_a_window_is_counted_into_and_restarted_only_when_known_old() -> None:
     state = make_state()
     new = item(T0, {"rpm": 9000, "tpm": 900_000})
+    # never seen: the client cannot know whether someone restarted it, so it only counts
     _, log = drive(take(state, make_level(), T0, True), [ok(new)])
-    first = log[0].params
-    assert value_of(first, "ws =", "UpdateExpression") == T0
+    first = log[0].params["UpdateExpression"]
+    assert "ws =" not in first and re.search(r"\bwn :one\b", first)
     _, log = drive(take(state, make_level(), T0 + 500, True), [ok(new)])
-    second = log[0].params["UpdateExpression"]
-    assert "ws =" not in second and re.search(r"\bwn :one\b", second)
+    assert "ws =" not in log[0].params["UpdateExpression"]
+    # seen recently and two seconds old: restart it
+    _, log = drive(take(state, make_level(), T0 + keys.WINDOW_MS, True), [ok(new)])
+    assert value_of(log[0].params, "ws =", "UpdateExpression") == T0 + keys.WINDOW_MS
+
+
+def test_a_window_seen_long_ago_is_restarted_only_when_very_old() -> None:
+    state = make_state()
+    _, log = drive(take(state, make_level(), T0, True), [ok(item(T0, {"rpm": 9000}))])
+    later = T0 + keys.WINDOW_MS + 1000  # the client's view is now stale
+    _, log = drive(take(state, make_level(), later, True), [ok()])
+    assert "ws =" not in log[0].params["UpdateExpression"]
+    _, log = drive(take(state, make_level(), T0 + STALE_WINDOW_MS, True), [ok()])
+    assert value_of(log[0].params, "ws =", "UpdateExpression") == T0 + STALE_WINDOW_MS
+
+
+def _window(writes: int, span_ms: int, wcu: int = 1000) -> dict[str, Any]:
+    hot = item(T0 - span_ms, {"rpm": 9000, "tpm": 900_000})
+    hot["ws"] = {"N": str(T0 - span_ms)}
+    hot["wn"] = {"N": str(writes)}
+    hot["b_wcu_cp"] = {"N": str(wcu)}
+    return hot
 
 
 def test_a_hot_partition_asks_shard_zero_to_double() -> None:
     state = make_state()
-    hot = item(T0 - 2000, {"rpm": 9000, "tpm": 900_000})
-    hot["ws"] = {"N": str(T0 - 1000)}
-    hot["wn"] = {"N": "900"}  # 900 writes/s against the default 1000
+    hot = _window(1800, 2000)  # 900 writes/s against 1000
     outcome, log = drive(take(state, make_level(), T0, True), [ok(hot), ok(hot)])
     assert isinstance(outcome, Taken)
     assert [c.op for c in log] == ["update_item", "update_item"]
@@ -197,9 +223,45 @@ def test_a_hot_partition_asks_shard_zero_to_double() -> None:
     assert double["Key"] == KEY
     assert double["ExpressionAttributeValues"][":old"] == {"N": "1"}
     assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
+    # the evidence cited is the window's start: shard 0 refuses it if it predates a doubling
+    assert double["ExpressionAttributeValues"][":since"] == {"N": str(T0 - 2000)}
     # at most one try per client per window
     _, log = drive(take(state, make_level(), T0 + 100, True), [ok(hot)])
     assert len(log) == 1
+
+
+@pytest.mark.parametrize(
+    ("writes", "span_ms", "wcu", "hot"),
+    [
+        (1700, 2000, 1000, True),  # 850/s: at DynamoDB's scale a few percent decide
+        (1660, 2000, 1000, False),  # 830/s: over 80%, but within chance of it
+        (9, 2000, 5, False),  # 8 writes besides this one at 5/s: one window in eight
+        (16, 2000, 5, True),  # past 8 + 2 x sqrt(8)
+        (21, 4000, 5, False),  # 5/s over 4 s is not 2 sigmas past 4/s
+        (56, 10_000, 5, True),  # a shard at its limit for 10 s is unmistakable
+        (30, 900, 50, False),  # under a second: never evidence
+    ],
+)
+def test_doubling_needs_significant_evidence(
+    writes: int, span_ms: int, wcu: int, hot: bool
+) -> None:
+    seen = WindowSeen(T0 - span_ms, writes, T0, wcu)
+    assert partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS) is hot
+
+
+def test_noise_at_half_the_limit_rarely_counts_as_evidence() -> None:
+    """A shard at 2.5 writes/s with a 5/s limit: the chance that a 2 s window proves it hot
+    (a Poisson tail) is far below the one in eight of a bare 80% line."""
+    lam = 5.0  # writes expected in 2 s
+    tail = 0.0
+    for k in range(60):
+        if partition_bound(
+            WindowSeen(T0 - 2000, k + 1, T0, 5), DOUBLING_THRESHOLD, EVIDENCE_SIGMAS
+        ):
+            tail += math.exp(-lam) * lam**k / math.factorial(k)
+    assert tail < 0.002
+    bare = sum(math.exp(-lam) * lam**k / math.factorial(k) for k in range(8, 60))
+    assert bare > 0.12
 
 
 def test_fenced_write_failure_retries_on_all_old_without_reading() -> None:

@@ -23,9 +23,9 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.take import (
     NOT_FETCHED,
     SHARD_NOT_FOUND,
-    THROTTLE_DOUBLING_SPACING_MS,
     double,
     take,
+    throttle_evidence,
 )
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
@@ -215,10 +215,13 @@ def take_any_shard(
 ) -> Flow[Taken | Rejected]:
     """Take from a random shard; a drained shard is not the entity: try up to two others.
 
-    A throttled write is a hot partition: it prompts one doubling try on shard 0 and one
-    more attempt on another shard (shard 1 when only one is known: a probe). A second
-    throttle reaches the caller, so a hot entity never turns into a retry storm.
+    A throttled write on a shard whose measured write rate shows its partition is the
+    bottleneck prompts one doubling try on shard 0 and one more attempt on another shard
+    (shard 1 when only one is known: a probe). Any other throttle is the table's: it
+    reaches the caller at once, as does a second throttle, so a hot entity never turns
+    into a retry storm and table-wide pressure never multiplies shards.
     """
+    _learn_from_prefetched(state, level, prefetched)
     count = level.shard_count
     shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
     tried = [shard]
@@ -236,7 +239,9 @@ def take_any_shard(
                 throttles += 1
                 if not error.throttled or throttles > 1 or state.max_shards == 1:
                     raise
-                since = now_ms - THROTTLE_DOUBLING_SPACING_MS
+                since = throttle_evidence(state, here, now_ms)
+                if since is None:
+                    raise
                 yield from double(state, level.entity_id, level.resource, now_ms, since)
         count = max(state.shard_count(level.entity_id, level.resource), 1 + throttles)
         others = [s for s in range(count) if s not in tried]
@@ -249,6 +254,16 @@ def take_any_shard(
         shard = random.choice(others)
         tried.append(shard)
         prefetched = NOT_FETCHED
+
+
+def _learn_from_prefetched(state: RepoState, level: Level, prefetched: Any) -> None:
+    """Shard 0's item, read with the configs, carries the entity's facts: keep them even
+    if the write that follows fails, or every throttled acquire would read configs again."""
+    if prefetched is NOT_FETCHED or not prefetched or level.entity_id in state.entities:
+        return
+    bucket = keys.decode_bucket(prefetched)
+    meta = state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
+    meta.shard_counts.setdefault(level.resource, bucket.shard_count)
 
 
 def _failed(outcome: object) -> bool:

@@ -16,6 +16,21 @@ DEFAULT_PARTITION_WCU = 1000
 DEFAULT_MAX_SHARDS = 256
 
 
+#: A client whose view of a window is older than this cannot know whether someone else
+#: restarted it since; it restarts the window only once it is this old.
+STALE_WINDOW_MS = 4 * WINDOW_MS
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSeen:
+    """A shard's write-rate window as an ALL_NEW showed it: `writes` since `start_ms`."""
+
+    start_ms: int
+    writes: int
+    seen_ms: int
+    partition_wcu: int
+
+
 @dataclass(slots=True)
 class EntityMeta:
     """Immutable facts about an entity (cascade, parent) and the shard counts seen."""
@@ -25,6 +40,9 @@ class EntityMeta:
     shard_counts: dict[str, int] = field(default_factory=dict)
     #: Write-rate window start (ms) last seen per (resource, shard).
     windows: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: The last window this client saw after a write of its own, per (resource, shard):
+    #: the evidence it has when a later write there is throttled.
+    seen_windows: dict[tuple[str, int], WindowSeen] = field(default_factory=dict)
     #: When this client last tried to double a resource's shards (ms).
     doubling_tried: dict[str, int] = field(default_factory=dict)
     #: A doubling that was throttled: (count it starts from, evidence since), to ride on
@@ -60,9 +78,20 @@ class RepoState:
         return meta
 
     def window_needs_reset(self, entity_id: str, resource: str, shard: int, now_ms: int) -> bool:
+        """Restart the window only when it is known to be old.
+
+        A restart drops the count. A client that never saw the window, or saw it long ago,
+        does not know whether another client restarted it since: with many clients that
+        each write a shard now and then, blind restarts would keep every window too short
+        to measure anything.
+        """
         meta = self.entities.get(entity_id)
         start = None if meta is None else meta.windows.get((resource, shard))
-        return start is None or now_ms - start >= WINDOW_MS
+        if meta is None or start is None or now_ms - start < WINDOW_MS:
+            return False
+        seen = meta.seen_windows.get((resource, shard))
+        fresh = seen is not None and now_ms - seen.seen_ms < WINDOW_MS
+        return fresh or now_ms - start >= STALE_WINDOW_MS
 
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)

@@ -9,6 +9,7 @@ decides whether shard 0 should double the shard count.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import replace
@@ -28,7 +29,7 @@ from zae_limiter.flows.bucket_write import (
     remember,
     stored_config,
 )
-from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.context import RepoState, WindowSeen
 from zae_limiter.models import BucketState
 
 MAX_WRITE_ATTEMPTS = 6
@@ -38,6 +39,18 @@ MIN_EVIDENCE_MS = 1000
 THROTTLED_DOUBLING_RETRY_MS = 250
 #: Double when a partition's write rate passes this share of its write limit.
 DOUBLING_THRESHOLD = 0.8
+#: How far (in standard deviations of a Poisson count) a window's writes must pass the
+#: threshold before they prove the partition hot: ~2% false alarms per window judged.
+EVIDENCE_SIGMAS = 2.0
+#: A throttled write's shard doubles when its own rate is significantly past this share
+#: of the limit. A partition that is the bottleneck takes its whole limit, and a capped
+#: count can never pass the 80% line by much; but a shard past 60% that doubles leaves
+#: halves past 30%, which can never prove 60% again: at most one doubling beyond the
+#: count that keeps every shard under 80%, whatever a burst does.
+THROTTLED_THRESHOLD = 0.6
+THROTTLED_EVIDENCE_SIGMAS = 1.0
+#: A window seen longer ago than this says nothing about why a write is throttled now.
+THROTTLE_EVIDENCE_AGE_MS = 2 * keys.WINDOW_MS
 NOT_FETCHED: Any = object()
 SHARD_NOT_FOUND = "ShardNotFound"
 
@@ -271,14 +284,50 @@ def _after_write(
     if level.shard_id and keys.get_n(attributes, keys.A_SHARD_COUNT, 1) < count:
         yield from _propagate(state, level, count)
         return
-    since = keys.get_n(attributes, keys.A_WINDOW_START, now_ms)
-    if now_ms - since < MIN_EVIDENCE_MS:
-        return  # less than a second of writes: too few to tell a trend from chance
-    rate = keys.write_rate(attributes, now_ms)
-    limit = keys.partition_wcu(attributes, state.partition_wcu)
-    if rate < DOUBLING_THRESHOLD * limit:
-        return
-    yield from double(state, level.entity_id, level.resource, now_ms, since)
+    seen = WindowSeen(
+        keys.get_n(attributes, keys.A_WINDOW_START, now_ms),
+        keys.get_n(attributes, keys.A_WINDOW_WRITES),
+        now_ms,
+        keys.partition_wcu(attributes, state.partition_wcu),
+    )
+    meta = state.learn_entity(level.entity_id, level.cascade, level.parent_id)
+    meta.seen_windows[(level.resource, level.shard_id)] = seen
+    if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
+        yield from double(state, level.entity_id, level.resource, now_ms, seen.start_ms)
+
+
+def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
+    """Whether a window's writes prove the partition runs past `threshold` of its limit.
+
+    A shard well below its limit still sees random bursts: at 2.5 writes/s, a 2 s window
+    holds 8 or more writes (80% of 5/s) one time in eight. So the count must pass what a
+    partition at the threshold would show by `sigmas` Poisson deviations (sqrt of the
+    expected count): at 1,000 writes/s that is a few percent of the threshold, at 5/s it
+    is what separates a hot shard from a lucky one. The write that brought the window
+    back is not counted: it is there because someone looked.
+    """
+    span_ms = seen.seen_ms - seen.start_ms
+    if span_ms < MIN_EVIDENCE_MS:
+        return False  # less than a second of writes: too few to tell a trend from chance
+    expected = threshold * seen.partition_wcu * span_ms / 1000
+    return seen.writes - 1 > expected + sigmas * math.sqrt(expected)
+
+
+def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None:
+    """When a write to `level`'s shard was throttled: the start of the window that shows
+    this partition is the bottleneck, or None when the client has no such evidence.
+
+    A throttle alone does not say whose limit was hit. If the shard's own rate (the last
+    window this client saw there) was not near the partition's limit, the pressure is the
+    table's (provisioned capacity, on-demand peak, account limits): more shards would
+    only add writes, so no doubling.
+    """
+    meta = state.entities.get(level.entity_id)
+    seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
+    if seen is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
+        return None
+    bound = partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS)
+    return seen.start_ms if bound else None
 
 
 def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
@@ -289,17 +338,13 @@ def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
         return  # a hot shard: the next write to it tries again
 
 
-#: A throttle is evidence enough to double, but not twice within this span.
-THROTTLE_DOUBLING_SPACING_MS = 2000
-
-
 def double(
     state: RepoState, entity_id: str, resource: str, now_ms: int, measured_since: int
 ) -> Flow[None]:
     """One conditional write on shard 0; at most one try per client per window.
 
-    `measured_since` is when the evidence began (the write-rate window's start, or a
-    moment before a throttle); shard 0 refuses evidence older than its last doubling.
+    `measured_since` is when the evidence began (the write-rate window's start); shard 0
+    refuses evidence older than its last doubling.
     """
     meta = state.learn_entity(entity_id, False, None)
     count = meta.shard_counts.get(resource, 1)

@@ -157,15 +157,27 @@ class PartitionWindow:
     - "smooth": a token bucket per partition, `writes_per_second` deep, refilled
       continuously (DynamoDB's own shape): under overload a write wins about as often
       as its share of the traffic, whenever in the second it comes.
+
+    `table_writes_per_second` adds a limit on the whole table (a smooth bucket that deep,
+    over every partition's writes), as a provisioned table at its capacity or an account
+    limit throttles: then every key is throttled, however its writes are spread.
     """
 
-    def __init__(self, writes_per_second: int, shape: str = FIXED) -> None:
+    def __init__(
+        self,
+        writes_per_second: int,
+        shape: str = FIXED,
+        table_writes_per_second: int | None = None,
+    ) -> None:
         if writes_per_second < 1:
             raise ValueError(f"writes_per_second must be at least 1, got {writes_per_second}")
         if shape not in (FIXED, SMOOTH):
             raise ValueError(f"shape must be {FIXED!r} or {SMOOTH!r}, got {shape!r}")
+        _check_table_limit(table_writes_per_second)
         self.writes_per_second = writes_per_second
+        self.table_writes_per_second = table_writes_per_second
         self.shape = shape
+        self._table: tuple[float, float] | None = None  # (tokens, as of) of the table
         self._lock = threading.Lock()
         self._second = -1
         self._current: Counter[str] = Counter()
@@ -178,10 +190,15 @@ class PartitionWindow:
     def admit(self, pks: Sequence[str], now: float) -> bool:
         wanted = Counter(pks)
         with self._lock:
-            if self.shape == SMOOTH:
+            table = self._table_room(len(pks), now)
+            if table is None:
+                second, ok = int(now), False
+            elif self.shape == SMOOTH:
                 second, ok = int(now), self._smooth(wanted, now)
             else:
                 second, ok = self._fixed(wanted, now)
+            if ok and table is not None and self.table_writes_per_second is not None:
+                self._table = (table[0] - len(pks), table[1])
             row = self._history.setdefault(second, {})
             for pk, n in wanted.items():
                 cell = row.setdefault(pk, [0, 0])
@@ -200,6 +217,17 @@ class PartitionWindow:
         if ok:
             self._current.update(wanted)
         return self._second, ok
+
+    def _table_room(self, writes: int, now: float) -> tuple[float, float] | None:
+        """The table bucket's (tokens, as of) now, or None when it cannot take `writes`."""
+        rate = self.table_writes_per_second
+        if rate is None or not writes:
+            return (0.0, now)
+        tokens, since = self._table if self._table is not None else (float(rate), now)
+        as_of = max(now, since)
+        tokens = min(float(rate), tokens + (as_of - since) * rate)
+        self._table = (tokens, as_of)
+        return (tokens, as_of) if tokens >= writes else None
 
     def _smooth(self, wanted: Counter[str], now: float) -> bool:
         rate = float(self.writes_per_second)
@@ -250,6 +278,7 @@ class PartitionWindow:
             self._second = -1
             self._current = Counter()
             self._buckets = {}
+            self._table = None
             self._reads = 0
             self._throttled_requests = 0
             self._history = {}
@@ -332,6 +361,7 @@ class PartitionEmulator:
         writes_per_second: int = 1000,
         *,
         shape: str = FIXED,
+        table_writes_per_second: int | None = None,
         pk_attribute: str = "PK",
         host: str = "127.0.0.1",
         port: int = 0,
@@ -342,7 +372,7 @@ class PartitionEmulator:
             raise ValueError(f"upstream must be a plain http:// URL, got {upstream_url!r}")
         self.upstream_url = upstream_url
         self.upstream_address = (parts.hostname, parts.port or 80)
-        self.window = PartitionWindow(writes_per_second, shape)
+        self.window = PartitionWindow(writes_per_second, shape, table_writes_per_second)
         self.pk_attribute = pk_attribute
         self._clock = clock
         self._address = (host, port)
@@ -406,6 +436,17 @@ class PartitionEmulator:
             raise ValueError(f"writes_per_second must be at least 1, got {value}")
         self.window.writes_per_second = value
 
+    @property
+    def table_writes_per_second(self) -> int | None:
+        return self.window.table_writes_per_second
+
+    @table_writes_per_second.setter
+    def table_writes_per_second(self, value: int | None) -> None:
+        _check_table_limit(value)
+        with self.window._lock:
+            self.window.table_writes_per_second = value
+            self.window._table = None
+
     def stats(self) -> EmulatorStats:
         return self.window.stats()
 
@@ -446,6 +487,11 @@ class PartitionEmulator:
             if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length"
         }
         _reply(handler, response.status, data, out, response.reason)
+
+
+def _check_table_limit(value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ValueError(f"table_writes_per_second must be at least 1 (or None), got {value}")
 
 
 def _parse_partitions(op: str, body: bytes, pk_attribute: str) -> list[str]:

@@ -1,0 +1,110 @@
+"""When a throttle prompts a doubling (flows/acquire.take_any_shard), with canned results.
+
+A throttle doubles the shards only when this client's last view of the shard's write-rate
+window shows the partition near its own limit; otherwise the table is the bottleneck and
+the throttle reaches the caller at once, with no doubling and no retry on another shard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit._flowkit import T0, item, make_level, make_state, ok
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call
+from zae_limiter.flows.acquire import take_any_shard
+from zae_limiter.flows.bucket_write import Taken
+from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.take import NOT_FETCHED, THROTTLE_EVIDENCE_AGE_MS
+
+WCU = 50
+
+
+def throttle() -> RateLimiterUnavailable:
+    return RateLimiterUnavailable("throttled", code="ProvisionedThroughputExceededException")
+
+
+def run(flow: Any, results: list[Any]) -> tuple[Any, list[Call]]:
+    """Drive a flow; an exception in `results` is raised inside it, as the drivers do."""
+    log: list[Call] = []
+    request = next(flow)
+    try:
+        for result in results:
+            log.append(request)
+            request = flow.throw(result) if isinstance(result, BaseException) else flow.send(result)
+    except StopIteration as done:
+        return done.value, log
+    raise AssertionError(f"flow wanted more results; next request: {request!r}")
+
+
+def state_that_saw(writes: int, span_ms: int, seen_ms: int = T0 - 100) -> RepoState:
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.seen_windows[("gpt", 0)] = WindowSeen(seen_ms - span_ms, writes, seen_ms, WCU)
+    return state
+
+
+def test_a_throttle_on_a_shard_at_its_partition_limit_doubles_and_tries_another() -> None:
+    state = state_that_saw(writes=100, span_ms=2000)  # 50/s: the partition's whole limit
+    after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=2)
+    outcome, log = run(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
+        [throttle(), ok(after), ok(after)],
+    )
+    assert isinstance(outcome, Taken) and outcome.shard_id == 1
+    double = log[1].params
+    assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
+    # the evidence cited is the window the client saw, so shard 0 can refuse it if stale
+    assert double["ExpressionAttributeValues"][":since"] == {"N": str(T0 - 100 - 2000)}
+    assert log[2].params["Key"]["PK"]["S"].endswith("#1")
+
+
+@pytest.mark.parametrize(
+    ("writes", "span_ms", "seen_ms"),
+    [
+        (30, 2000, T0 - 100),  # 15/s on a 50/s partition: the table said no, not the partition
+        (100, 2000, T0 - THROTTLE_EVIDENCE_AGE_MS - 1),  # hot once, but seen too long ago
+        (20, 500, T0 - 100),  # half a second: no evidence either way
+    ],
+)
+def test_a_throttle_without_partition_evidence_fails_fast(
+    writes: int, span_ms: int, seen_ms: int
+) -> None:
+    state = state_that_saw(writes, span_ms, seen_ms)
+    with pytest.raises(RateLimiterUnavailable) as raised:
+        run(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), [throttle()])
+    assert raised.value.throttled
+    assert state.shard_count("e1", "gpt") == 1
+    assert not state.entities["e1"].doubling_tried
+
+
+def test_a_client_that_never_saw_the_shard_does_not_double() -> None:
+    state = make_state()
+    with pytest.raises(RateLimiterUnavailable):
+        run(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), [throttle()])
+    assert not state.entities["e1"].doubling_tried
+
+
+def test_a_write_that_succeeds_records_what_the_client_saw() -> None:
+    state = make_state()
+    state.partition_wcu = WCU
+    seen = item(T0 - 3000, {"rpm": 9000, "tpm": 900_000})
+    seen["ws"], seen["wn"] = {"N": str(T0 - 1500)}, {"N": "12"}
+    seen["b_wcu_cp"] = {"N": str(WCU)}  # the item's own partition limit is what counts
+    outcome, _ = run(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), [ok(seen)])
+    assert isinstance(outcome, Taken)
+    assert state.entities["e1"].seen_windows[("gpt", 0)] == WindowSeen(T0 - 1500, 12, T0, WCU)
+
+
+def test_a_throttled_first_acquire_still_learns_the_entity_from_the_prefetched_item() -> None:
+    """The config round trip brought shard 0's item: its facts stay known after a throttle,
+    so the next acquire does not read the configs again."""
+    state = make_state(known=False)
+    prefetched = item(T0 - 1000, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
+    with pytest.raises(RateLimiterUnavailable):
+        run(take_any_shard(state, make_level(), T0, True, prefetched), [throttle()])
+    assert "e1" in state.entities
+    assert state.shard_count("e1", "gpt") == 4
