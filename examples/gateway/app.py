@@ -141,3 +141,8 @@ def create_app(
 
 
 app = create_app()
+
+
+def baseline() -> FastAPI:
+    """The gateway without the rate limiter (`uvicorn --factory ...:baseline`)."""
+    return create_app(rate_limited=False)

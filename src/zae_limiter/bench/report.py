@@ -45,6 +45,8 @@ class Report:
     hot_entity: dict[str, Any] | None = None
     hot_entity_note: str = "not run"
     seconds: dict[str, float] = field(default_factory=dict)
+    #: Markdown of further sections by name (e.g. "web"), shown after the others.
+    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def costs(self) -> list[PathCost]:
@@ -85,6 +87,7 @@ class Report:
         if self.latency:
             parts.append(_latency_md(self.latency, self.latency_engine))
         parts.append(_hot_entity_md(self.hot_entity, self.hot_entity_note))
+        parts += list(self.extra.values())
         return "\n\n".join(parts) + "\n"
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:

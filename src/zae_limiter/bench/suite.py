@@ -9,11 +9,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from zae_limiter.bench import capacity, latency
+from zae_limiter.bench import capacity, latency, web
 from zae_limiter.bench.report import Report
 
 DEFAULT_OUT = Path("bench-results")
-SECTIONS = ("capacity", "latency", "hot-entity")
+SECTIONS = ("capacity", "latency", "hot-entity", "web")
 LATENCY_SECONDS = {False: 5.0, True: 1.5}
 #: Arguments for `hot_entity.run`, full and quick; only those it accepts are passed.
 HOT_ENTITY_ARGS: dict[bool, dict[str, Any]] = {
@@ -75,5 +75,6 @@ def run(
             report.hot_entity, report.hot_entity_note = hot_entity_section(out_dir, quick)
     else:
         report.hot_entity_note = "skipped (--skip hot-entity)"
+    report.extra.update(web.run_section(out_dir, quick, sections, log))
     report.seconds["total"] = time.monotonic() - total
     return report
