@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class WebResult:
     wall_seconds: float
     p50_ms: float
     p99_ms: float
+    #: CPU of the app's server process per request (Linux /proc; 0 where unknown).
+    server_cpu_ms: float = 0.0
 
     @property
     def rps(self) -> float:
@@ -60,9 +62,24 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux); 0 where /proc is not there."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class _Server:
+    url: str
+    pid: int
+
+
 @contextmanager
-def _serve(target: str, env: dict[str, str], factory: bool = False) -> Iterator[str]:
-    """`target` under uvicorn in its own process; yields its base URL."""
+def _serve(target: str, env: dict[str, str], factory: bool = False) -> Iterator[_Server]:
+    """`target` under uvicorn in its own process."""
     import httpx
 
     port = _free_port()
@@ -84,7 +101,7 @@ def _serve(target: str, env: dict[str, str], factory: bool = False) -> Iterator[
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"uvicorn {target} did not answer") from None
                 time.sleep(0.1)
-        yield url
+        yield _Server(url, proc.pid)
     finally:
         proc.terminate()
         try:
@@ -92,6 +109,14 @@ def _serve(target: str, env: dict[str, str], factory: bool = False) -> Iterator[
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _measure(server: _Server, app: str, workers: int, seconds: float) -> WebResult:
+    cpu = _cpu_seconds(server.pid)
+    result = asyncio.run(_drive(server.url, app, workers, seconds))
+    used = _cpu_seconds(server.pid) - cpu
+    per_request = 1000 * used / result.requests if result.requests else 0.0
+    return replace(result, server_cpu_ms=per_request)
 
 
 async def _drive(url: str, app: str, workers: int, seconds: float) -> WebResult:
@@ -152,8 +177,8 @@ def run(seconds: float = 5.0, workers: tuple[int, ...] = (1, 8)) -> dict[str, An
         env = {**os.environ, "ZAEL_NAME": table, "AWS_ENDPOINT_URL": engine.endpoint_url}
         with _serve(f"{APP}:app", env) as gateway, _serve(f"{APP}:baseline", env, True) as base:
             for count in workers:
-                results.append(asyncio.run(_drive(base, "baseline", count, seconds)))
-                results.append(asyncio.run(_drive(gateway, "gateway", count, seconds)))
+                results.append(_measure(base, "baseline", count, seconds))
+                results.append(_measure(gateway, "gateway", count, seconds))
     return {"results": [{**asdict(r), "rps": r.rps} for r in results], "added": _added(results)}
 
 
@@ -168,6 +193,7 @@ def _added(results: list[WebResult]) -> list[dict[str, float]]:
                 "p50_ms": guarded.p50_ms - base.p50_ms,
                 "p99_ms": guarded.p99_ms - base.p99_ms,
                 "rps_ratio": guarded.rps / base.rps if base.rps else 0.0,
+                "server_cpu_ms": guarded.server_cpu_ms - base.server_cpu_ms,
             })  # fmt: skip
     return added
 
@@ -176,16 +202,17 @@ def markdown(data: dict[str, Any]) -> str:
     title = "## Web front: the reference gateway over HTTP (uvicorn, moto server)"
     if "results" not in data:
         return f"{title}\n\n{data.get('note', 'not run')}"
-    head = "| app | workers | requests | errors | req/s | p50 ms | p99 ms |\n" + "|---" * 7 + "|"
+    head = ("| app | workers | requests | errors | req/s | p50 ms | p99 ms | server CPU ms/req |\n"
+            + "|---" * 8 + "|")  # fmt: skip
     rows = [
         f"| {r['app']} | {r['workers']} | {r['requests']} | {r['errors']} | {r['rps']:.0f} "
-        f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} |"
+        f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['server_cpu_ms']:.2f} |"
         for r in data["results"]
     ]
     added = [
         f"- {a['workers']} worker(s): the middleware adds {a['p50_ms']:.1f} ms at p50 and "
-        f"{a['p99_ms']:.1f} ms at p99; the gateway serves {a['rps_ratio']:.0%} of the baseline's "
-        "requests per second"
+        f"{a['p99_ms']:.1f} ms at p99 and {a['server_cpu_ms']:.2f} ms of server CPU per "
+        f"request; the gateway serves {a['rps_ratio']:.0%} of the baseline's requests per second"
         for a in data["added"]
     ]
     return "\n".join([title, "", head, *rows, "", *added])
