@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -75,3 +77,35 @@ def test_seconds_must_be_positive() -> None:
     with pytest.raises(SystemExit):
         parse_args(["--seconds", "0"])
     assert parse_args(["--seconds", "2.5", "--quiet"]).seconds == 2.5
+
+
+def _quiet_view() -> tuple[Any, io.StringIO]:
+    from rich.console import Console
+
+    from zae_limiter.demo.view import View
+
+    buffer = io.StringIO()
+    return View(Console(file=buffer, width=200), quiet=True), buffer
+
+
+def test_a_failed_step_makes_the_demo_exit_non_zero() -> None:
+    from zae_limiter.demo.app import verdict
+
+    out, buffer = _quiet_view()
+    assert verdict(out, []) == 0
+    assert verdict(out, ["6. usage from the aggregator"]) == 1
+    assert "these steps failed: 6. usage from the aggregator" in buffer.getvalue()
+
+
+def test_steps_five_and_six_report_failure(moto_http: str, monkeypatch: Any) -> None:
+    """On an engine without the demo's table, the CLI commands of steps 5 and 6 fail for
+    real (no table): both steps say so and return False, which `verdict` turns into 1."""
+    from zae_limiter.demo import app
+    from zae_limiter.demo.workload import Stats
+
+    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    monkeypatch.setattr(app, "TABLE", f"missing-{os.getpid()}")
+    out, buffer = _quiet_view()
+    assert app.show_shards(out, moto_http, Stats()) is False
+    assert app.show_usage(out, moto_http) is False
+    assert "`aggregator run --once` failed" in buffer.getvalue()

@@ -15,6 +15,12 @@ batch through the same code as the Lambda handler (`handler.process_batch`).
   skipped, as the Lambda's dead-letter queue would take them.
 - `once=True` drains what is in the stream now and returns; otherwise it polls until
   stopped (Ctrl-C: the checkpoint is saved and it returns cleanly).
+- Slow engines: this is background work, so its clients are patient (a long read
+  timeout), and a stream call that still times out is tried again (`read_retries`
+  times, with a growing pause) from the last position processed, asking for half as
+  many records each time: a local engine's GetRecords takes time per record, and on a
+  busy machine a full page can outlast any timeout. Giving up keeps the position, so
+  the next run resumes there.
 """
 
 from __future__ import annotations
@@ -26,14 +32,32 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from zae_limiter.aggregator.handler import process_batch, sync_runner
+from botocore.exceptions import (
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from zae_limiter.aggregator.handler import process_batch
 from zae_limiter.aggregator.plan import AggregatorConfig
-from zae_limiter.errors import TableNotFoundError, ZaeLimiterError
+from zae_limiter.errors import RateLimiterUnavailable, TableNotFoundError, ZaeLimiterError
 
 log = logging.getLogger("zae_limiter.aggregator")
 Clock = Callable[[], int]
+T = TypeVar("T")
+
+#: Records asked for per GetRecords; halved (down to MIN_BATCH) after a timeout.
+DEFAULT_BATCH = 200
+MIN_BATCH = 10
+#: Seconds a stream or table call may take before it counts as timed out.
+PATIENT_READ_TIMEOUT_S = 60.0
+READ_RETRIES = 4
+#: Errors that mean "slow or briefly unreachable", worth another try.
+SLOW_ERRORS = (ReadTimeoutError, ConnectTimeoutError, EndpointConnectionError,
+               ConnectionClosedError)  # fmt: skip
 
 
 @dataclass
@@ -52,8 +76,11 @@ class StreamPoller:
     run: Callable[[Any], Any]
     clock: Clock
     checkpoint: Path | None = None
-    batch_size: int = 1000
+    batch_size: int = DEFAULT_BATCH
     max_retries: int = 3
+    read_retries: int = READ_RETRIES
+    #: How to wait between tries of a slow call (a test passes a recorder).
+    wait: Callable[[float], None] = time.sleep
     positions: dict[str, str] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     stats: PollStats = field(default_factory=PollStats)
@@ -71,12 +98,15 @@ class StreamPoller:
     ) -> StreamPoller:
         import boto3
 
-        from zae_limiter.repository import client_kwargs, wall_clock_ms
+        from zae_limiter.capacity import CapacityMeter
+        from zae_limiter.drivers import SyncRunner
+        from zae_limiter.repository import wall_clock_ms
 
-        runner = sync_runner(config.table, endpoint_url, region)
         session = boto3.session.Session()
-        streams = session.client("dynamodbstreams", **client_kwargs(region, endpoint_url))
-        poller = cls(config, runner.client, streams, runner.run, clock or wall_clock_ms)
+        dynamodb = session.client("dynamodb", **patient_client_kwargs(region, endpoint_url))
+        streams = session.client("dynamodbstreams", **patient_client_kwargs(region, endpoint_url))
+        runner = SyncRunner(dynamodb, CapacityMeter(), config.table)
+        poller = cls(config, dynamodb, streams, runner.run, clock or wall_clock_ms)
         poller.checkpoint = checkpoint
         poller.load()
         return poller
@@ -86,7 +116,10 @@ class StreamPoller:
         from botocore.exceptions import ClientError
 
         try:
-            table = self.dynamodb.describe_table(TableName=self.config.table)["Table"]
+            table = self._patiently(
+                "DescribeTable",
+                lambda: self.dynamodb.describe_table(TableName=self.config.table)["Table"],
+            )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                 raise TableNotFoundError(self.config.table) from error
@@ -103,7 +136,10 @@ class StreamPoller:
         shards: list[dict[str, Any]] = []
         params: dict[str, Any] = {"StreamArn": arn}
         while True:
-            desc = self.streams.describe_stream(**params)["StreamDescription"]
+            desc = self._patiently(
+                "DescribeStream",
+                lambda: self.streams.describe_stream(**params)["StreamDescription"],
+            )
             page = desc.get("Shards") or []
             shards.extend(page)
             last = desc.get("LastEvaluatedShardId")
@@ -131,14 +167,53 @@ class StreamPoller:
             params["ShardIteratorType"] = "TRIM_HORIZON"
         else:
             params.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=position)
-        return self.streams.get_shard_iterator(**params).get("ShardIterator")  # type: ignore[no-any-return]
+        found = self._patiently(
+            "GetShardIterator", lambda: self.streams.get_shard_iterator(**params)
+        )
+        return found.get("ShardIterator")  # type: ignore[no-any-return]
+
+    def _patiently(
+        self, what: str, call: Callable[[], T], retry: Callable[[], None] = lambda: None
+    ) -> T:
+        """`call()`, tried again after a timeout (`retry()` first prepares the next try)."""
+        for attempt in range(self.read_retries + 1):
+            try:
+                return call()
+            except SLOW_ERRORS as error:
+                if attempt == self.read_retries:
+                    raise RateLimiterUnavailable(
+                        f"{what} on the stream of {self.config.table!r} timed out "
+                        f"{attempt + 1} times ({type(error).__name__}); the engine is too "
+                        "busy or gone. The position is kept: run the aggregator again to "
+                        "resume from it."
+                    ) from error
+                pause = min(8.0, 0.5 * 2**attempt)
+                log.warning("%s timed out (%s); trying again in %.1fs", what, error, pause)
+                self.wait(pause)
+                retry()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _records(self, arn: str, shard_id: str, iterator: str) -> dict[str, Any]:
+        """One GetRecords page. After a timeout the iterator is fetched again from the
+        last position processed, and half as many records are asked for."""
+        current = [iterator]
+
+        def again() -> None:
+            self.batch_size = max(MIN_BATCH, self.batch_size // 2)
+            current[0] = self._iterator(arn, shard_id) or current[0]
+
+        return self._patiently(
+            "GetRecords",
+            lambda: self.streams.get_records(ShardIterator=current[0], Limit=self.batch_size),
+            again,
+        )
 
     def drain_shard(self, arn: str, shard_id: str, stop: threading.Event) -> int:
         """Read a shard up to its current end; returns the records processed."""
         iterator = self._iterator(arn, shard_id)
         seen = 0
         while iterator and not stop.is_set():
-            page = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
+            page = self._records(arn, shard_id, iterator)
             records = page.get("Records") or []
             last = self.positions.get(shard_id)
             if records and last is not None and _seq(records[-1]) <= int(last):
@@ -228,6 +303,24 @@ class StreamPoller:
         tmp = self.checkpoint.with_suffix(self.checkpoint.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(self.checkpoint)
+
+
+def patient_client_kwargs(region: str | None, endpoint_url: str | None) -> dict[str, Any]:
+    """Client arguments for background work: a long read timeout, one attempt per call
+    (the poller retries itself, from its own position)."""
+    from botocore.config import Config
+
+    from zae_limiter.repository import client_kwargs
+
+    kwargs = client_kwargs(region, endpoint_url)
+    kwargs["config"] = kwargs["config"].merge(
+        Config(
+            connect_timeout=10,
+            read_timeout=PATIENT_READ_TIMEOUT_S,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+        )
+    )
+    return kwargs
 
 
 def _seq(record: Mapping[str, Any]) -> int:

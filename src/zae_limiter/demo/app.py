@@ -89,13 +89,22 @@ def run(out: view.View, seconds: float, started: float) -> int:
         finally:
             limiter.repository.close()
         stats = live_workload(out, url, seconds)
-        show_shards(out, url, stats)
-        show_usage(out, url)
+        failed = [] if show_shards(out, url, stats) else ["5. entity shards show"]
+        if not show_usage(out, url):
+            failed.append("6. usage from the aggregator")
         out.step(7, "summary")
         out.console.print(view.summary_table(stats, burst, started))
         out.line("stopping the engine ...")
     out.line(f"engine stopped; the demo took {time.monotonic() - started:.1f}s")
-    return 0
+    return verdict(out, failed)
+
+
+def verdict(out: view.View, failed: Sequence[str]) -> int:
+    """0 when every step worked; else say which did not, and exit 1 (CI must see it)."""
+    if not failed:
+        return 0
+    out.line(f"the demo ran, but these steps failed: {'; '.join(failed)}", "bold red")
+    return 1
 
 
 def story(out: view.View, limiter: SyncRateLimiter) -> scenario.Burst:
@@ -147,29 +156,36 @@ def keep_going(stats: workload.Stats, seconds: float) -> bool:
     return stats.shard_count < 2 and elapsed < seconds + DOUBLING_GRACE
 
 
-def show_shards(out: view.View, url: str, stats: workload.Stats) -> None:
+def show_shards(out: view.View, url: str, stats: workload.Stats) -> bool:
+    """Step 5; False when the CLI command failed or is missing (the shards are drawn
+    here instead, but the step did not do what it says)."""
     out.step(5, f"zae-limiter entity shards show {scenario.HOT}")
     if steps.shards_show(url, TABLE, scenario.HOT, scenario.RESOURCE):
         out.line("(the CLI command above ran in-process)", "dim")
-        return
-    out.line("`entity shards show` is not available; drawing the shards here", "dim")
+        return True
+    out.line("`entity shards show` did not run; drawing the shards here", "red")
     out.console.print(view.shards_table(stats.shards))
+    return False
 
 
-def show_usage(out: view.View, url: str) -> None:
+def show_usage(out: view.View, url: str) -> bool:
+    """Step 6; False when draining the stream or a usage summary failed (or is missing)."""
     out.step(6, "usage from the aggregator")
     drained = steps.drain_stream(url, TABLE)
     if drained is None:
         out.line(
-            "the aggregator step is not available yet "
+            "the aggregator step is not available "
             "(needs `zae-limiter aggregator run --once` and `zae-limiter usage summary`)",
-            "yellow",
+            "red",
         )
-        return
+        return False
     if not drained:
-        out.line("`aggregator run --once` failed (see the line above)", "yellow")
-        return
+        out.line("`aggregator run --once` failed (see the line above)", "red")
+        return False
+    ok = True
     for entity_id, note in USAGE_OF:
         out.line(f"usage of {entity_id} on {scenario.RESOURCE}{note}:", "bold")
         if not steps.usage_summary(url, TABLE, entity_id, scenario.RESOURCE):
-            out.line("`usage summary` could not run (see the line above)", "yellow")
+            out.line("`usage summary` could not run (see the line above)", "red")
+            ok = False
+    return ok
