@@ -47,6 +47,7 @@ def test_the_docs_have_examples_for_every_command() -> None:
         "entity list",
         "entity delete",
         "entity shards show",
+        "entity update",
         "limits set",
         "limits get",
         "limits delete",

@@ -54,7 +54,7 @@ def migrate(name: str, *args: str, input: str | None = None) -> Ran:
 def test_check_dry_run_yes_check(ddb: Any, old: OldTable) -> None:
     before = scan_all(ddb, old.name)
     pending = migrate(old.name, "--check")
-    assert pending.code == 1 and "schema version 1, target 2" in pending.out
+    assert pending.code == 2 and "schema version 1, target 2" in pending.out
     dry = migrate(old.name, "--dry-run")
     assert dry.code == 0, dry.err
     assert "5 (default: 4, tenant-b: 1)" in dry.out and "nothing was changed" in dry.out
@@ -87,7 +87,7 @@ def test_declining_the_prompt_changes_nothing(ddb: Any, old: OldTable) -> None:
 
 def test_json_output(ddb: Any, old: OldTable) -> None:
     check = migrate(old.name, "--check", "--output", "json")
-    assert check.code == 1
+    assert check.code == 2
     body = json.loads(check.out)
     assert body["pending"] and body["schema_version"] == 1 and body["target"] == 2
     assert body["steps"] == [
@@ -106,10 +106,16 @@ def test_json_output(ddb: Any, old: OldTable) -> None:
 def test_fresh_table_is_stamped(ddb: Any, table_name: str) -> None:
     create_table(ddb, table_name)
     check = migrate(table_name, "--check")
-    assert check.code == 1 and "no version record" in check.out
+    assert check.code == 2 and "no version record" in check.out
     assert migrate(table_name, "--yes").code == 0
     assert migrate(table_name, "--check").code == 0
-    assert list(scan_all(ddb, table_name)) == [("_/SYSTEM#", "#VERSION")]
+    stored = scan_all(ddb, table_name)
+    audit_pk = keys.audit_pk(keys.TABLE_NAMESPACE, None)
+    assert sorted(pk for pk, _sk in stored) == [audit_pk, "_/SYSTEM#"]
+    (event,) = [keys.decode_audit(v) for (pk, _sk), v in stored.items() if pk == audit_pk]
+    assert (event.action, event.before, event.after) == (
+        "migrate", {"schema_version": 1}, {"schema_version": 2, "items": 0, "skipped": False}
+    )
 
 
 def test_refusals_are_one_line_on_stderr(ddb: Any, old: OldTable) -> None:
@@ -127,6 +133,8 @@ def test_refusals_are_one_line_on_stderr(ddb: Any, old: OldTable) -> None:
 
     missing = migrate("no-such-table", "--check")
     assert missing.code == 1 and "not found" in missing.err
+    # Under --check, 2 means "pending": a usage error exits 1 instead.
+    assert migrate(old.name, "--check", "--to", "9").code == 1
 
 
 def test_blocked_dry_run_exits_non_zero(ddb: Any, table_name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 import jinja2
@@ -157,6 +158,26 @@ def test_acquire_policy_is_exactly_the_acquire_actions() -> None:
     ]
 
 
+def test_acquire_policies_may_not_write_audit_events() -> None:
+    policies = {
+        logical_id: r["Properties"]["PolicyDocument"]["Statement"]
+        for logical_id, r in resources(StackOptions("demo", namespace_policies=("t1",))).items()
+        if r["Type"] == "AWS::IAM::ManagedPolicy"
+    }
+    for logical_id, statements in policies.items():
+        denials = [s for s in statements if s["Effect"] == "Deny"]
+        if not logical_id.endswith("AcquirePolicy"):
+            assert denials == [], logical_id  # read-only and full access keep audit events
+            continue
+        (deny,) = denials
+        audit_pk = keys.audit_pk("t1", "acme")
+        (pattern,) = deny["Condition"]["ForAnyValue:StringLike"]["dynamodb:LeadingKeys"]
+        assert fnmatch.fnmatchcase(audit_pk, pattern)
+        assert not fnmatch.fnmatchcase(keys.bucket_pk("t1", "acme", "gpt-4", 0), pattern)
+        assert not fnmatch.fnmatchcase(keys.entity_pk("t1", "AUDIT"), pattern)
+        assert set(deny["Action"]) == {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+
+
 def test_namespace_policies_are_scoped_by_leading_keys() -> None:
     data = parsed(StackOptions("demo", namespace_policies=("tenant-a",)))
     scoped = {
@@ -166,7 +187,7 @@ def test_namespace_policies_are_scoped_by_leading_keys() -> None:
     }
     assert len(scoped) == 3
     for props in scoped.values():
-        table_statement, version_statement = props["PolicyDocument"]["Statement"]
+        table_statement, version_statement = props["PolicyDocument"]["Statement"][:2]
         condition = table_statement["Condition"]["ForAllValues:StringLike"]
         assert condition["dynamodb:LeadingKeys"] == ["tenant-a/*", "tenant-a"]
         assert "dynamodb:Scan" not in table_statement["Action"]

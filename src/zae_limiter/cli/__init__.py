@@ -12,11 +12,13 @@ import click
 
 from zae_limiter.cli import _errors
 from zae_limiter.cli import aggregator as _aggregator
+from zae_limiter.cli import audit as _audit
 from zae_limiter.cli import deploy as _deploy
 from zae_limiter.cli import entity as _entity
 from zae_limiter.cli import limits as _limits
 from zae_limiter.cli import local as _local
 from zae_limiter.cli import migrate as _migrate
+from zae_limiter.cli import namespace as _namespace
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +35,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-for _module in (_deploy, _local, _migrate, _entity, _limits, _aggregator):
+for _module in (_deploy, _local, _migrate, _entity, _limits, _aggregator, _audit, _namespace):
     _module.register(cli)
 
 

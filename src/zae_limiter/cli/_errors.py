@@ -19,6 +19,14 @@ from zae_limiter.errors import (
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+#: `deploy --plan --detailed-exitcode` and `migrate --check`: the plan has changes.
+EXIT_CHANGES = 2
+#: Flags under which exit code 2 means "changes pending", so every error exits 1.
+DETAILED_FLAGS = ("--detailed-exitcode", "--check")
+
+
+def _detailed(args: list[str]) -> bool:
+    return any(flag in args for flag in DETAILED_FLAGS)
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -32,7 +40,14 @@ def exit_code_for(error: BaseException) -> int:
     return EXIT_FAILURE
 
 
+def _failure(code: int, args: list[str]) -> int:
+    """An error's exit code; 1 where 2 would read as "changes pending"."""
+    return EXIT_FAILURE if _detailed(args) and code == EXIT_CHANGES else code
+
+
 def run(group: click.Group, args: list[str]) -> int:
+    """Run the CLI. Under --detailed-exitcode or --check, 2 means "changes pending", so
+    failures exit 1."""
     debug = "--debug" in args
     try:
         result = group.main(args=args, prog_name="zae-limiter", standalone_mode=False)
@@ -43,12 +58,12 @@ def run(group: click.Group, args: list[str]) -> int:
         return EXIT_FAILURE
     except click.ClickException as error:
         error.show()
-        return int(error.exit_code)
+        return _failure(int(error.exit_code), args)
     except ZaeLimiterError as error:
         if debug:
             traceback.print_exc()
         click.echo(f"error: {error}", err=True)
-        return exit_code_for(error)
+        return _failure(exit_code_for(error), args)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zae_limiter import infra
+from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.infra.render import package_version
@@ -164,6 +165,9 @@ def _approver(yes: bool, err: Console) -> infra.deploy.Approve:
 @target_options
 @stack_options
 @click.option("--plan", is_flag=True, help="Show what would change, change nothing.")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="With --plan: exit 0 when up to date, 2 when there are changes, 1 on "
+                   "error (for CI).")  # fmt: skip
 @click.option("--table-only", is_flag=True,
               help="Create just the table with CreateTable, no CloudFormation.")
 @click.option("--artifact-bucket", metavar="BUCKET",
@@ -174,16 +178,21 @@ def deploy_command(
     target: Target,
     stack_kwargs: dict[str, Any],
     plan: bool,
+    detailed_exitcode: bool,
     table_only: bool,
     artifact_bucket: str | None,
     yes: bool,
 ) -> None:
     """Deploy (create or update) the table, its aggregator and IAM policies."""
+    if detailed_exitcode and not plan:
+        raise click.UsageError("--detailed-exitcode goes with --plan")
     options = build_options(target.name, stack_kwargs)
     aws = infra.Aws(target.region, target.endpoint_url)
     err = Console(stderr=True)
     if table_only:
-        _deploy_table_only(aws, target, plan, err)
+        pending = _deploy_table_only(aws, target, plan, err)
+        if detailed_exitcode and pending:
+            click.get_current_context().exit(EXIT_CHANGES)
         return
     progress = Progress(err)
     deployer = infra.Deployer(aws, on_event=progress)
@@ -192,8 +201,10 @@ def deploy_command(
     )
     if target.json:
         _emit_json(result.as_dict())
-        return
-    _show_deploy_result(result, progress.elapsed())
+    else:
+        _show_deploy_result(result, progress.elapsed())
+    if detailed_exitcode and result.pending:
+        click.get_current_context().exit(EXIT_CHANGES)
 
 
 def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
@@ -218,7 +229,8 @@ def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
         out.print(_kv_table(result.outputs, "Outputs"))
 
 
-def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console) -> None:
+def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console) -> bool:
+    """Create the table (or, with `plan`, say whether it would be); True when one is due."""
     if plan:
         exists = describe_table(aws, target.name) is not None
         payload = {"table": target.name, "action": "plan", "exists": exists}
@@ -227,13 +239,14 @@ def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console)
         else:
             what = "exists; nothing to create" if exists else "would be created"
             Console().print(f"Table {target.name} {what}. Nothing was changed (--plan).")
-        return
+        return not exists
     err.print(f"Creating table {escape(target.name)} ...")
     result = infra.deploy_table_only(aws, target.name, f"zae-limiter deploy {package_version()}")
     if target.json:
         _emit_json(result.as_dict())
-        return
-    Console().print(_kv_table(result.as_dict(), f"Table {target.name}"))
+    else:
+        Console().print(_kv_table(result.as_dict(), f"Table {target.name}"))
+    return False
 
 
 @click.command("render")

@@ -4,6 +4,7 @@ zae-limiter entity create ID [--display-name TEXT] [--parent P] [--cascade]
 zae-limiter entity show ID [--resource R ...]
 zae-limiter entity list [--parent P]
 zae-limiter entity delete ID [--yes]
+zae-limiter entity update ID [--display-name TEXT] [--parent P | --no-parent] [--[no-]cascade]
 zae-limiter entity shards show ID [--resource R]
 """
 
@@ -201,6 +202,45 @@ def delete_command(entity_id: str, yes: bool, target: Target) -> None:
         render.echo_json({"entity_id": entity_id, "deleted": True})
         return
     render.echo(f"deleted entity {entity_id}")
+
+
+@entity_group.command("update")
+@click.argument("entity_id", metavar="ID")
+@click.option("--display-name", default=None, help="A new human name.")
+@click.option("--parent", "parent_id", default=None, metavar="P", help="A new parent entity id.")
+@click.option("--no-parent", is_flag=True, help="Detach from the parent (turns cascade off).")
+@click.option("--cascade/--no-cascade", default=None,
+              help="Whether acquires also take from the parent.")  # fmt: skip
+@target_options
+def update_command(
+    entity_id: str,
+    display_name: str | None,
+    parent_id: str | None,
+    no_parent: bool,
+    cascade: bool | None,
+    target: Target,
+) -> None:
+    """Change entity ID's name, parent or cascade; what is not given stays as it is."""
+    if no_parent and parent_id is not None:
+        raise click.UsageError("--parent and --no-parent do not go together")
+    changes: dict[str, Any] = {}
+    if display_name is not None:
+        changes["name"] = display_name
+    if parent_id is not None or no_parent:
+        changes["parent_id"] = parent_id
+    if cascade is not None:
+        changes["cascade"] = cascade
+    if not changes:
+        raise click.UsageError("nothing to change: give --display-name, --parent, "
+                               "--no-parent or --cascade/--no-cascade")  # fmt: skip
+    with render.open_limiter(target) as limiter:
+        require_entity(limiter, entity_id)
+        entity = limiter.update_entity(entity_id, **changes)
+    if target.json:
+        render.echo_json(render.entity_json(entity))
+        return
+    render.echo(f"updated entity {entity.entity_id}")
+    render.print_table(_entity_table(entity))
 
 
 @entity_group.group("shards")

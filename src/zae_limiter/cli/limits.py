@@ -3,7 +3,7 @@
 zae-limiter limits set (--entity E [--resource R] | --resource R | --system) -l SPEC ...
 zae-limiter limits get (--entity E [--resource R] | --resource R | --system)
 zae-limiter limits delete (--entity E [--resource R] | --resource R | --system) [--yes]
-zae-limiter limits apply -f limits.yaml [--dry-run] [--yes]
+zae-limiter limits apply -f limits.yaml [--dry-run] [--prune] [--yes]
 """
 
 from __future__ import annotations
@@ -202,8 +202,9 @@ def delete_command(level: Level, yes: bool, target: Target) -> None:
         render.echo(f"no limits stored at {level.describe()}; nothing deleted")
 
 
-def _current(limiter: SyncRateLimiter, desired: Desired) -> Plan:
-    """Read what the file's entities and levels look like now, and plan the difference."""
+def _current(limiter: SyncRateLimiter, desired: Desired, prune: bool = False) -> Plan:
+    """Read what the file's entities and levels look like now, and plan the difference;
+    with `prune`, also remove every stored level the file does not name."""
     existing: set[str] = set()
     problems: list[str] = []
     for wanted in desired.entities:
@@ -221,7 +222,16 @@ def _current(limiter: SyncRateLimiter, desired: Desired) -> Plan:
             "the limits file cannot be applied:\n  " + "\n  ".join(dict.fromkeys(problems))
         )
     stored_levels = {level: read_level(limiter, level) for level in desired.levels}
-    return plan(desired, existing, stored_levels)
+    the_plan = plan(desired, existing, stored_levels)
+    if not prune:
+        return the_plan
+    unnamed = [Level.of(e, r) for e, r in limiter.list_limit_levels()]
+    removals = []
+    for level in sorted(set(unnamed) - set(desired.levels)):
+        before = read_level(limiter, level)
+        if before:
+            removals.append(LevelChange("remove", level, before, ()))
+    return Plan(the_plan.create, (*the_plan.changes, *removals))
 
 
 def _entity_spec_json(spec: EntitySpec) -> dict[str, Any]:
@@ -282,17 +292,21 @@ def _apply(limiter: SyncRateLimiter, the_plan: Plan) -> None:
     help="The limits file (YAML); '-' reads stdin.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@click.option("--prune", is_flag=True,
+              help="Also delete stored limits at levels the file does not name.")  # fmt: skip
 @click.option("--yes", "-y", is_flag=True, help="Apply without asking.")
 @target_options
-def apply_command(file: Any, dry_run: bool, yes: bool, target: Target) -> None:
+def apply_command(file: Any, dry_run: bool, prune: bool, yes: bool, target: Target) -> None:
     """Make the stored limits match a YAML file: print the plan, then apply it.
 
     Only the levels and entities the file names are managed; an empty list removes
-    the limits of its level. Applying the same file twice changes nothing.
+    the limits of its level. With --prune the file is the whole truth: limits stored at
+    any other level of the namespace are deleted too (entities are kept). Applying the
+    same file twice changes nothing.
     """
     desired = parse_limits_file(file.read())
     with render.open_limiter(target) as limiter:
-        the_plan = _current(limiter, desired)
+        the_plan = _current(limiter, desired, prune)
         count = len(the_plan.create) + len(the_plan.changes)
         if not target.json and not the_plan.empty:
             render.print_table(_plan_table(the_plan))

@@ -1,13 +1,13 @@
 """`zae-limiter migrate`: move a table's schema to the version this release needs.
 
-    zae-limiter migrate --name T --check      # exit 1 when a migration is pending
+    zae-limiter migrate --name T --check      # exit 2 when a migration is pending
     zae-limiter migrate --name T --dry-run    # the steps and the items they would touch
     zae-limiter migrate --name T [--yes]      # run them (asks first unless --yes)
     zae-limiter migrate --name T --to 2       # a given version
 
-Exit codes: 0 done or nothing to do; 1 pending (--check), refused, declined or failed;
-2 bad usage. Results go to stdout (one JSON document with `--output json`); the prompt
-goes to stderr.
+Exit codes: 0 done or nothing to do; 1 refused, declined or failed; 2 bad usage, or with
+--check a pending migration (every failure then exits 1, as infrastructure tools do).
+Results go to stdout (one JSON document with `--output json`); the prompt goes to stderr.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from typing import Any
 import click
 
 from zae_limiter import migrations
+from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.flows.version import VersionRecord, client_version
 from zae_limiter.migrations import Migration, MigrationPlan, StepOutcome, StepPlan
+from zae_limiter.operations import Operations
 from zae_limiter.repository import SyncRepository
 
-EXIT_PENDING = 1
+EXIT_PENDING = EXIT_CHANGES
 EXIT_BLOCKED = 1
 
 
@@ -107,6 +109,7 @@ def _open(target: Target) -> SyncRepository:
         name=target.name,
         region=target.region,
         endpoint_url=target.endpoint_url,
+        principal=target.principal,
         check_schema=False,  # the table may be at an older schema: that is the point
     )
 
@@ -122,7 +125,9 @@ def _open(target: Target) -> SyncRepository:
     help=f"Target schema version (default: {migrations.LATEST}, this release's).",
 )
 @click.option(
-    "--check", is_flag=True, help="Only report; exit 1 when a migration is pending (for CI gates)."
+    "--check",
+    is_flag=True,
+    help="Only report: exit 0 when up to date, 2 when a migration is pending, 1 on error (CI).",
 )
 @click.option(
     "--dry-run",
@@ -177,7 +182,11 @@ def migrate_command(
                 abort=True,
                 err=True,
             )
-        outcomes = repo.run(migrations.migrate(repo.state, plan, repo.now_ms(), updated_by()))
+        repo.ensure_principal()
+        auditor = Operations(repo).auditor()
+        outcomes = repo.run(
+            migrations.migrate(repo.state, plan, repo.now_ms(), updated_by(), auditor=auditor)
+        )
         _report_done(target, plan, outcomes)
 
 

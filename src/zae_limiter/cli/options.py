@@ -21,6 +21,8 @@ class Target:
     region: str | None
     endpoint_url: str | None
     output: str
+    #: Who audit events name (None: the caller's identity from STS).
+    principal: str | None = None
 
     @property
     def json(self) -> bool:
@@ -28,24 +30,45 @@ class Target:
 
 
 def target_options(func: F) -> F:
-    """Adds --name/-n, --namespace/-N, --region, --endpoint-url and --output."""
+    """Adds --name/-n, --namespace/-N, --region, --endpoint-url, --output and --principal."""
 
     @click.option(
-        "--name", "-n", envvar="ZAEL_NAME", default="zae-limiter", show_default=True,
+        "--name",
+        "-n",
+        envvar="ZAEL_NAME",
+        default="zae-limiter",
+        show_default=True,
         help="Table and stack name (env ZAEL_NAME).",
     )
     @click.option(
-        "--namespace", "-N", envvar="ZAEL_NAMESPACE", default=None,
+        "--namespace",
+        "-N",
+        envvar="ZAEL_NAMESPACE",
+        default=None,
         help="Namespace inside the table (env ZAEL_NAMESPACE; default 'default').",
     )
     @click.option("--region", envvar="AWS_REGION", default=None, help="AWS region.")
     @click.option(
-        "--endpoint-url", envvar="AWS_ENDPOINT_URL", default=None,
+        "--endpoint-url",
+        envvar="AWS_ENDPOINT_URL",
+        default=None,
         help="DynamoDB endpoint (env AWS_ENDPOINT_URL), e.g. a local engine.",
     )
     @click.option(
-        "--output", "-o", type=click.Choice(["table", "json"]), default="table",
-        show_default=True, help="Output format.",
+        "--output",
+        "-o",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )
+    @click.option(
+        "--principal",
+        envvar="ZAEL_PRINCIPAL",
+        default=None,
+        metavar="WHO",
+        help="Who audit events name for changes made by this command (env ZAEL_PRINCIPAL; "
+        "default: the caller's identity from STS).",
     )
     @functools.wraps(func)
     def wrapper(
@@ -55,9 +78,10 @@ def target_options(func: F) -> F:
         region: str | None,
         endpoint_url: str | None,
         output: str,
+        principal: str | None,
         **kwargs: Any,
     ) -> Any:
-        target = Target(name, namespace, region, endpoint_url, output)
+        target = Target(name, namespace, region, endpoint_url, output, principal)
         return func(*args, target=target, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -38,7 +38,11 @@ SOURCE_LABELS = {
 def open_limiter(target: Target) -> Iterator[SyncRateLimiter]:
     """A sync limiter on the target table; the table must exist."""
     repo = SyncRepository.open(
-        target.namespace, name=target.name, region=target.region, endpoint_url=target.endpoint_url
+        target.namespace,
+        name=target.name,
+        region=target.region,
+        endpoint_url=target.endpoint_url,
+        principal=target.principal,
     )
     try:
         yield SyncRateLimiter(repo)

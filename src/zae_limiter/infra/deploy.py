@@ -45,6 +45,11 @@ class DeployResult:
     outputs: dict[str, str] = field(default_factory=dict)
     version_written: bool = False
 
+    @property
+    def pending(self) -> bool:
+        """A plan that would change something: create the stack, or update it."""
+        return self.action == "plan" and (self.status is None or bool(self.changes))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "stack": self.stack_name,

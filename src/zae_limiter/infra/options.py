@@ -41,6 +41,12 @@ FULL_ACCESS_ACTIONS: tuple[str, ...] = tuple(
         }
     )
 )
+#: Partition keys of audit events (`{ns}/AUDIT#...`): the acquire policies are denied
+#: writing them, so a client that may only acquire can neither forge nor erase the trail.
+AUDIT_LEADING_KEYS: tuple[str, ...] = ("*/AUDIT#*",)
+AUDIT_DENIED_TO_ACQUIRE: tuple[str, ...] = tuple(
+    a for a in ACQUIRE_ACTIONS if a in {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+)
 #: On the table's stream ARN (the aggregator, and `full access` for the local poller).
 STREAM_READ_ACTIONS: tuple[str, ...] = (
     "dynamodb:DescribeStream",

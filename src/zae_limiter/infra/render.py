@@ -67,6 +67,8 @@ def template_context(options: StackOptions) -> dict[str, Any]:
         "version": package_version(),
         "schema_version": SCHEMA_VERSION,
         "version_pk": keys.VERSION_PK,
+        "audit_leading_keys": list(opts.AUDIT_LEADING_KEYS),
+        "audit_write_actions": list(opts.AUDIT_DENIED_TO_ACQUIRE),
         "runtime": opts.LAMBDA_RUNTIME,
         "handler": opts.AGGREGATOR_HANDLER,
         "namespaces": options.scoped_policies,

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zae_limiter import keys
 from zae_limiter.errors import SchemaVersionError
 from zae_limiter.flows import Flow
+from zae_limiter.flows.audit import Auditor, commit
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.version import VersionRecord, read_version, write_version
 from zae_limiter.migrations import v0002_pre_shard_buckets as _v0002
@@ -135,11 +137,18 @@ def migrate(
     now_ms: int,
     updated_by: str,
     steps: tuple[Migration, ...] = STEPS,
+    auditor: Auditor | None = None,
 ) -> Flow[list[StepOutcome]]:
-    """Run the plan's steps; the version record is bumped after each one."""
+    """Run the plan's steps; the version record is bumped after each one.
+
+    With an `auditor`, each step leaves a table-level audit event, written just after the
+    version record (a step changes items throughout the table, in many writes: it cannot
+    share one transaction with its event).
+    """
     outcomes: list[StepOutcome] = []
     by_version = {s.version: s for s in steps}
     for step in plan.steps:
+        before = step.version - 1 if plan.direction == "up" else step.version
         if plan.direction == "up":
             outcome = yield from step.up(state, now_ms)
             yield from write_version(
@@ -157,4 +166,18 @@ def migrate(
                 updated_by,
             )
         outcomes.append(outcome)
+        if auditor is not None:
+            yield from _record(state, auditor, before, outcome)
     return outcomes
+
+
+def _record(state: RepoState, auditor: Auditor, before: int, outcome: StepOutcome) -> Flow[None]:
+    after = before + 1 if outcome.direction == "up" else before - 1
+    event = auditor.put(
+        state,
+        "migrate",
+        namespace=keys.TABLE_NAMESPACE,
+        before={"schema_version": before},
+        after={"schema_version": after, "items": outcome.items, "skipped": outcome.skipped},
+    )
+    yield from commit(state, [event])
