@@ -108,3 +108,17 @@ def test_a_throttled_first_acquire_still_learns_the_entity_from_the_prefetched_i
         run(take_any_shard(state, make_level(), T0, True, prefetched), [throttle()])
     assert "e1" in state.entities
     assert state.shard_count("e1", "gpt") == 4
+
+
+def test_evidence_from_before_a_doubling_does_not_double_again() -> None:
+    """The window was seen when the entity had one shard; it has two now. Its rate was
+    one shard's share of the traffic: it says nothing about two."""
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    for shard in (0, 1):  # whichever shard the acquire picks
+        meta.seen_windows[("gpt", shard)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
+    meta.shard_counts["gpt"] = 2
+    with pytest.raises(RateLimiterUnavailable):
+        run(take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED), [throttle()])
+    assert not meta.doubling_tried

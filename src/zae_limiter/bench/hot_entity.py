@@ -16,7 +16,14 @@ The entity's limit in the first two runs is far above the offered rate, so every
 `RateLimitExceeded` there is a false rejection. Results go to `out_dir` as JSON, a
 markdown table and (when matplotlib is installed) a PNG plot.
 
+Scenarios (`scenarios=`), sharding alone (token reserves off), each judged against the
+rule the library promises: with writes limited per partition key (5/s, then 50/s) and
+8x that offered, the shard count must settle at the smallest power of two that keeps
+every shard under 80% of the limit, or one more, and never pass it; with the whole
+table limited below one partition's rate, it must not double at all.
+
     python -m zae_limiter.bench.hot_entity --seconds 20 --multiple 8 --out bench-out
+    python -m zae_limiter.bench.hot_entity --only= --scenarios all --scenario-seconds 30
 """
 
 from __future__ import annotations
@@ -64,6 +71,8 @@ class ShardPoller:
                 shards = self.limiter.get_shards(self.entity, RESOURCE)
             except Exception:
                 continue
+            if not shards:
+                continue  # no bucket yet: not a shard count of 0
             count = max((s.shard_count for s in shards if s.shard_id == 0), default=0)
             second = int(time.time())
             was = self.seen.get(second, (0, 0))
@@ -302,6 +311,9 @@ def environment(
         running.stop(grace=2.0)
 
 
+RUN_NAMES = ("unsharded", "sharded", "tight")
+
+
 def run(
     seconds: float = 20,
     offered_multiple: int = 8,
@@ -311,9 +323,13 @@ def run(
     *,
     engine: str | None = None,
     shape: str = SMOOTH,
-    only: tuple[str, ...] = ("unsharded", "sharded", "tight"),
+    only: tuple[str, ...] = RUN_NAMES,
+    scenarios: tuple[str, ...] = (),
+    scenario_seconds: float = 30,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the results (and writes them to `out_dir` if given)."""
+    # The scenarios are built from this module's runs: imported here, not at the top.
+    from zae_limiter.bench.hot_scenarios import SCENARIOS, run_scenario
 
     engine = pick_engine(engine)
     table = f"zael-bench-{uuid.uuid4().hex[:8]}"
@@ -328,12 +344,18 @@ def run(
             "emulator_shape": shape,
         },
         "runs": {},
+        "scenarios": {},
     }
     with environment(engine, partition_limit, shape) as (upstream, emu):
         create_table(upstream, table)
         for phase in phases(seconds, offered_multiple, partition_limit):
             if phase.name in only:
                 results["runs"][phase.name] = run_phase(emu, upstream, table, phase, processes)
+        for scenario in SCENARIOS:
+            if scenario.name in scenarios:
+                results["scenarios"][scenario.name] = run_scenario(
+                    emu, upstream, table, scenario, scenario_seconds, processes
+                )
     if out_dir is not None:
         write_report(results, Path(out_dir))
     return results
@@ -371,6 +393,10 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", "```json", json.dumps(run["summary"], indent=2), "```"]
         if "over_admission" in run:
             lines += ["", f"Over-admission check: `{json.dumps(run['over_admission'])}`"]
+    from zae_limiter.bench.hot_scenarios import scenario_markdown
+
+    for name, run in results.get("scenarios", {}).items():
+        lines += ["", *scenario_markdown(name, run)]
     return "\n".join(lines) + "\n"
 
 
@@ -413,6 +439,12 @@ def write_report(results: dict[str, Any], out_dir: Path) -> None:
         print(skipped)
 
 
+def _scenarios() -> Any:
+    from zae_limiter.bench.hot_scenarios import SCENARIOS
+
+    return SCENARIOS
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zae_limiter.bench.hot_entity")
     parser.add_argument("--seconds", type=float, default=20)
@@ -422,8 +454,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench-out")
     parser.add_argument("--engine", choices=["moto", "dynamodb-local"], default=None)
     parser.add_argument("--shape", choices=[SMOOTH, FIXED], default=SMOOTH)
-    parser.add_argument("--only", default="unsharded,sharded,tight")
+    parser.add_argument("--only", default=",".join(RUN_NAMES), help="runs ('' for none)")
+    parser.add_argument(
+        "--scenarios", default="", help="'all' or some of partition-5,partition-50,table-level"
+    )
+    parser.add_argument("--scenario-seconds", type=float, default=30)
     args = parser.parse_args(argv)
+    names = ",".join(s.name for s in _scenarios())
+    chosen = names.split(",") if args.scenarios == "all" else args.scenarios.split(",")
     results = run(
         args.seconds,
         args.multiple,
@@ -433,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         engine=args.engine,
         shape=args.shape,
         only=tuple(args.only.split(",")),
+        scenarios=tuple(n for n in chosen if n),
+        scenario_seconds=args.scenario_seconds,
     )
     print(markdown(results))
     return 0

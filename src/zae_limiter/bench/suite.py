@@ -16,10 +16,14 @@ DEFAULT_OUT = Path("bench-results")
 SECTIONS = ("capacity", "latency", "hot-entity", "web")
 LATENCY_SECONDS = {False: 5.0, True: 1.5}
 #: Arguments for `hot_entity.run`, full and quick; only those it accepts are passed.
+#: The scenarios (hot_scenarios.py) run after the runs, with token reserves off.
+HOT_SCENARIOS = ("partition-5", "partition-50", "table-level")
 HOT_ENTITY_ARGS: dict[bool, dict[str, Any]] = {
-    False: {"seconds": 20, "offered_multiple": 8, "processes": 4},
-    True: {"seconds": 6, "offered_multiple": 4, "processes": 2},
-}
+    False: {"seconds": 20, "offered_multiple": 8, "processes": 4,
+            "scenarios": HOT_SCENARIOS, "scenario_seconds": 30},
+    True: {"seconds": 6, "offered_multiple": 4, "processes": 2,
+           "scenarios": HOT_SCENARIOS, "scenario_seconds": 8},
+}  # fmt: skip
 
 
 @contextmanager

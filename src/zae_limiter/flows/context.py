@@ -29,6 +29,8 @@ class WindowSeen:
     writes: int
     seen_ms: int
     partition_wcu: int
+    #: The shard count the item recorded: evidence from before a doubling is stale.
+    shard_count: int = 1
 
 
 @dataclass(slots=True)

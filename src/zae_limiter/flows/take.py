@@ -289,6 +289,7 @@ def _after_write(
         keys.get_n(attributes, keys.A_WINDOW_WRITES),
         now_ms,
         keys.partition_wcu(attributes, state.partition_wcu),
+        keys.get_n(attributes, keys.A_SHARD_COUNT, 1),
     )
     meta = state.learn_entity(level.entity_id, level.cascade, level.parent_id)
     meta.seen_windows[(level.resource, level.shard_id)] = seen
@@ -326,6 +327,8 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
     seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
     if seen is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
         return None
+    if seen.shard_count < state.shard_count(level.entity_id, level.resource):
+        return None  # measured before the last doubling: shard 0 would refuse it anyway
     bound = partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS)
     return seen.start_ms if bound else None
 

@@ -32,6 +32,9 @@ class Phase:
     limit: Limit
     partition_wcu: int
     pinned: bool
+    #: Token reserves in the clients: None keeps the library's default; False measures
+    #: sharding alone (one write per acquire).
+    reserve: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,17 @@ def _attempt(limiter: Any, phase: Phase, start_at: float, tally: Tally) -> None:
         tally.admitted_at.append(done)
 
 
+def _reserve_option(reserve: bool | None) -> dict[str, Any]:
+    """`reserve=` for `SyncRepository.open`, when asked for and when this version has it."""
+    import inspect
+
+    from zae_limiter import SyncRepository
+
+    if reserve is None or "reserve" not in inspect.signature(SyncRepository.open).parameters:
+        return {}
+    return {"reserve": reserve}
+
+
 def worker(spec: WorkerSpec, ready: Any, go: Any, start: Any, results: Any) -> None:
     """One client process: `spec.threads` client threads sharing `spec.rate` acquires/s.
 
@@ -125,12 +139,14 @@ def worker(spec: WorkerSpec, ready: Any, go: Any, start: Any, results: Any) -> N
     """
     from zae_limiter import SyncRateLimiter, SyncRepository
 
+    options = _reserve_option(spec.phase.reserve)
     repos = [
         SyncRepository.open(
             name=spec.table,
             endpoint_url=spec.endpoint_url,
             partition_wcu=spec.phase.partition_wcu,
             max_shards=1 if spec.phase.pinned else 256,
+            **options,
         )
         for _ in range(spec.threads)
     ]
