@@ -129,3 +129,11 @@ def test_show_of_an_empty_namespace_and_bad_names(zae: Zae) -> None:
     assert shown["items"] == 0
     bad = zae("namespace", "delete", "_", "--yes")
     assert bad.code == 2 and "invalid namespace" in bad.stderr
+
+
+def test_delete_shows_progress_on_stderr_and_the_result_on_stdout(zae: Zae) -> None:
+    populate(zae, entities=1)
+    done = zae("namespace", "delete", zae.namespace, "--yes", "--wcu-per-second", "100000")
+    assert done.code == 0, done.stderr
+    assert done.stdout == f"deleted namespace {zae.namespace} (8 items)\n"
+    assert "deleting" in done.stderr and "8/8" in done.stderr
