@@ -191,9 +191,9 @@ def test_throttled_shard_zero_without_other_shards_fails_at_once(
     with pytest.raises(RateLimiterUnavailable, match="shard 1 does not exist"):
         with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
             pass
-    # The throttled write, one doubling try, the probe of shard 1 and the read that
-    # shows there is none: bounded, no storm.
-    assert calls == ["UpdateItem:0", "UpdateItem:0", "UpdateItem:1", "GetItem:0"]
+    # The throttled write, the read that confirms a doubling is due, one doubling try,
+    # the probe of shard 1 and the read that shows there is none: bounded, no storm.
+    assert calls == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "UpdateItem:1", "GetItem:0"]
 
 
 def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
@@ -214,9 +214,10 @@ def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
     shards = limiter.get_shards("hot", "api")
     assert [s.shard_id for s in shards] == [0, 1]
     assert shards[0].shard_count == 2
-    # throttled acquire on 0, the doubling on 0, then shard 1: probed, created empty
-    # (its donor is throttled, so it gives nothing: no tokens are made up)
-    assert calls[:3] == ["UpdateItem:0", "UpdateItem:0", "UpdateItem:1"]
+    # throttled acquire on 0, the confirming read and the doubling on 0, then shard 1:
+    # probed, created empty (its donor is throttled, so it gives nothing: no tokens are
+    # made up)
+    assert calls[:4] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "UpdateItem:1"]
 
 
 def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -> None:

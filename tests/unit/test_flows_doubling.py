@@ -13,7 +13,7 @@ import pytest
 
 from tests.unit._flowkit import T0, item, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import Call
+from zae_limiter.flows import Call, Result
 from zae_limiter.flows.acquire import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
@@ -49,17 +49,48 @@ def state_that_saw(writes: int, span_ms: int, seen_ms: int = T0 - 100) -> RepoSt
 
 def test_a_throttle_on_a_shard_at_its_partition_limit_doubles_and_tries_another() -> None:
     state = state_that_saw(writes=100, span_ms=2000)  # 50/s: the partition's whole limit
+    before = item(T0 - 5000, {"rpm": 9000, "tpm": 900_000})
     after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=2)
     outcome, log = run(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), ok(after), ok(after)],
+        [throttle(), Result({"Item": before}), ok(after), ok(after)],
     )
     assert isinstance(outcome, Taken) and outcome.shard_id == 1
-    double = log[1].params
+    # the client's view may be seconds old: shard 0 is read (not written) to confirm
+    assert log[1].op == "get_item" and log[1].params["ConsistentRead"]
+    double = log[2].params
     assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
     # the evidence cited is the window the client saw, so shard 0 can refuse it if stale
     assert double["ExpressionAttributeValues"][":since"] == {"N": str(T0 - 100 - 2000)}
-    assert log[2].params["Key"]["PK"]["S"].endswith("#1")
+    assert log[3].params["Key"]["PK"]["S"].endswith("#1")
+
+
+def test_a_throttled_client_that_missed_a_doubling_learns_it_by_reading() -> None:
+    """Someone doubled already: no write to the hot partition, the next try goes to a
+    shard of the new count."""
+    state = state_that_saw(writes=100, span_ms=2000)
+    doubled = item(T0 - 500, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
+    after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
+    outcome, log = run(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
+        [throttle(), Result({"Item": doubled}), ok(after)],
+    )
+    assert isinstance(outcome, Taken) and outcome.shard_id in (1, 2, 3)
+    assert [c.op for c in log] == ["update_item", "get_item", "update_item"]
+    assert state.shard_count("e1", "gpt") == 4
+
+
+def test_evidence_older_than_shard_zeros_last_doubling_writes_nothing() -> None:
+    state = state_that_saw(writes=100, span_ms=2000)
+    recent = item(T0 - 500, {"rpm": 9000, "tpm": 900_000})
+    recent["sd"] = {"N": str(T0 - 1000)}  # doubled (and merged back) after the window began
+    outcome, log = run(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
+        [throttle(), Result({"Item": recent}), ok(recent)],
+    )
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in log] == ["update_item", "get_item", "update_item"]
+    assert log[2].params["Key"]["PK"]["S"].endswith("#1")  # the probe, not a doubling
 
 
 @pytest.mark.parametrize(

@@ -342,12 +342,19 @@ def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
 
 
 def double(
-    state: RepoState, entity_id: str, resource: str, now_ms: int, measured_since: int
+    state: RepoState,
+    entity_id: str,
+    resource: str,
+    now_ms: int,
+    measured_since: int,
+    confirm: bool = False,
 ) -> Flow[None]:
     """One conditional write on shard 0; at most one try per client per window.
 
     `measured_since` is when the evidence began (the write-rate window's start); shard 0
-    refuses evidence older than its last doubling.
+    refuses evidence older than its last doubling. With `confirm` (a throttled client,
+    whose view may be seconds old) shard 0 is read first: a write to a hot partition
+    that its condition then refuses would spend the capacity the partition lacks.
     """
     meta = state.learn_entity(entity_id, False, None)
     count = meta.shard_counts.get(resource, 1)
@@ -356,6 +363,8 @@ def double(
         return
     meta.doubling_tried[resource] = now_ms
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
+    if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
+        return
     try:
         params = keys.double_shards(state.table, key, count, count * 2, now_ms, measured_since)
         result = yield from one(Call("update_item", params))
@@ -368,6 +377,24 @@ def double(
     seen = result.attributes if result.ok else (result.old or {})
     if seen:
         meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
+
+
+def _still_due(
+    state: RepoState, key: keys.Item, resource: str, count: int, since: int
+) -> Flow[bool]:
+    """Whether shard 0 still has `count` shards and no doubling since `since` (it learns
+    a higher count on the way: the caller then spreads over it instead)."""
+    read = yield from one(
+        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+    )
+    if not read.item:
+        return True
+    shard0 = keys.decode_bucket(read.item)
+    if shard0.shard_count > count:
+        meta = state.learn_entity(shard0.entity_id, shard0.cascade, shard0.parent_id)
+        meta.shard_counts[resource] = shard0.shard_count
+        return False
+    return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since
 
 
 def _with_shard_count(level: Level, bucket: BucketState) -> Level:
