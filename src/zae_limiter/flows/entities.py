@@ -107,14 +107,7 @@ def update_entity(
         if read.item is None:
             raise EntityNotFoundError(entity_id)
         before = keys.decode_entity(read.item)
-        after = replace(
-            before,
-            name=before.name if isinstance(name, _Unset) else name,
-            parent_id=before.parent_id if isinstance(parent_id, _Unset) else parent_id,
-            cascade=before.cascade if isinstance(cascade, _Unset) else cascade,
-        )
-        if after.parent_id is None and isinstance(cascade, _Unset):
-            after = replace(after, cascade=False)  # no parent left to cascade to
+        after = _updated(before, name, parent_id, cascade)
         yield from _check_links(state, after)
         item = keys.encode_entity(state.namespace, after)
         put = keys.tx_put(state.table, item, keys.unchanged(read.item, _ENTITY_ATTRS))
@@ -130,15 +123,41 @@ def update_entity(
     else:
         raise too_busy(f"entity {entity_id!r}")
     if (after.cascade, after.parent_id) != (before.cascade, before.parent_id):
-        for bucket in (yield from entity_bucket_keys(state, entity_id)):
-            yield from one(
-                Call(
-                    "update_item",
-                    keys.bucket_relink(state.table, bucket, after.cascade, after.parent_id),
-                )
-            )
+        yield from _relink_buckets(state, after)
     state.entities.pop(entity_id, None)
     return after
+
+
+def _updated(
+    before: Entity,
+    name: str | _Unset | None,
+    parent_id: str | _Unset | None,
+    cascade: bool | _Unset,
+) -> Entity:
+    after = replace(
+        before,
+        name=before.name if isinstance(name, _Unset) else name,
+        parent_id=before.parent_id if isinstance(parent_id, _Unset) else parent_id,
+        cascade=before.cascade if isinstance(cascade, _Unset) else cascade,
+    )
+    if after.parent_id is None and isinstance(cascade, _Unset):
+        after = replace(after, cascade=False)  # no parent left to cascade to
+    return after
+
+
+def _relink_buckets(state: RepoState, entity: Entity) -> Flow[None]:
+    """Bucket shards carry cascade and parent, which clients learn from: follow the entity.
+
+    Not part of the transaction (an entity may have many shards); a shard created in
+    between already reads the new entity record.
+    """
+    for bucket in (yield from entity_bucket_keys(state, entity.entity_id)):
+        yield from one(
+            Call(
+                "update_item",
+                keys.bucket_relink(state.table, bucket, entity.cascade, entity.parent_id),
+            )
+        )
 
 
 def _refuse_cycle(state: RepoState, entity_id: str, parent: Entity) -> Flow[None]:
