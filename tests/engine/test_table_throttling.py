@@ -1,0 +1,65 @@
+"""Table-level throttling through the partition emulator: no doubling, fail fast.
+
+The emulator limits the whole table below what one partition takes; one client acquires
+on one entity as fast as it can. Every refusal must reach the caller as a throttled
+`RateLimiterUnavailable` after its one write (no retry on another shard, no doubling
+write), and the shard count must stay 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests._servers import EngineEndpoint, unique_name
+from zae_limiter import Limit, RateLimiterUnavailable, SyncRateLimiter, SyncRepository
+from zae_limiter.testing import PartitionEmulator
+
+pytestmark = pytest.mark.engine
+
+PARTITION = 50
+TABLE = 4  # writes/s for the whole table: far below one partition's 50
+ROOMY = [Limit.per_second("rps", 100_000)]
+
+
+@pytest.fixture
+def limiter(
+    engine_env: EngineEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[SyncRateLimiter, PartitionEmulator]]:
+    with PartitionEmulator(engine_env.url, PARTITION, shape="smooth") as emu:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", emu.endpoint_url)
+        name = unique_name()
+        SyncRepository.open(name=name, create_table=True).close()
+        repo = SyncRepository.open(name=name, partition_wcu=PARTITION)
+        rl = SyncRateLimiter(repo)
+        with rl.acquire("tenant", "api", {"rps": 1}, limits=ROOMY):
+            pass  # the bucket exists and the client knows the entity
+        emu.table_writes_per_second = TABLE
+        emu.reset()
+        yield rl, emu
+        repo.close()
+
+
+def test_table_level_throttles_fail_fast_and_never_double(
+    limiter: tuple[SyncRateLimiter, PartitionEmulator],
+) -> None:
+    rl, emu = limiter
+    admitted = refused = 0
+    with rl.repository.meter.measure() as measured:
+        for _ in range(80):
+            try:
+                with rl.acquire("tenant", "api", {"rps": 1}, limits=ROOMY):
+                    admitted += 1
+            except RateLimiterUnavailable as error:
+                assert error.throttled, error
+                refused += 1
+    assert refused > 0 and admitted > 0
+    stats = emu.stats()
+    # each refusal was one throttled write: no retry on another shard, no doubling write
+    assert stats.throttled_writes == refused
+    assert set(stats.by_partition) == {"default/BUCKET#tenant#api#0"}
+    assert "get_item" not in measured.ops  # no confirming read: the evidence said no
+    emu.table_writes_per_second = None
+    shards = rl.get_shards("tenant", "api")
+    assert [s.shard_count for s in shards] == [1]
