@@ -69,14 +69,18 @@ class _Held:
         holds nothing (its adjustments are accepted and never written)."""
         return self._state.degraded
 
-    def _closing(self, repo_state: RepoState, failed: bool) -> Flow[None] | None:
-        """Give everything back (failed) or write the adjustments; None: nothing to do."""
+    def _closing(self, repo_state: RepoState, failed: bool, now_ms: int) -> Flow[None] | None:
+        """Give everything back (failed) or record the adjustments; None: nothing to do.
+
+        Both go into this client's token reserve of a bucket first (no request), and are
+        written only when it holds none or cannot cover them.
+        """
         held = self._state
         if held.holds_nothing:
             return None
         if failed:
-            return compensate(repo_state, held.acquired.taken)
-        return commit(repo_state, held.acquired, held.pending)
+            return compensate(repo_state, held.acquired.taken, now_ms)
+        return commit(repo_state, held.acquired, held.pending, now_ms)
 
 
 class Lease(_Held):
@@ -103,7 +107,7 @@ class Lease(_Held):
         self._state.add(_non_negative(amounts), -1)
 
     async def _finish(self, failed: bool) -> None:
-        flow = self._closing(self._repo.state, failed)
+        flow = self._closing(self._repo.state, failed, self._repo.now_ms())
         if flow is not None:
             await self._repo.run(flow, self._repo.timeout, cleanup=True)
 
@@ -132,7 +136,7 @@ class SyncLease(_Held):
         self._state.add(_non_negative(amounts), -1)
 
     def _finish(self, failed: bool) -> None:
-        flow = self._closing(self._repo.state, failed)
+        flow = self._closing(self._repo.state, failed, self._repo.now_ms())
         if flow is not None:
             self._repo.run(flow, self._repo.timeout, cleanup=True)
 

@@ -17,6 +17,7 @@ from zae_limiter.flows import Flow
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired
 from zae_limiter.flows.config import FailurePolicy, check_failure_policy, stored_failure_policy
+from zae_limiter.flows.reserve import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
@@ -125,6 +126,10 @@ class _Face:
         rejections, unavailable) and the acquire latency histogram."""
         return self._decisions.stats.snapshot()
 
+    def get_reserve_stats(self) -> ReserveStats:
+        """Token reserves: acquires served from memory, reserve writes, returns."""
+        return self._ops.reserve_stats()
+
 
 class RateLimiter(_Face):
     """Async rate limiter. `async with limiter.acquire(...) as lease:` guards a call.
@@ -144,6 +149,16 @@ class RateLimiter(_Face):
     ) -> None:
         super().__init__(repository, speculative_writes, on_unavailable, shadow)
         self.repository = repository
+
+    async def close(self) -> None:
+        """Return this client's token reserves and close the repository."""
+        await self.repository.close()
+
+    async def __aenter__(self) -> RateLimiter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @asynccontextmanager
     async def acquire(
@@ -165,6 +180,7 @@ class RateLimiter(_Face):
             held, why = decisions.settle(resource, started, on_unavailable, error=error)
         else:
             held, why = decisions.settle(resource, started, on_unavailable, acquired)
+            repo.tend_reserves()
         lease = Lease(repo, held, acquire_flow.validate_amounts("consume", consume), why)
         try:
             yield lease
@@ -221,6 +237,16 @@ class SyncRateLimiter(_Face):
         super().__init__(repository, speculative_writes, on_unavailable, shadow)
         self.repository = repository
 
+    def close(self) -> None:
+        """Return this client's token reserves and close the repository."""
+        self.repository.close()
+
+    def __enter__(self) -> SyncRateLimiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @contextmanager
     def acquire(
         self,
@@ -241,6 +267,7 @@ class SyncRateLimiter(_Face):
             held, why = decisions.settle(resource, started, on_unavailable, error=error)
         else:
             held, why = decisions.settle(resource, started, on_unavailable, acquired)
+            repo.tend_reserves()
         lease = SyncLease(repo, held, acquire_flow.validate_amounts("consume", consume), why)
         try:
             yield lease

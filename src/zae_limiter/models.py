@@ -40,6 +40,8 @@ class BucketState:
     partition_wcu: int = 1000
     window_start_ms: int = -1
     window_writes: int = 0
+    #: Held in token reserves: limit -> epoch -> millitokens (`keys.held_milli` reads it).
+    reserved: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     @property
     def user_limits(self) -> dict[str, LimitState]:
@@ -82,6 +84,8 @@ class ShardInfo:
     tokens: dict[str, int]
     write_pressure_pct: float
     last_refill_ms: int
+    #: Whole tokens per limit that clients hold in reserves from this shard right now.
+    reserved: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

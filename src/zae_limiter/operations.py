@@ -21,6 +21,7 @@ from zae_limiter.flows.config import FailurePolicy
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.entities import UNSET, _Unset
 from zae_limiter.flows.namespace import DEFAULT_DELETE_WCU, NamespaceInfo, Progress
+from zae_limiter.flows.reserve import ReserveStats
 from zae_limiter.flows.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
 from zae_limiter.limits import Limit
 from zae_limiter.models import (
@@ -61,6 +62,9 @@ class Operations:
 
     def now(self) -> int:
         return self._repo.now_ms()
+
+    def reserve_stats(self) -> ReserveStats:
+        return self._repo.get_reserve_stats()
 
     def auditor(self) -> Auditor:
         """Who and when, for the audit event of the change being built."""

@@ -26,10 +26,12 @@ from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows.context import DEFAULT_MAX_SHARDS, DEFAULT_PARTITION_WCU, RepoState
+from zae_limiter.flows.reserve import ReserveBook, ReserveSettings, ReserveStats
 from zae_limiter.flows.table import open_table
 from zae_limiter.flows.version import VersionRecord
 from zae_limiter.limits import Limit
 from zae_limiter.models import CacheStats
+from zae_limiter.reserve_keeper import AsyncKeeper, SyncKeeper, due_returns
 from zae_limiter.wire import lean_client
 
 T = TypeVar("T")
@@ -114,6 +116,7 @@ def _state(
     config_cache_ttl: float,
     partition_wcu: int,
     max_shards: int,
+    reserve: bool | ReserveSettings = True,
 ) -> RepoState:
     keys.validate_id("table name", name)
     if isinstance(partition_wcu, bool) or not isinstance(partition_wcu, int) or partition_wcu < 1:
@@ -122,12 +125,18 @@ def _state(
         )
     if isinstance(max_shards, bool) or not isinstance(max_shards, int) or max_shards < 1:
         raise ValidationError(f"max_shards must be a positive whole number, got {max_shards!r}")
+    if not isinstance(reserve, (bool, ReserveSettings)):
+        raise ValidationError(
+            f"reserve must be True, False or a ReserveSettings(...), got {reserve!r}"
+        )
+    settings = ReserveSettings() if reserve is True else reserve or None
     return RepoState(
         table=name,
         namespace=keys.validate_namespace(namespace),
         config_cache=ConfigCache[tuple[Limit, ...]](config_cache_ttl),
         partition_wcu=partition_wcu,
         max_shards=max_shards,
+        reserves=None if settings is None else ReserveBook(settings),
     )
 
 
@@ -192,6 +201,12 @@ class _Base:
     def get_cache_stats(self) -> CacheStats:
         return self.state.config_cache.stats()
 
+    def get_reserve_stats(self) -> ReserveStats:
+        """Token reserves in this client: hits (acquires served from memory), takes
+        (reserve writes), returns, reserves lost, and whole tokens held now per limit."""
+        book = self.state.reserves
+        return ReserveStats() if book is None else book.snapshot()
+
     def get_capacity_stats(self) -> CapacityStats:
         """Capacity consumed, throttles seen, and admission waits and refusals."""
         return capacity_stats(self.meter, self.admission, self.clock())
@@ -213,6 +228,8 @@ class Repository(_Base):
         super().__init__(state, meter, clock, admission, timeout)
         self._runner = AsyncRunner(client, meter, state.table, admission, clock, timeout)
         self._stack = stack
+        #: Returns token reserves when due (None: reserves off).
+        self._keeper: AsyncKeeper | None = None
 
     @classmethod
     async def open(
@@ -234,16 +251,19 @@ class Repository(_Base):
         lean: bool = True,
         principal: str | None = None,
         audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
+        reserve: bool | ReserveSettings = True,
     ) -> Repository:
         from aiobotocore.session import get_session
 
         timeout = resolve_timeout(timeout, endpoint_url)
-        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards)
+        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards, reserve)
         kwargs = client_kwargs(region, endpoint_url, timeout)
         admission = _admission(capacity, max_wait)
         stack = AsyncExitStack()
         client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
+        if state.reserves is not None:
+            repo._keeper = AsyncKeeper(repo, kwargs)
         repo._runner.lean = lean_client(client, asynchronous=True) if lean else None
         stack.callback(repo._runner.close_lean)
         try:
@@ -274,8 +294,25 @@ class Repository(_Base):
     async def invalidate_config_cache(self) -> None:
         self.state.config_cache.clear()
 
+    async def return_reserves(self, everything: bool = True) -> None:
+        """Write back this client's token reserves now: all of them, or those due."""
+        flow = due_returns(self, everything)
+        if flow is not None:
+            await self.run(flow, self.timeout, cleanup=True)
+
+    def tend_reserves(self) -> None:
+        """After an acquire: a reserve may be held, so its keeper must be running."""
+        book = self.state.reserves
+        if self._keeper is not None and book is not None and book.busy:
+            self._keeper.poke()
+
     async def close(self) -> None:
-        await self._stack.aclose()
+        """Return every token reserve, then close the client."""
+        try:
+            if self._keeper is not None:
+                await self._keeper.close()
+        finally:
+            await self._stack.aclose()
 
     async def __aenter__(self) -> Repository:
         return self
@@ -298,6 +335,8 @@ class SyncRepository(_Base):
         meter = CapacityMeter()
         super().__init__(state, meter, clock, admission, timeout)
         self._runner = SyncRunner(client, meter, state.table, admission, clock, timeout)
+        #: Returns token reserves when due (None: reserves off).
+        self._keeper: SyncKeeper | None = None
 
     @classmethod
     def open(
@@ -320,16 +359,19 @@ class SyncRepository(_Base):
         lean: bool = True,
         principal: str | None = None,
         audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
+        reserve: bool | ReserveSettings = True,
     ) -> SyncRepository:
         import boto3
 
         timeout = resolve_timeout(timeout, endpoint_url)
-        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards)
+        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards, reserve)
         kwargs = client_kwargs(region, endpoint_url, timeout)
         if client is None:
             client = boto3.session.Session().client("dynamodb", **kwargs)
         admission = _admission(capacity, max_wait)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
+        if state.reserves is not None:
+            repo._keeper = SyncKeeper(repo)
         repo._runner.lean = lean_client(client, asynchronous=False) if lean else None
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)
@@ -357,8 +399,25 @@ class SyncRepository(_Base):
     def invalidate_config_cache(self) -> None:
         self.state.config_cache.clear()
 
+    def return_reserves(self, everything: bool = True) -> None:
+        """Write back this client's token reserves now: all of them, or those due."""
+        flow = due_returns(self, everything)
+        if flow is not None:
+            self.run(flow, self.timeout, cleanup=True)
+
+    def tend_reserves(self) -> None:
+        """After an acquire: a reserve may be held, so its keeper must be running."""
+        book = self.state.reserves
+        if self._keeper is not None and book is not None and book.busy:
+            self._keeper.poke()
+
     def close(self) -> None:
-        self._runner.close()
+        """Return every token reserve, then close the client."""
+        try:
+            if self._keeper is not None:
+                self._keeper.close()
+        finally:
+            self._runner.close()
 
     def __enter__(self) -> SyncRepository:
         return self

@@ -206,7 +206,7 @@ def _shard(shard_id: int, count: int, tokens: int, pressure: float = 10.0) -> Sh
 
 def test_shard_report_totals_and_agreement() -> None:
     report = shard_report("gpt-4", [_shard(0, 2, 40), _shard(1, 2, 30)])
-    assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70}}
+    assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70, "reserved": 0}}
     assert report["shard_counts_agree"] is True
     assert shard_report("gpt-4", [_shard(0, 4, 1), _shard(1, 2, 1)])["shard_counts_agree"] is False
 
@@ -246,10 +246,11 @@ def test_shards_show_json(zae: Zae) -> None:
         "shard_count": 2,
         "capacity": {"rpm": 50},
         "tokens": {"rpm": 30},
+        "reserved": {},
         "write_pressure_pct": 0.1,  # one write (its creation) in a window of at least 1 s
         "last_refill_ms": 1_800_000_000_000,
     }
-    assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70}}
+    assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70, "reserved": 0}}
     assert report["shard_counts_agree"] is True
 
 
@@ -266,7 +267,7 @@ def test_shards_show_reads_real_buckets(zae: Zae) -> None:
     (report,) = done.json()["resources"]
     assert [s["shard_id"] for s in report["shards"]] == [0]
     assert report["shards"][0]["shard_count"] == 1
-    assert report["totals"]["tpm"] == {"capacity": 15_000, "tokens": 14_000}
+    assert report["totals"]["tpm"] == {"capacity": 15_000, "tokens": 14_000, "reserved": 0}
     assert "wcu" not in report["totals"]
 
 

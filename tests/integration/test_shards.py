@@ -43,7 +43,7 @@ def heat(api: Api, clock: Clock, limits: list[Limit]) -> int:
 
 
 def test_doubles_past_80_percent_of_the_partition_limit(api: Api, clock: Clock) -> None:
-    hot = api.new_client(partition_wcu=10)
+    hot = api.new_client(partition_wcu=10, reserve=False)
     limits = [Limit.per_minute("rpm", 6000)]
     for _ in range(8):  # 8 writes inside one second: too short a window to judge
         with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
@@ -67,7 +67,7 @@ def test_doubles_past_80_percent_of_the_partition_limit(api: Api, clock: Clock) 
 
 
 def test_a_new_shard_takes_half_of_its_siblings_tokens(api: Api, clock: Clock) -> None:
-    hot = api.new_client(partition_wcu=10)
+    hot = api.new_client(partition_wcu=10, reserve=False)
     limits = [Limit.custom("rpm", 1000, 1, 3600)]  # no refill to speak of
     taken = heat(hot, clock, limits)
     assert hot.get_shards("hot", "api")[0].shard_count == 2
@@ -83,7 +83,7 @@ def test_a_new_shard_takes_half_of_its_siblings_tokens(api: Api, clock: Clock) -
 
 
 def test_a_drained_shard_is_retried_on_another(api: Api, clock: Clock) -> None:
-    hot = api.new_client(partition_wcu=10)
+    hot = api.new_client(partition_wcu=10, reserve=False)
     limits = [Limit.custom("rpm", 100, 1, 3600)]
     admitted = heat(hot, clock, limits)
     clock.advance(1.1)
@@ -104,7 +104,9 @@ def test_a_drained_shard_is_retried_on_another(api: Api, clock: Clock) -> None:
 def test_sequential_acquires_below_80_percent_never_shard() -> None:
     with mock_aws():
         now = [1_800_000_000_000_000]  # microseconds, to pace at 790 writes/s exactly
-        repo = SyncRepository.open(name="steady", create_table=True, clock=lambda: now[0] // 1000)
+        repo = SyncRepository.open(
+            name="steady", create_table=True, clock=lambda: now[0] // 1000, reserve=False
+        )
         limiter = SyncRateLimiter(repo)
         with limiter.acquire("steady", "api", {"rpm": 1}, limits=BIG):
             pass  # creates the bucket (its speculative write fails: nothing there yet)
@@ -123,7 +125,7 @@ def throttled(clock: Clock) -> Iterator[tuple[SyncRateLimiter, list[str], set[st
     """A sync limiter whose writes to chosen partition keys get DynamoDB's throttle."""
     with mock_aws():
         repo = SyncRepository.open(
-            name="hot-table", create_table=True, clock=clock, partition_wcu=10
+            name="hot-table", create_table=True, clock=clock, partition_wcu=10, reserve=False
         )
         hot_keys: set[str] = set()
         calls: list[str] = []
@@ -221,7 +223,7 @@ def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
 
 
 def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -> None:
-    hot = api.new_client(partition_wcu=10)
+    hot = api.new_client(partition_wcu=10, reserve=False)
     heat(hot, clock, BIG)
     meta = hot.repo.state.entities["hot"]
     assert meta.shard_counts["api"] == 2

@@ -182,11 +182,12 @@ def _consumed(seen: Sequence[Change]) -> dict[str, int]:
     return out
 
 
-def effective_state(stored: LimitState, shard_count: int) -> LimitState:
-    """A shard's share of a stored (undivided) limit, holding the stored tokens."""
+def effective_state(stored: LimitState, shard_count: int, held_milli: int = 0) -> LimitState:
+    """A shard's share of a stored (undivided) limit, holding the stored tokens; tokens
+    held in reserves count against its capacity (flows/reserve.py)."""
     return LimitState(
         stored.tokens_milli,
-        max(1, stored.capacity_milli // shard_count),
+        max(1, stored.capacity_milli // shard_count) - held_milli,
         max(1, stored.refill_amount_milli // shard_count),
         stored.refill_period_ms,
     )
@@ -211,7 +212,8 @@ def refill_write(
     for name, stored in bucket.user_limits.items():
         if consumed.get(name, 0) > 0 and stored.tokens_milli < consumed[name]:
             short = True
-        eff = effective_state(stored, bucket.shard_count)
+        held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
+        eff = effective_state(stored, bucket.shard_count, held)
         gain = eff.refilled(bucket.last_refill_ms, now_ms).tokens_milli - stored.tokens_milli
         if gain > 0:
             adds[name] = gain

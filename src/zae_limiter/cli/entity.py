@@ -253,9 +253,10 @@ def shard_report(resource: str, shards: list[ShardInfo]) -> dict[str, Any]:
     totals: dict[str, dict[str, int]] = {}
     for shard in shards:
         for name, capacity in shard.capacity.items():
-            total = totals.setdefault(name, {"capacity": 0, "tokens": 0})
+            total = totals.setdefault(name, {"capacity": 0, "tokens": 0, "reserved": 0})
             total["capacity"] += capacity
             total["tokens"] += shard.tokens.get(name, 0)
+            total["reserved"] += shard.reserved.get(name, 0)
     return {
         "resource": resource,
         "shards": [
@@ -264,6 +265,7 @@ def shard_report(resource: str, shards: list[ShardInfo]) -> dict[str, Any]:
                 "shard_count": s.shard_count,
                 "capacity": dict(s.capacity),
                 "tokens": dict(s.tokens),
+                "reserved": dict(s.reserved),
                 "write_pressure_pct": s.write_pressure_pct,
                 "last_refill_ms": s.last_refill_ms,
             }
@@ -276,7 +278,14 @@ def shard_report(resource: str, shards: list[ShardInfo]) -> dict[str, Any]:
 
 def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
     names = sorted(report["totals"])
-    columns = ["shard", "count", *[f"{n} tokens/cap" for n in names], "wcu %", "last refill"]
+    columns = [
+        "shard",
+        "count",
+        *[f"{n} tokens/cap" for n in names],
+        *[f"{n} reserved" for n in names],
+        "wcu %",
+        "last refill",
+    ]
     table = render.new_table(
         f"{entity_id} / {report['resource']}: {len(report['shards'])} shard(s)",
         columns,
@@ -284,16 +293,19 @@ def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
     )
     for s in report["shards"]:
         cells = [f"{s['tokens'].get(n, 0)}/{s['capacity'].get(n, 0)}" for n in names]
+        held = [str(s["reserved"].get(n, 0)) for n in names]
         table.add_row(
             str(s["shard_id"]),
             str(s["shard_count"]),
             *cells,
+            *held,
             f"{s['write_pressure_pct']:.1f}",
             render.when(s["last_refill_ms"]),
         )
     totals = [f"{report['totals'][n]['tokens']}/{report['totals'][n]['capacity']}" for n in names]
+    held_total = [str(report["totals"][n]["reserved"]) for n in names]
     table.add_section()
-    table.add_row("total", "", *totals, "", "")
+    table.add_row("total", "", *totals, *held_total, "", "")
     return table
 
 
@@ -308,7 +320,8 @@ def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
 )
 @target_options
 def shards_show_command(entity_id: str, resource: str | None, target: Target) -> None:
-    """Show each shard's count, tokens, capacity, write pressure and last refill."""
+    """Show each shard's count, tokens, capacity, tokens held in reserves, write pressure
+    and last refill."""
     with render.open_limiter(target) as limiter:
         reports = [
             shard_report(r, sorted(limiter.get_shards(entity_id, r), key=lambda s: s.shard_id))

@@ -16,7 +16,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded, ValidationError
-from zae_limiter.flows import Flow, lockstep, together
+from zae_limiter.flows import Flow, lockstep, reserve_ops, together
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, give_back, local_rejection
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
@@ -160,12 +160,10 @@ def acquire(
         parent_limits = resolved[parent]
         if parent_limits is not None:
             levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
-    _raise_if_known_exhausted(state, levels, now_ms)
-    flows = [
-        take_any_shard(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
-        for lv in levels
-    ]
-    outcomes: list[object] = list((yield from lockstep(flows, stop=_failed)))
+    served, rest = reserve_ops.serve(state, levels, now_ms)
+    if not rest:
+        return Acquired(tuple(served))
+    outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
     parent = _parent_of(state, entity_id)
     if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
         # Cascade learned from the child's own bucket: the parent goes second, this once.
@@ -179,7 +177,30 @@ def acquire(
             )
         except Exception as error:
             outcomes.append(error)
-    return (yield from _settle(state, outcomes))
+    reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
+    return (yield from _settle(state, outcomes, now_ms))
+
+
+def _take_levels(
+    state: RepoState,
+    served: Sequence[Taken],
+    levels: Sequence[Level],
+    now_ms: int,
+    speculative: bool,
+    prefetched: Prefetched,
+) -> Flow[list[object]]:
+    """Outcomes of every level: those a reserve served, then one write per other level,
+    all in one round trip (a level known to be exhausted rejects them all locally)."""
+    try:
+        _raise_if_known_exhausted(state, levels, now_ms)
+    except RateLimitExceeded:
+        yield from compensate(state, served, now_ms)
+        raise
+    flows = [
+        take_any_shard(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
+        for lv in levels
+    ]
+    return [*served, *(yield from lockstep(flows, stop=_failed))]
 
 
 def _take_parent(
@@ -224,10 +245,15 @@ def take_any_shard(
     _learn_from_prefetched(state, level, prefetched)
     count = level.shard_count
     shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
+    preferred = reserve_ops.preferred_shard(state, level)
+    if preferred is not None and prefetched is NOT_FETCHED:
+        shard = preferred
     tried = [shard]
     throttles = 0
     while True:
         here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
+        if here.flush is not None and shard != preferred:
+            here = replace(here, flush=None)  # the reserve's spending belongs to its shard
         outcome: Taken | Rejected | None = None
         try:
             outcome = yield from take(state, here, now_ms, speculative, prefetched)
@@ -281,11 +307,11 @@ def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
     return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
 
 
-def _settle(state: RepoState, outcomes: Sequence[object]) -> Flow[Acquired]:
+def _settle(state: RepoState, outcomes: Sequence[object], now_ms: int) -> Flow[Acquired]:
     taken = tuple(o for o in outcomes if isinstance(o, Taken))
     if not any(_failed(o) for o in outcomes):
         return Acquired(taken)
-    yield from compensate(state, taken)
+    yield from compensate(state, taken, now_ms)
     rejections = [o for o in outcomes if isinstance(o, Rejected)]
     if rejections:
         raise _exceeded(rejections)
@@ -293,13 +319,14 @@ def _settle(state: RepoState, outcomes: Sequence[object]) -> Flow[Acquired]:
     raise errors[0]
 
 
-def compensate(state: RepoState, taken: Sequence[Taken]) -> Flow[None]:
-    """Give back everything `taken` consumed; one write per bucket, all at once."""
-    calls = [
-        give_back(state, t, {n: -v for n, v in t.consumed_milli.items() if v})
-        for t in taken
-        if any(t.consumed_milli.values())
-    ]
+def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[None]:
+    """Give back everything `taken` consumed: into this client's reserve of the bucket when
+    it holds one, else with one write per bucket, all at once."""
+    calls = []
+    for t in taken:
+        back = {n: -v for n, v in t.consumed_milli.items() if v}
+        if back and not reserve_ops.settle_locally(state, t, back, now_ms):
+            calls.append(give_back(state, t, back))
     if not calls:
         return
     try:
@@ -308,13 +335,17 @@ def compensate(state: RepoState, taken: Sequence[Taken]) -> Flow[None]:
         log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
 
 
-def commit(state: RepoState, acquired: Acquired, pending_milli: Mapping[str, int]) -> Flow[None]:
-    """Write a lease's adjustments: one write per bucket taken, all at once."""
+def commit(
+    state: RepoState, acquired: Acquired, pending_milli: Mapping[str, int], now_ms: int
+) -> Flow[None]:
+    """Record a lease's adjustments: in this client's reserve of the bucket when it can
+    cover them, else with one write per bucket taken, all at once."""
     calls = []
     for t in acquired.taken:
         names = {limit.name for limit in t.limits}
         delta = {n: v for n, v in pending_milli.items() if v and n in names}
-        if delta:
+        reserve_ops.note_adjustment(state, t, delta, now_ms)
+        if delta and not reserve_ops.settle_locally(state, t, delta, now_ms):
             calls.append(give_back(state, t, delta))
     if calls:
         try:

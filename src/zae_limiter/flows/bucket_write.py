@@ -31,6 +31,10 @@ class Level:
     shard_count: int = 1
     cascade: bool = False
     parent_id: str | None = None
+    #: A reserve to take on top of `consume_milli` (flows/reserve.py), per limit.
+    hold_milli: Mapping[str, int] = field(default_factory=dict)
+    #: What this client's reserve of the shard spent since its last write, to report.
+    flush: keys.Flush | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,13 @@ class Taken:
     shard_id: int
     consumed_milli: Mapping[str, int]
     limits: tuple[Limit, ...]
+    #: The reserve the same write moved out, and the epoch whose held count recorded it.
+    held_milli: Mapping[str, int] = field(default_factory=dict)
+    epoch: int = 0
+    #: Served from this client's reserve: no request was made.
+    from_reserve: bool = False
+    #: The write carried the level's `flush`.
+    flushed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +65,10 @@ class Rejected:
 @dataclass(frozen=True, slots=True)
 class WritePlan:
     params: dict[str, Any] = field(default_factory=dict)
+    #: The reserve this write takes on top of the acquire (flows/reserve.py), and the
+    #: epoch whose held count records it.
+    held_milli: Mapping[str, int] = field(default_factory=dict)
+    epoch: int = 0
 
 
 def stored_config(limit: Limit) -> LimitState:
@@ -114,6 +129,52 @@ def _status(
     )
 
 
+def _current(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState, LimitState]:
+    """(the shard's share of `limit` holding the stored tokens, the same refilled to now).
+
+    Tokens held in reserves count against the capacity: a shard refilled while reserves
+    are out holds at most its capacity less what they hold, so no more than the capacity
+    can ever be spent from it in all.
+    """
+    cfg = effective(limit, bucket.shard_count)
+    stored = bucket.limits.get(limit.name)
+    held = keys.held_milli(bucket.reserved.get(limit.name, {}), now_ms)
+    room = cfg.capacity_milli - held if held > 0 else cfg.capacity_milli
+    current = LimitState(
+        cfg.capacity_milli if stored is None else stored.tokens_milli,
+        room,
+        cfg.refill_amount_milli,
+        cfg.refill_period_ms,
+    )
+    refilled = current.refilled(bucket.last_refill_ms, now_ms) if stored else current
+    return cfg, refilled
+
+
+#: A reserve that the bucket can only grant below this share of what was asked is not
+#: worth its tokens idling: the acquire takes exactly what it needs instead.
+MIN_GRANT_SHARE = 0.25
+
+
+def grant(
+    hold: Mapping[str, int], tokens: Mapping[str, int], consume: Mapping[str, int]
+) -> dict[str, int]:
+    """The reserve the bucket can grant: what was asked, scaled down (all limits alike) so
+    that at least as much again stays behind; {} when that is too little to be worth it."""
+    asked = {name: amount for name, amount in hold.items() if amount > 0}
+    if not asked:
+        return {}
+    share = 1.0
+    for name, amount in asked.items():
+        spare = tokens.get(name, 0) - consume.get(name, 0)
+        share = min(share, max(0, spare // 2) / amount)
+    if share < MIN_GRANT_SHARE:
+        return {}
+    # Whole tokens: acquires and adjustments move whole tokens, so a fraction left in a
+    # reserve (or in the bucket) could never be spent by either.
+    granted = {name: int(amount * share) // 1000 * 1000 for name, amount in asked.items()}
+    return {name: amount for name, amount in granted.items() if amount}
+
+
 def plan_write(
     bucket: BucketState,
     level: Level,
@@ -134,20 +195,19 @@ def plan_write(
     fresh: dict[str, LimitState] = {}
     configs: dict[str, LimitState] = {}
     violations: list[LimitStatus] = []
-    refilled_all: dict[str, LimitState] = {}
+    states = {limit.name: _current(bucket, limit, new_rf) for limit in level.limits}
+    refilled_all = {name: refilled for name, (_cfg, refilled) in states.items()}
+    granted = grant(
+        level.hold_milli,
+        {name: state.tokens_milli for name, state in refilled_all.items()},
+        level.consume_milli,
+    )
     wait = 0
     for limit in level.limits:
-        cfg = effective(limit, bucket.shard_count)
+        cfg, refilled = states[limit.name]
         configs[limit.name] = stored_config(limit)
         need = level.consume_milli.get(limit.name, 0)
         stored = bucket.limits.get(limit.name)
-        current = LimitState(
-            cfg.capacity_milli if stored is None else stored.tokens_milli,
-            cfg.capacity_milli,
-            cfg.refill_amount_milli,
-            cfg.refill_period_ms,
-        )
-        refilled = current.refilled(bucket.last_refill_ms, new_rf) if stored else current
         if (
             stored is None
             or refilled.tokens_milli != stored.tokens_milli
@@ -159,7 +219,6 @@ def plan_write(
             )
         ):
             fenced = True
-        refilled_all[limit.name] = refilled
         if refilled.tokens_milli < need or refilled.tokens_milli < 0:
             ms = refilled.ms_until(max(need, 0), new_rf, new_rf)
             # More than this shard can ever hold: come back after a full refill period,
@@ -168,15 +227,17 @@ def plan_write(
             wait = max(wait, ms)
             violations.append(_status(level, limit.name, cfg, refilled.tokens_milli, need, ms))
             continue
+        extra = granted.get(limit.name, 0)
         if stored is None:
-            fresh[limit.name] = LimitState(refilled.tokens_milli - need, 0, 0, 1, need)
+            fresh[limit.name] = LimitState(refilled.tokens_milli - need - extra, 0, 0, 1, need)
             continue
-        delta = refilled.tokens_milli - stored.tokens_milli - need
+        delta = refilled.tokens_milli - stored.tokens_milli - need - extra
         if moved_milli:
             delta -= moved_milli.get(limit.name, 0)
         deltas[limit.name] = delta
-        if need or (moved_milli and moved_milli.get(limit.name)):
-            floors[limit.name] = -delta
+        if need or extra or (moved_milli and moved_milli.get(limit.name)):
+            # A reserve is granted only if as much again stays behind.
+            floors[limit.name] = extra - delta
     if violations:
         memory = Exhausted(new_rf + wait, new_rf, refilled_all)
         return Rejected(level.entity_id, level.resource, tuple(violations), wait, memory)
@@ -194,8 +255,20 @@ def plan_write(
         reset_window=reset_window,
         shard_count=shard_count,
         fenced=fenced,
+        hold_milli=granted,
+        remove=keys.stale_reserve_attrs(_reserve_attrs(bucket), new_rf) if fenced else (),
+        flush=level.flush,
     )
-    return WritePlan(params)
+    return WritePlan(params, granted, keys.reserve_epoch(new_rf))
+
+
+def _reserve_attrs(bucket: BucketState) -> dict[str, dict[str, str]]:
+    """The held counts of a decoded bucket, as item attributes again."""
+    return {
+        keys.reserve_attr(name, epoch): {"N": str(milli)}
+        for name, epochs in bucket.reserved.items()
+        for epoch, milli in epochs.items()
+    }
 
 
 def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
+from zae_limiter.flows.reserve import ReserveBook
 from zae_limiter.keys import WINDOW_MS
 from zae_limiter.limits import Limit
 
@@ -71,6 +72,8 @@ class RepoState:
     max_shards: int = DEFAULT_MAX_SHARDS
     entities: dict[str, EntityMeta] = field(default_factory=dict)
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
+    #: Token reserves of hot buckets (None: reserves off, one write per acquire).
+    reserves: ReserveBook | None = None
 
     def learn_entity(self, entity_id: str, cascade: bool, parent_id: str | None) -> EntityMeta:
         meta = self.entities.get(entity_id)

@@ -63,8 +63,13 @@ def _tokens_now(limit: Limit, shards: Sequence[BucketState], now_ms: int) -> tup
         if stored is None:
             total += cfg.capacity_milli
             continue
+        # Tokens held in reserves are not available to anyone else (docs/reserves.md).
+        held = keys.held_milli(shard.reserved.get(limit.name, {}), now_ms)
         here = LimitState(
-            stored.tokens_milli, cfg.capacity_milli, cfg.refill_amount_milli, cfg.refill_period_ms
+            stored.tokens_milli,
+            cfg.capacity_milli - held,
+            cfg.refill_amount_milli,
+            cfg.refill_period_ms,
         )
         total += here.refilled(shard.last_refill_ms, now_ms).tokens_milli
     return total, whole

@@ -29,6 +29,7 @@ def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[lis
 def shard_info(bucket: BucketState, now_ms: int, item_rate: float) -> ShardInfo:
     capacity: dict[str, int] = {}
     tokens: dict[str, int] = {}
+    reserved: dict[str, int] = {}
     for name, stored in bucket.user_limits.items():
         limit = Limit(
             name,
@@ -37,11 +38,17 @@ def shard_info(bucket: BucketState, now_ms: int, item_rate: float) -> ShardInfo:
             max(1, stored.refill_period_ms // 1000),
         )
         cfg = effective(limit, bucket.shard_count)
+        held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
         here = LimitState(
-            stored.tokens_milli, cfg.capacity_milli, cfg.refill_amount_milli, cfg.refill_period_ms
+            stored.tokens_milli,
+            cfg.capacity_milli - held,
+            cfg.refill_amount_milli,
+            cfg.refill_period_ms,
         )
         capacity[name] = cfg.capacity_milli // 1000
         tokens[name] = here.refilled(bucket.last_refill_ms, now_ms).tokens_milli // 1000
+        if held:
+            reserved[name] = held // 1000
     return ShardInfo(
         entity_id=bucket.entity_id,
         resource=bucket.resource,
@@ -51,6 +58,7 @@ def shard_info(bucket: BucketState, now_ms: int, item_rate: float) -> ShardInfo:
         tokens=tokens,
         write_pressure_pct=round(100 * item_rate / max(1, bucket.partition_wcu), 1),
         last_refill_ms=bucket.last_refill_ms,
+        reserved=reserved,
     )
 
 

@@ -69,7 +69,12 @@ def take(
     """
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     taken = Taken(
-        level.entity_id, level.resource, level.shard_id, level.consume_milli, level.limits
+        level.entity_id,
+        level.resource,
+        level.shard_id,
+        level.consume_milli,
+        level.limits,
+        flushed=level.flush is not None,
     )
     reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
     if prefetched is not NOT_FETCHED:
@@ -77,7 +82,14 @@ def take(
     elif speculative:
         configs = {limit.name: stored_config(limit) for limit in level.limits}
         params = keys.speculative_consume(
-            state.table, key, level.consume_milli, configs, now_ms=now_ms, reset_window=reset
+            state.table,
+            key,
+            level.consume_milli,
+            configs,
+            now_ms=now_ms,
+            reset_window=reset,
+            hold_milli=level.hold_milli,
+            flush=level.flush,
         )
         wanted = _pending_doubling(state, level)
         if wanted is not None:
@@ -87,6 +99,8 @@ def take(
             state.entities[level.entity_id].want_double.pop(level.resource, None)
         if result.ok:
             yield from _after_write(state, level, result.attributes, now_ms)
+            if level.hold_milli:
+                return replace(taken, held_milli=level.hold_milli, epoch=keys.reserve_epoch(now_ms))
             return taken
         item = result.old
     else:
@@ -101,7 +115,7 @@ def take(
             if result is None:
                 continue  # a split shard was just created: consume from it at once
             if result.ok:
-                return taken
+                return replace(taken, flushed=False)  # a new item: no reserve to report
         else:
             bucket = keys.decode_bucket(item)
             level = _with_shard_count(level, bucket)
@@ -115,6 +129,8 @@ def take(
             result = yield from one(Call("update_item", plan.params))
             if result.ok:
                 yield from _after_write(state, level, result.attributes, now_ms)
+                if plan.held_milli:
+                    return replace(taken, held_milli=plan.held_milli, epoch=plan.epoch)
                 return taken
             item = result.old
         yield from pause(_backoff_ms(attempt))

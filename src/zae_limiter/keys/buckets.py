@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -36,6 +36,7 @@ from zae_limiter.keys.core import (
     s,
 )
 from zae_limiter.keys.entities import put_new
+from zae_limiter.keys.reserves import Flush, decode_reserved, held_deltas, reserve_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
 
@@ -107,17 +108,21 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         partition_wcu=partition_wcu(item),
         window_start_ms=get_n(item, A_WINDOW_START, -1),
         window_writes=get_n(item, A_WINDOW_WRITES),
+        reserved=decode_reserved(item),
     )
 
 
 @lru_cache(maxsize=1024)
 def _consume_expression(
-    consumed: tuple[str, ...], checked: tuple[str, ...], reset_window: bool
+    consumed: tuple[str, ...], checked: tuple[str, ...], reset_window: bool, held: int = 0
 ) -> tuple[str, str]:
     sets, adds, _values = window_parts(reset_window, 0)
     for i, name in enumerate(consumed):
         adds.append(f"{limit_attr(name, 'tk')} :m{i}")
         adds.append(f"{limit_attr(name, 'tc')} :p{i}")
+    # A reserve's count goes to an attribute named by its epoch: a placeholder keeps the
+    # expression the same string (and this cache small) from one epoch to the next.
+    adds.extend(f"#h{i} :h{i}" for i in range(held))
     conds = []
     for i, name in enumerate(checked):
         conds.append(f"{limit_attr(name, 'tk')} >= :c{i}")
@@ -136,27 +141,38 @@ def speculative_consume(
     *,
     now_ms: int = 0,
     reset_window: bool = False,
+    hold_milli: Mapping[str, int] | None = None,
+    flush: Flush | None = None,
 ) -> dict[str, Any]:
     """One conditional UpdateItem that takes tokens without reading the bucket first.
 
     Every limit in `configs` must hold at least its `consume_milli` (0 when not consumed,
     so debt blocks) and carry exactly that stored config: a missing limit or a changed
     config fails the condition, and the caller reads ALL_OLD to decide what to do.
+
+    `hold_milli` also moves a reserve out (see flows/reserve.py): it is taken from `tk`,
+    added to this epoch's held count, and granted only if as much again stays behind;
+    `flush` reports what the client's reserve spent since its last write.
     """
-    consumed = tuple(name for name, amount in consume_milli.items() if amount)
+    hold = {name: amount for name, amount in (hold_milli or {}).items() if amount}
+    spent = flush.spent if flush else {}
+    consumed = tuple(
+        name for name in configs if consume_milli.get(name) or name in hold or spent.get(name)
+    )
+    held = held_deltas(hold, reserve_epoch(now_ms), flush)
     checked = tuple(configs)
-    update, condition = _consume_expression(consumed, checked, reset_window)
+    update, condition = _consume_expression(consumed, checked, reset_window, len(held))
     values: Item = window_parts(reset_window, now_ms)[2]
     for i, name in enumerate(consumed):
-        values[f":m{i}"] = n(-consume_milli[name])
-        values[f":p{i}"] = n(consume_milli[name])
+        values[f":m{i}"] = n(-consume_milli.get(name, 0) - hold.get(name, 0))
+        values[f":p{i}"] = n(consume_milli.get(name, 0) + spent.get(name, 0))
     for i, name in enumerate(checked):
         cfg = configs[name]
-        values[f":c{i}"] = n(consume_milli.get(name, 0))
+        values[f":c{i}"] = n(consume_milli.get(name, 0) + 2 * hold.get(name, 0))
         values[f":cp{i}"] = n(cfg.capacity_milli)
         values[f":ra{i}"] = n(cfg.refill_amount_milli)
         values[f":rp{i}"] = n(cfg.refill_period_ms)
-    return {
+    params: dict[str, Any] = {
         "TableName": table,
         "Key": bucket_item_key,
         "UpdateExpression": update,
@@ -165,6 +181,11 @@ def speculative_consume(
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+    if held:
+        params["ExpressionAttributeNames"] = {f"#h{i}": attr for i, attr in enumerate(held)}
+        for i, amount in enumerate(held.values()):
+            values[f":h{i}"] = n(amount)
+    return params
 
 
 def refill_and_consume(
@@ -181,6 +202,9 @@ def refill_and_consume(
     reset_window: bool = True,
     shard_count: int | None = None,
     fenced: bool = True,
+    hold_milli: Mapping[str, int] | None = None,
+    remove: Sequence[str] = (),
+    flush: Flush | None = None,
 ) -> dict[str, Any]:
     """The slow path's write: refill and consume, fenced on `rf`.
 
@@ -188,10 +212,26 @@ def refill_and_consume(
     this write (they never touch `rf`) still count; `floor_milli` fails the write rather
     than let such a write drive a consumed limit below zero. Limits new to the item are
     SET whole (`new_limits`), and every limit's stored config is brought up to date.
+    `hold_milli` adds a reserve to this epoch's held count (the tokens themselves are in
+    `token_delta_milli`); `remove` drops held counts that no reader counts any more;
+    `flush` reports what the client's reserve spent since its last write.
     """
     sets, adds, values = window_parts(reset_window, new_refill_ms)
     names: dict[str, str] = {}
     conds: list[str] = []
+    held = held_deltas(hold_milli or {}, reserve_epoch(new_refill_ms), flush)
+    for i, (attr, amount) in enumerate(held.items()):
+        names[f"#h{i}"] = attr
+        values[f":h{i}"] = n(amount)
+        adds.append(f"#h{i} :h{i}")
+    spent = flush.spent if flush else {}
+    consumed_milli = {
+        name: consumed_milli.get(name, 0) + spent.get(name, 0)
+        for name in {*consumed_milli, *spent}
+        if name not in new_limits
+    }
+    removed = [f"#x{i}" for i in range(len(remove))]
+    names.update(zip(removed, remove, strict=True))
     if fenced:
         # Only a write that moves `rf` (or SETs whole values) must not race another one.
         sets.append("#rf = :rf")
@@ -230,6 +270,7 @@ def refill_and_consume(
         for part in (
             "SET " + ", ".join(sets) if sets else "",
             "ADD " + ", ".join(adds) if adds else "",
+            "REMOVE " + ", ".join(removed) if removed else "",
         )
         if part
     )

@@ -1,0 +1,392 @@
+"""Token reserves: a hot bucket's tokens, moved out ahead of demand and spent in memory.
+
+A client that acquires often on one (entity, resource) bucket takes more than it needs
+with the acquire's own conditional write: the surplus is recorded on the bucket item as
+held in reserves (`b_{limit}_rs{epoch}`) and kept here, in a `Reserve`. The following
+acquires are served from it with no request. What is not spent goes back with one ADD
+when the reserve has been idle for `idle_ms`, reaches `max_age_ms`, or the client closes.
+
+Why this is exact:
+- tokens leave the bucket before they are spent (a reserve is taken with the same
+  `tk >= n` condition as an acquire), so interleavings cannot admit more than the bucket
+  held;
+- tokens held in reserves count against the bucket's capacity when it refills, so a bucket
+  refilled to full while reserves are out never holds more than `capacity` in all;
+- a reserve is granted only while the bucket keeps at least as much again after it: near
+  empty, clients take exactly what they need, one write per acquire, as without reserves;
+- a held count belongs to the epoch (`RESERVE_EPOCH_MS`) in which it was taken, and every
+  reader ignores counts older than the previous epoch. A reserve is never spent after its
+  `max_age_ms` (shorter than an epoch), so a crashed client's count stops reducing the
+  capacity within two epochs and its tokens are lost (counted as spent), never created.
+
+Everything here is pure bookkeeping behind one lock (sync faces share a book across
+threads); `flows.acquire` decides and `flows.reserve_return` writes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from zae_limiter.errors import ValidationError
+from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
+from zae_limiter.limits import Limit
+
+#: Demand is a moving rate with this time constant (ms): it follows a change in a second.
+DEMAND_TAU_MS = 1000
+#: Past this point of its oldest epoch's life a reserve's tokens are no longer returned:
+#: readers may already have stopped counting them as held (clock skew between clients).
+RETURN_MARGIN_MS = 5000
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveSettings:
+    """How reserves are sized and how long they live (see docs/reserves.md).
+
+    - `writes_per_second`: the target number of reserve writes per second per client per
+      bucket; a reserve is sized to last `1 / writes_per_second` at the client's own rate.
+    - `hot_rate`: acquires per second on a bucket, in this client, before it takes reserves.
+    - `max_share`: the most one reserve may hold, as a share of the shard's capacity.
+    - `idle_ms` / `max_age_ms`: unspent tokens go back after this long without an acquire,
+      or this long after the reserve was first taken.
+    """
+
+    writes_per_second: float = 2.0
+    hot_rate: float = 4.0
+    max_share: float = 0.1
+    idle_ms: int = 2000
+    max_age_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        if not self.writes_per_second > 0:
+            raise ValidationError("reserve writes_per_second must be a positive number")
+        if not self.hot_rate > 0:
+            raise ValidationError("reserve hot_rate must be a positive number")
+        if not 0 < self.max_share <= 0.5:
+            raise ValidationError("reserve max_share must be above 0 and at most 0.5")
+        if not 0 < self.idle_ms <= self.max_age_ms:
+            raise ValidationError("reserve idle_ms must be positive and at most max_age_ms")
+        if self.max_age_ms > RESERVE_EPOCH_MS - RETURN_MARGIN_MS:
+            raise ValidationError(
+                f"reserve max_age_ms must be at most {RESERVE_EPOCH_MS - RETURN_MARGIN_MS}"
+            )
+
+    @property
+    def period_ms(self) -> float:
+        return 1000 / self.writes_per_second
+
+
+@dataclass(slots=True)
+class Reserve:
+    """Tokens this client holds from one bucket shard (millitokens per limit)."""
+
+    shard_id: int
+    limits: tuple[Limit, ...]
+    left: dict[str, int]
+    #: What each epoch's held count on the item was raised by: epoch -> limit -> millitokens.
+    taken: dict[int, dict[str, int]]
+    born_ms: int
+    used_ms: int
+
+    def taken_total(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for amounts in self.taken.values():
+            for name, milli in amounts.items():
+                total[name] = total.get(name, 0) + milli
+        return total
+
+    def returnable(self, now_ms: int) -> bool:
+        """Whether the tokens left may still go back (see RETURN_MARGIN_MS)."""
+        oldest = min(self.taken, default=reserve_epoch(now_ms))
+        return now_ms < (oldest + 2) * RESERVE_EPOCH_MS - RETURN_MARGIN_MS
+
+
+@dataclass(slots=True)
+class _Demand:
+    """Decayed sums of acquires and amounts (a rate is the sum over the time constant)."""
+
+    at_ms: int
+    count: float = 0.0
+    amounts: dict[str, float] = field(default_factory=dict)
+
+    def decay(self, now_ms: int) -> None:
+        if now_ms > self.at_ms:
+            factor = math.exp(-(now_ms - self.at_ms) / DEMAND_TAU_MS)
+            self.count *= factor
+            for name in self.amounts:
+                self.amounts[name] *= factor
+            self.at_ms = now_ms
+
+
+@dataclass(slots=True)
+class ReserveStats:
+    """What reserves did in this client."""
+
+    hits: int = 0
+    takes: int = 0
+    returns: int = 0
+    returned_tokens: dict[str, int] = field(default_factory=dict)
+    lost: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+
+
+class ReserveBook:
+    """Every reserve and demand estimate of one client."""
+
+    def __init__(self, settings: ReserveSettings | None = None) -> None:
+        self.settings = settings or ReserveSettings()
+        self._lock = threading.Lock()
+        self._reserves: dict[Key, Reserve] = {}
+        self._demand: dict[Key, _Demand] = {}
+        #: Reserves taken off the book that still have to be written back.
+        self._outgoing: list[tuple[Key, Reserve]] = []
+        self.stats = ReserveStats()
+
+    @property
+    def busy(self) -> bool:
+        """Whether any reserve is held or waits to be written back (no lock: a hint)."""
+        return bool(self._reserves or self._outgoing)
+
+    # ------------------------------------------------------------ demand
+    def record(self, key: Key, amounts: Mapping[str, int], now_ms: int, count: int = 1) -> None:
+        """An acquire (count 1) or an adjustment (count 0) of `amounts` millitokens."""
+        with self._lock:
+            demand = self._demand.get(key)
+            if demand is None:
+                demand = self._demand[key] = _Demand(now_ms)
+            demand.decay(now_ms)
+            demand.count += count
+            for name, milli in amounts.items():
+                demand.amounts[name] = max(0.0, demand.amounts.get(name, 0.0) + milli)
+
+    def rate(self, key: Key, now_ms: int) -> float:
+        """Acquires per second on the bucket in this client, as the book estimates it."""
+        with self._lock:
+            demand = self._demand.get(key)
+            if demand is None:
+                return 0.0
+            demand.decay(now_ms)
+            return demand.count * 1000 / DEMAND_TAU_MS
+
+    def want(
+        self,
+        key: Key,
+        limits: Iterable[Limit],
+        consume: Mapping[str, int],
+        shard_count: int,
+        now_ms: int,
+    ) -> dict[str, int]:
+        """Millitokens to take on top of `consume`, per limit ({} when the bucket is not hot).
+
+        Enough for the client's own rate over the target period, at least two more acquires
+        like this one, at most `max_share` of a shard's capacity, less what is still held.
+        """
+        settings = self.settings
+        with self._lock:
+            demand = self._demand.get(key)
+            if demand is None:
+                return {}
+            demand.decay(now_ms)
+            if demand.count * 1000 / DEMAND_TAU_MS < settings.hot_rate:
+                return {}
+            held = self._reserves.get(key)
+            wanted: dict[str, int] = {}
+            for limit in limits:
+                rate = demand.amounts.get(limit.name, 0.0) * 1000 / DEMAND_TAU_MS
+                target = max(int(rate * settings.period_ms / 1000), 2 * consume.get(limit.name, 0))
+                cap = int(settings.max_share * limit.capacity_milli / max(1, shard_count))
+                left = held.left.get(limit.name, 0) if held is not None else 0
+                # Whole tokens (see bucket_write.grant).
+                amount = max(0, min(target, cap) - left) // 1000 * 1000
+                if amount:
+                    wanted[limit.name] = amount
+            return wanted
+
+    # ------------------------------------------------------------ spending
+    def spend(
+        self, key: Key, limits: tuple[Limit, ...], consume: Mapping[str, int], now_ms: int
+    ) -> int | None:
+        """Take `consume` from the reserve; the shard it came from, or None (not covered).
+
+        A reserve taken under other limits (a stored limit changed) or past its age is taken
+        off the book to be returned, and never spent again.
+        """
+        with self._lock:
+            held = self._reserves.get(key)
+            if held is None:
+                return None
+            if held.limits != limits or now_ms - held.born_ms >= self.settings.max_age_ms:
+                self._retire(key)
+                return None
+            left = held.left
+            for name, milli in consume.items():
+                if milli and left.get(name, 0) < milli:
+                    return None
+            if any(value < 0 for value in left.values()):
+                return None
+            for name, milli in consume.items():
+                if milli:
+                    left[name] -= milli
+            held.used_ms = now_ms
+            self.stats.hits += 1
+            return held.shard_id
+
+    def settle(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
+        """Apply a consumption change (negative gives back) to the reserve of that shard.
+
+        False when there is no such reserve or it cannot cover what the change takes more:
+        then the caller writes the change to the bucket.
+        """
+        with self._lock:
+            held = self._reserves.get(key)
+            if held is None or held.shard_id != shard_id:
+                return False
+            if now_ms - held.born_ms >= self.settings.max_age_ms:
+                return False
+            left = held.left
+            if any(milli > 0 and left.get(name, 0) < milli for name, milli in delta.items()):
+                return False
+            for name, milli in delta.items():
+                left[name] = left.get(name, 0) - milli
+            held.used_ms = now_ms
+            return True
+
+    def flush(self, key: Key, shard_count: int) -> tuple[int, Flush] | None:
+        """What the bucket's reserve spent since its last write, taken off its held counts
+        (oldest epoch first), to be reported by the next write to its shard.
+
+        If that write's outcome is unknown the flush is not put back: a held count then
+        stays too high until its epoch ends (stricter, never looser).
+        """
+        with self._lock:
+            held = self._reserves.get(key)
+            if held is None or held.shard_id >= shard_count:
+                return None
+            spent: dict[str, int] = {}
+            released: dict[int, dict[str, int]] = {}
+            for name, taken in held.taken_total().items():
+                due = taken - held.left.get(name, 0)
+                if due <= 0:
+                    continue
+                spent[name] = due
+                for epoch in sorted(held.taken):
+                    part = min(due, held.taken[epoch].get(name, 0))
+                    if part:
+                        held.taken[epoch][name] -= part
+                        released.setdefault(epoch, {})[name] = part
+                        due -= part
+            if not spent:
+                return None
+            return held.shard_id, Flush(spent, released)
+
+    def unflush(self, key: Key, flush: Flush) -> None:
+        """A flush whose write was not applied: its amounts are held counts again."""
+        with self._lock:
+            held = self._reserves.get(key)
+            if held is None:
+                for _k, gone in self._outgoing:
+                    if _k == key:
+                        held = gone
+            if held is None:
+                return
+            for epoch, amounts in flush.released.items():
+                counted = held.taken.setdefault(epoch, {})
+                for name, milli in amounts.items():
+                    counted[name] = counted.get(name, 0) + milli
+
+    # ------------------------------------------------------------ taking and returning
+    def install(
+        self,
+        key: Key,
+        shard_id: int,
+        limits: tuple[Limit, ...],
+        granted: Mapping[str, int],
+        epoch: int,
+        now_ms: int,
+    ) -> None:
+        """Add tokens a write just moved out of the bucket (recorded in `epoch`'s count)."""
+        if not any(granted.values()):
+            return
+        with self._lock:
+            self.stats.takes += 1
+            held = self._reserves.get(key)
+            if held is not None and (held.shard_id != shard_id or held.limits != limits):
+                self._retire(key)
+                held = None
+            if held is None:
+                held = self._reserves[key] = Reserve(shard_id, limits, {}, {}, now_ms, now_ms)
+            counted = held.taken.setdefault(epoch, {})
+            for name, milli in granted.items():
+                held.left[name] = held.left.get(name, 0) + milli
+                counted[name] = counted.get(name, 0) + milli
+            held.used_ms = now_ms
+
+    def due(self, now_ms: int) -> list[tuple[Key, Reserve]]:
+        """Take off the book every reserve idle or old enough to go back, and any retired."""
+        settings = self.settings
+        with self._lock:
+            for key, held in list(self._reserves.items()):
+                idle = now_ms - held.used_ms >= settings.idle_ms
+                if idle or now_ms - held.born_ms >= settings.max_age_ms:
+                    self._retire(key)
+            out, self._outgoing = self._outgoing, []
+            return out
+
+    def drain(self) -> list[tuple[Key, Reserve]]:
+        """Take every reserve off the book (closing)."""
+        with self._lock:
+            for key in list(self._reserves):
+                self._retire(key)
+            out, self._outgoing = self._outgoing, []
+            return out
+
+    def next_due_ms(self) -> int | None:
+        """When the next reserve becomes due (None: none held, nothing outgoing)."""
+        with self._lock:
+            if self._outgoing:
+                return 0
+            settings = self.settings
+            times = [
+                min(h.used_ms + settings.idle_ms, h.born_ms + settings.max_age_ms)
+                for h in self._reserves.values()
+            ]
+            return min(times, default=None)
+
+    def returned(self, held: Reserve, back: Mapping[str, int]) -> None:
+        with self._lock:
+            self.stats.returns += 1
+            for name, milli in back.items():
+                total = self.stats.returned_tokens.get(name, 0) + milli
+                self.stats.returned_tokens[name] = total
+
+    def lost(self, count: int = 1) -> None:
+        with self._lock:
+            self.stats.lost += count
+
+    def retry_later(self, items: Iterable[tuple[Key, Reserve]]) -> None:
+        """Returns that DynamoDB refused (throttled, so not applied): try them again later."""
+        with self._lock:
+            self._outgoing.extend(items)
+
+    def snapshot(self) -> ReserveStats:
+        with self._lock:
+            held: dict[str, int] = {}
+            for reserve in self._reserves.values():
+                for name, milli in reserve.left.items():
+                    held[name] = held.get(name, 0) + milli // 1000
+            s = self.stats
+            return ReserveStats(s.hits, s.takes, s.returns, dict(s.returned_tokens), s.lost, held)
+
+    def holding(self, key: Key) -> Reserve | None:
+        """The reserve held for a bucket (for inspection and tests)."""
+        with self._lock:
+            return self._reserves.get(key)
+
+    def _retire(self, key: Key) -> None:
+        held = self._reserves.pop(key, None)
+        if held is not None:
+            self._outgoing.append((key, held))

@@ -1,0 +1,160 @@
+"""What an acquire, a lease and a closing client do with token reserves.
+
+The book (`flows/reserve.py`) is the state; these functions connect it to the acquire
+flow's levels and outcomes, and write reserves back. See docs/reserves.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from zae_limiter import keys
+from zae_limiter.errors import RateLimiterUnavailable, ValidationError
+from zae_limiter.flows import Call, Flow
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.reserve import Key, Reserve
+
+log = logging.getLogger("zae_limiter")
+
+
+def _key(level: Level | Taken) -> Key:
+    return (level.entity_id, level.resource)
+
+
+def serve(
+    state: RepoState, levels: Sequence[Level], now_ms: int
+) -> tuple[list[Taken], list[Level]]:
+    """Serve what the reserves cover; the rest goes to DynamoDB, asking for a reserve
+    when its bucket is hot in this client."""
+    book = state.reserves
+    if book is None:
+        return [], list(levels)
+    served: list[Taken] = []
+    rest: list[Level] = []
+    for level in levels:
+        key = _key(level)
+        book.record(key, level.consume_milli, now_ms)
+        shard = book.spend(key, level.limits, level.consume_milli, now_ms)
+        if shard is not None:
+            served.append(
+                Taken(
+                    level.entity_id,
+                    level.resource,
+                    shard,
+                    level.consume_milli,
+                    level.limits,
+                    from_reserve=True,
+                )
+            )
+            continue
+        want = book.want(key, level.limits, level.consume_milli, level.shard_count, now_ms)
+        if not want:
+            rest.append(level)
+            continue
+        flushed = book.flush(key, level.shard_count)
+        rest.append(replace(level, hold_milli=want, flush=flushed[1] if flushed else None))
+    return served, rest
+
+
+def preferred_shard(state: RepoState, level: Level) -> int | None:
+    """The shard this client's reserve of the bucket came from: a top-up goes there, so
+    one reserve keeps growing instead of being returned for another shard's."""
+    if state.reserves is None or not level.hold_milli:
+        return None
+    held = state.reserves.holding(_key(level))
+    return None if held is None or held.shard_id >= level.shard_count else held.shard_id
+
+
+def _not_applied(outcome: object) -> bool:
+    """The level's write certainly did not happen (a throttle, a failed condition, a flow
+    closed before it wrote); a timeout or a lost connection leaves it unknown."""
+    if outcome is None or isinstance(outcome, (Rejected, ValidationError)):
+        return True
+    return isinstance(outcome, RateLimiterUnavailable) and (
+        outcome.throttled or outcome.code == "CapacityExhausted"
+    )
+
+
+def keep(
+    state: RepoState, levels: Sequence[Level], outcomes: Sequence[object], now_ms: int
+) -> None:
+    """Put on the book every reserve that the acquire's writes moved out, and put back
+    every flush that a write certainly did not carry (`outcomes[i]` is `levels[i]`'s)."""
+    book = state.reserves
+    if book is None:
+        return
+    for level, outcome in zip(levels, outcomes, strict=False):
+        carried = isinstance(outcome, Taken) and outcome.flushed
+        if level.flush is not None and not carried and _not_applied(outcome):
+            book.unflush(_key(level), level.flush)
+    for outcome in outcomes:
+        if isinstance(outcome, Taken) and outcome.held_milli:
+            book.install(
+                _key(outcome),
+                outcome.shard_id,
+                outcome.limits,
+                outcome.held_milli,
+                outcome.epoch,
+                now_ms,
+            )
+
+
+def settle_locally(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> bool:
+    """Apply a consumption change to the reserve of the bucket it was taken from; False
+    when that needs a write (no reserve there, or it cannot cover the change)."""
+    book = state.reserves
+    if book is None or not delta:
+        return False
+    return book.settle(_key(taken), taken.shard_id, delta, now_ms)
+
+
+def note_adjustment(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> None:
+    """Adjustments count in the demand a reserve is sized from (tpm by real usage)."""
+    if state.reserves is not None and delta:
+        state.reserves.record(_key(taken), delta, now_ms, count=0)
+
+
+def return_call(
+    state: RepoState, key: Key, held: Reserve, now_ms: int
+) -> tuple[Call, dict[str, int]]:
+    """The write that gives a reserve back, and the tokens it gives back.
+
+    Its unspent tokens go back while readers still count its held counts; later they are
+    lost (counted as spent), since the capacity they held is already free again.
+    """
+    taken = held.taken_total()
+    back = {n: max(0, v) for n, v in held.left.items()} if held.returnable(now_ms) else {}
+    spent = {name: taken.get(name, 0) - back.get(name, 0) for name in set(taken) | set(back)}
+    bucket = keys.bucket_key(state.namespace, key[0], key[1], held.shard_id)
+    params = keys.return_reserve(state.table, bucket, back, spent, held.taken)
+    return Call("update_item", params), back
+
+
+def give_back_reserves(
+    state: RepoState, items: Sequence[tuple[Key, Reserve]], now_ms: int
+) -> Flow[None]:
+    """Write reserves back, all in one round trip.
+
+    A throttled return was not applied: it is tried again later. Any other failure leaves
+    the outcome unknown, and a second ADD could create tokens: those tokens are lost
+    (counted as spent), never retried.
+    """
+    book = state.reserves
+    if book is None or not items:
+        return
+    planned = [return_call(state, key, held, now_ms) for key, held in items]
+    results = yield tuple(call for call, _back in planned)
+    again: list[tuple[Key, Reserve]] = []
+    for (key, held), (_call, back), result in zip(items, planned, results, strict=True):
+        if isinstance(result, RateLimiterUnavailable) and result.throttled:
+            again.append((key, held))
+        elif isinstance(result, BaseException) or not getattr(result, "ok", False):
+            book.lost()
+            log.warning("a token reserve of %s/%s could not be returned: %s", *key, result)
+        else:
+            book.returned(held, back)
+    if again:
+        book.retry_later(again)

@@ -1,0 +1,144 @@
+"""Token reserves on a bucket item: held counts per epoch, and the write that returns one.
+
+`b_{limit}_rs{epoch}` counts the millitokens that clients took out as reserves during
+that epoch and have not returned yet. Readers count the current and the previous epoch
+only (`held_milli`): a reserve lives at most one epoch, so an older count can only be
+a crashed client's, whose tokens are then lost (spent) and no longer reduce the capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zae_limiter.keys.core import BUCKET_PREFIX, PK, Item, limit_attr, n
+
+#: Length of a reserve epoch (ms). Every reader and writer must agree on it.
+RESERVE_EPOCH_MS = 20_000
+RESERVE_FIELD = "rs"
+
+
+def reserve_epoch(now_ms: int) -> int:
+    return now_ms // RESERVE_EPOCH_MS
+
+
+def reserve_attr(name: str, epoch: int) -> str:
+    return limit_attr(name, f"{RESERVE_FIELD}{epoch}")
+
+
+def decode_reserved(item: Mapping[str, Any]) -> dict[str, dict[int, int]]:
+    """Held counts on an item: limit -> epoch -> millitokens."""
+    out: dict[str, dict[int, int]] = {}
+    for attr, value in item.items():
+        if not attr.startswith(BUCKET_PREFIX) or "N" not in value:
+            continue
+        name, _, field = attr[len(BUCKET_PREFIX) :].rpartition("_")
+        if not name or not field.startswith(RESERVE_FIELD):
+            continue
+        epoch = field[len(RESERVE_FIELD) :]
+        if epoch.isdigit():
+            out.setdefault(name, {})[int(epoch)] = int(value["N"])
+    return out
+
+
+def held_milli(reserved: Mapping[int, int], now_ms: int) -> int:
+    """Millitokens of one limit held in live reserves (this epoch and the one before)."""
+    current = reserve_epoch(now_ms)
+    return max(0, sum(v for e, v in reserved.items() if current - 1 <= e <= current))
+
+
+def stale_reserve_attrs(item: Mapping[str, Any], now_ms: int) -> list[str]:
+    """Held-count attributes no reader counts any more (to be removed by the next write)."""
+    current = reserve_epoch(now_ms)
+    return [
+        reserve_attr(name, epoch)
+        for name, epochs in decode_reserved(item).items()
+        for epoch in epochs
+        if epoch < current - 2
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """What a reserve spent since its last write, reported by the next write to its bucket:
+    `spent` goes to `tc` (usage) and each epoch's held count drops by `released`, so held
+    counts stay close to what reserves really hold, not to all they ever took."""
+
+    spent: Mapping[str, int]
+    released: Mapping[int, Mapping[str, int]]
+
+
+def held_deltas(hold: Mapping[str, int], epoch: int, flush: Flush | None = None) -> dict[str, int]:
+    """ADD amounts per held-count attribute: `hold` taken now, less what `flush` releases
+    (one amount per attribute: an update may name an attribute once)."""
+    out: dict[str, int] = {}
+    for name, milli in hold.items():
+        if milli:
+            attr = reserve_attr(name, epoch)
+            out[attr] = out.get(attr, 0) + milli
+    for old_epoch, amounts in (flush.released if flush else {}).items():
+        for name, milli in amounts.items():
+            if milli:
+                attr = reserve_attr(name, old_epoch)
+                out[attr] = out.get(attr, 0) - milli
+    return {attr: milli for attr, milli in out.items() if milli}
+
+
+def return_reserve(
+    table: str,
+    bucket_item_key: Item,
+    back_milli: Mapping[str, int],
+    spent_milli: Mapping[str, int],
+    released: Mapping[int, Mapping[str, int]],
+) -> dict[str, Any]:
+    """Give a reserve back: its unspent tokens to `tk`, what it spent to `tc` (usage),
+    and every epoch's held count down by what that epoch took.
+
+    One unconditional ADD apart from `attribute_exists`: a deleted bucket is not
+    resurrected. Never retried on an unknown outcome, since a second ADD would create tokens.
+    """
+    names: dict[str, str] = {"#pk": PK}
+    values: Item = {}
+    adds: list[str] = []
+    for i, (name, milli) in enumerate(back_milli.items()):
+        if milli:
+            names[f"#k{i}"] = limit_attr(name, "tk")
+            values[f":k{i}"] = n(milli)
+            adds.append(f"#k{i} :k{i}")
+    for i, (name, milli) in enumerate(spent_milli.items()):
+        if milli:
+            names[f"#c{i}"] = limit_attr(name, "tc")
+            values[f":c{i}"] = n(milli)
+            adds.append(f"#c{i} :c{i}")
+    i = 0
+    for epoch, amounts in released.items():
+        for name, milli in amounts.items():
+            if milli:
+                names[f"#h{i}"] = reserve_attr(name, epoch)
+                values[f":h{i}"] = n(-milli)
+                adds.append(f"#h{i} :h{i}")
+                i += 1
+    params: dict[str, Any] = {
+        "TableName": table,
+        "Key": bucket_item_key,
+        "UpdateExpression": "ADD " + ", ".join(adds),
+        "ConditionExpression": "attribute_exists(#pk)",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    return params
+
+
+__all__ = [
+    "RESERVE_EPOCH_MS",
+    "RESERVE_FIELD",
+    "Flush",
+    "decode_reserved",
+    "held_deltas",
+    "held_milli",
+    "reserve_attr",
+    "reserve_epoch",
+    "return_reserve",
+    "stale_reserve_attrs",
+]

@@ -1,0 +1,194 @@
+"""Keepers: background work that returns a repository's token reserves when they are due.
+
+A reserve goes back after `idle_ms` without an acquire or at `max_age_ms` (see
+flows/reserve.py), whether or not the client makes another call: a sync repository runs a
+daemon thread for it, an async one a task on its event loop, both started by the first
+reserve and asleep while none is held. Closing returns everything; a repository that was
+never closed returns its reserves at interpreter exit (the async face then uses a boto3
+client of its own, since its event loop is gone by then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from zae_limiter.flows import Flow
+from zae_limiter.flows.reserve_ops import give_back_reserves
+
+if TYPE_CHECKING:
+    from zae_limiter.repository import Repository, SyncRepository, _Base
+
+log = logging.getLogger("zae_limiter")
+#: A keeper looks at the book at least this often (s), whatever the repository's clock says.
+POLL_SECONDS = 0.5
+
+
+def due_returns(repo: _Base, everything: bool = False) -> Flow[None] | None:
+    """The flow that writes back what is due now (or everything); None: nothing to do."""
+    book = repo.state.reserves
+    if book is None:
+        return None
+    now = repo.now_ms()
+    items = book.drain() if everything else book.due(now)
+    return give_back_reserves(repo.state, items, now) if items else None
+
+
+def _wait_seconds(repo: _Base) -> float | None:
+    """How long to sleep before looking again; None when no reserve is held (the keeper
+    then ends, and the next reserve starts it again)."""
+    book = repo.state.reserves
+    due = None if book is None else book.next_due_ms()
+    if due is None:
+        return None
+    return min(POLL_SECONDS, max(0.0, (due - repo.now_ms()) / 1000))
+
+
+class _AtExit:
+    """Returns the reserves of a repository nobody closed, when the interpreter exits."""
+
+    def __init__(self, repo: _Base, fallback: Callable[[Flow[None]], None]) -> None:
+        self._repo = weakref.ref(repo)
+        self._fallback = fallback
+        atexit.register(self)
+
+    def __call__(self) -> None:
+        repo = self._repo()
+        if repo is None:
+            return
+        flow = due_returns(repo, everything=True)
+        if flow is not None:
+            try:
+                self._fallback(flow)
+            except Exception as error:  # exiting: say so, never raise
+                log.warning("token reserves could not be returned at exit: %s", error)
+
+    def cancel(self) -> None:
+        atexit.unregister(self)
+
+
+class SyncKeeper:
+    """A daemon thread per sync repository that holds reserves."""
+
+    def __init__(self, repo: SyncRepository) -> None:
+        self._repo = weakref.ref(repo)
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._at_exit = _AtExit(repo, self._run_now)
+
+    def _run_now(self, flow: Flow[None]) -> None:
+        repo = self._repo()
+        if repo is not None:
+            repo.run(flow, repo.timeout, cleanup=True)
+
+    def poke(self) -> None:
+        """A reserve may be held now: make sure the thread watches the book."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            if self._stop:
+                return
+            self._thread = threading.Thread(target=self._loop, name="zae-reserves", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            repo = self._repo()
+            if repo is None:
+                return
+            wait = _wait_seconds(repo)
+            del repo
+            if wait is None:
+                return
+            self._wake.wait(wait)
+            self._wake.clear()
+            repo = self._repo()
+            if self._stop or repo is None:
+                return
+            try:
+                flow = due_returns(repo)
+                if flow is not None:
+                    repo.run(flow, repo.timeout, cleanup=True)
+            except Exception as error:  # background work: log, keep going
+                log.warning("returning token reserves failed: %s", error)
+            del repo
+
+    def close(self) -> None:
+        """Stop the thread and return every reserve."""
+        self._stop = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._at_exit.cancel()
+        repo = self._repo()
+        flow = None if repo is None else due_returns(repo, everything=True)
+        if flow is not None:
+            self._run_now(flow)
+
+
+class AsyncKeeper:
+    """A task on the repository's event loop, while it holds reserves."""
+
+    def __init__(self, repo: Repository, client_kwargs: dict[str, Any]) -> None:
+        self._repo = weakref.ref(repo)
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._client_kwargs = client_kwargs
+        self._at_exit = _AtExit(repo, self._run_on_boto3)
+
+    def _run_on_boto3(self, flow: Flow[None]) -> None:
+        import boto3
+
+        from zae_limiter.capacity import CapacityMeter
+        from zae_limiter.drivers import SyncRunner
+
+        repo = self._repo()
+        if repo is None:
+            return
+        client = boto3.session.Session().client("dynamodb", **self._client_kwargs)
+        SyncRunner(client, CapacityMeter(), repo.table_name).run(flow, cleanup=True)
+
+    def poke(self) -> None:
+        if self._closed or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            repo = self._repo()
+            if repo is None:
+                return
+            wait = _wait_seconds(repo)
+            del repo
+            if wait is None:
+                return
+            await asyncio.sleep(wait)
+            repo = self._repo()
+            if repo is None:
+                return
+            try:
+                flow = due_returns(repo)
+                if flow is not None:
+                    await repo.run(flow, repo.timeout, cleanup=True)
+            except Exception as error:  # background work: log, keep going
+                log.warning("returning token reserves failed: %s", error)
+            del repo
+
+    async def close(self) -> None:
+        """Stop the task and return every reserve."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._at_exit.cancel()
+        repo = self._repo()
+        flow = None if repo is None else due_returns(repo, everything=True)
+        if repo is not None and flow is not None:
+            await repo.run(flow, repo.timeout, cleanup=True)

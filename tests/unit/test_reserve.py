@@ -1,0 +1,233 @@
+"""The reserve book and the grant rule: sizing, spending, settling, returning, conservation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zae_limiter import keys
+from zae_limiter.errors import ValidationError
+from zae_limiter.flows.bucket_write import grant
+from zae_limiter.flows.reserve import ReserveBook, ReserveSettings
+from zae_limiter.limits import Limit
+
+T0 = 1_800_000_000_000
+KEY = ("key-1", "gpt-4")
+LIMITS = (Limit.per_minute("rpm", 6000), Limit.per_minute("tpm", 600_000))
+
+
+def hot_book(rate: int = 20, settings: ReserveSettings | None = None) -> ReserveBook:
+    """A book that has seen `rate` acquires (1 rpm, 100 tpm each) in the last instant."""
+    book = ReserveBook(settings)
+    for _ in range(rate):
+        book.record(KEY, {"rpm": 1000, "tpm": 100_000}, T0)
+    return book
+
+
+def test_a_bucket_is_not_hot_below_the_rate_threshold() -> None:
+    book = hot_book(rate=3)
+    assert book.want(KEY, LIMITS, {"rpm": 1000}, 1, T0) == {}
+    book.record(KEY, {"rpm": 1000}, T0)
+    assert book.want(KEY, LIMITS, {"rpm": 1000}, 1, T0) != {}
+
+
+def test_demand_decays_so_a_bucket_cools_down() -> None:
+    book = hot_book(rate=20)
+    assert book.rate(KEY, T0) == pytest.approx(20)
+    assert book.rate(KEY, T0 + 3000) < 1.0
+    assert book.want(KEY, LIMITS, {"rpm": 1000}, 1, T0 + 3000) == {}
+
+
+def test_a_reserve_lasts_the_target_period_at_the_clients_rate() -> None:
+    book = hot_book(rate=20)  # 20 acquires/s, 2 writes/s: 10 acquires' worth
+    want = book.want(KEY, LIMITS, {"rpm": 1000, "tpm": 100_000}, 1, T0)
+    assert want == {"rpm": 10_000, "tpm": 1_000_000}
+
+
+def test_a_reserve_never_takes_more_than_its_share_of_the_capacity() -> None:
+    book = hot_book(rate=2000)
+    want = book.want(KEY, LIMITS, {"rpm": 1000}, 1, T0)
+    assert want["rpm"] == 600_000  # 10% of 6,000 rpm
+    # Sharded: a share of the shard's capacity.
+    assert book.want(KEY, LIMITS, {"rpm": 1000}, 4, T0)["rpm"] == 150_000
+
+
+def test_a_top_up_asks_only_for_what_the_reserve_lacks() -> None:
+    book = hot_book(rate=20)
+    book.install(KEY, 0, LIMITS, {"rpm": 4000, "tpm": 1_000_000}, 1, T0)
+    assert book.want(KEY, LIMITS, {"rpm": 1000}, 1, T0) == {"rpm": 6000}
+
+
+def test_spending_debits_and_refuses_what_the_reserve_cannot_cover() -> None:
+    book = hot_book()
+    book.install(KEY, 2, LIMITS, {"rpm": 2000, "tpm": 150_000}, 1, T0)
+    assert book.spend(KEY, LIMITS, {"rpm": 1000, "tpm": 100_000}, T0) == 2
+    assert book.spend(KEY, LIMITS, {"rpm": 1000, "tpm": 100_000}, T0) is None  # tpm short
+    assert book.spend(KEY, LIMITS, {"rpm": 1000, "tpm": 50_000}, T0) == 2
+    assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0) is None  # rpm spent
+    assert book.snapshot().hits == 2
+
+
+def test_a_changed_limit_retires_the_reserve_for_return() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, 1, T0)
+    lowered = (Limit.per_minute("rpm", 60), LIMITS[1])
+    assert book.spend(KEY, lowered, {"rpm": 1000}, T0) is None
+    assert book.holding(KEY) is None
+    [(key, held)] = book.due(T0)
+    assert key == KEY and held.left == {"rpm": 5000}
+
+
+def test_settle_credits_and_debits_only_the_same_shard() -> None:
+    book = hot_book()
+    book.install(KEY, 1, LIMITS, {"tpm": 100_000}, 1, T0)
+    assert not book.settle(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
+    assert book.settle(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
+    assert book.settle(KEY, 1, {"tpm": 105_000}, T0)  # covered
+    assert not book.settle(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
+    held = book.holding(KEY)
+    assert held is not None and held.left == {"tpm": 0}
+
+
+def test_reserves_fall_due_when_idle_or_old() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, 1, T0)
+    assert book.next_due_ms() == T0 + 2000
+    assert book.due(T0 + 1999) == []
+    book.spend(KEY, LIMITS, {"rpm": 1000}, T0 + 1500)  # used: idle again from here
+    assert book.due(T0 + 2000) == []
+    for t in range(T0 + 3000, T0 + 10_000, 1000):
+        book.spend(KEY, LIMITS, {"rpm": 100}, t)
+    assert [k for k, _ in book.due(T0 + 10_000)] == [KEY]  # max age, though in use
+
+
+def test_a_reserve_past_its_age_is_never_spent() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, 1, T0)
+    assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0 + 10_000) is None
+    assert book.drain()[0][1].left == {"rpm": 5000}
+
+
+def test_a_grant_on_another_shard_retires_the_old_reserve() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, 1, T0)
+    book.install(KEY, 3, LIMITS, {"rpm": 2000}, 1, T0)
+    held = book.holding(KEY)
+    assert held is not None and held.shard_id == 3 and held.left == {"rpm": 2000}
+    assert [h.shard_id for _k, h in book.drain()] == [0, 3]
+
+
+def test_returnable_until_readers_stop_counting_the_held_tokens() -> None:
+    book = hot_book()
+    epoch = keys.reserve_epoch(T0)
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, epoch, T0)
+    held = book.holding(KEY)
+    assert held is not None
+    end = (epoch + 2) * keys.RESERVE_EPOCH_MS
+    assert held.returnable(end - 5001)
+    assert not held.returnable(end - 5000)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("writes_per_second", 0), ("max_share", 0.9), ("idle_ms", 0), ("max_age_ms", 60_000)],
+)
+def test_settings_are_checked(field: str, value: float) -> None:
+    with pytest.raises(ValidationError, match=field.split("_ms")[0]):
+        ReserveSettings(**{field: value})  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the grant rule
+def test_grant_keeps_as_much_again_behind() -> None:
+    assert grant({"rpm": 10_000}, {"rpm": 100_000}, {"rpm": 1000}) == {"rpm": 10_000}
+    # 21 left after the acquire: at most 10.5 may leave, every limit shrinks alike, and
+    # only whole tokens move.
+    asked = {"rpm": 20_000, "tpm": 40_000}
+    assert grant(asked, {"rpm": 22_000, "tpm": 10**7}, {"rpm": 1000}) == {
+        "rpm": 10_000,
+        "tpm": 21_000,
+    }
+
+
+def test_grant_refuses_a_reserve_too_small_to_be_worth_it() -> None:
+    assert grant({"rpm": 40_000}, {"rpm": 10_000}, {"rpm": 1000}) == {}
+    assert grant({}, {"rpm": 10_000}, {"rpm": 1000}) == {}
+
+
+# ---------------------------------------------------------------- conservation
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["acquire", "adjust", "give_back", "return", "tick"]),
+        st.integers(min_value=1, max_value=40),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops)
+def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> None:
+    """A model bucket with no refill and one client's book, driven the way the flows drive
+    them: whatever the interleaving, bucket + held + spent == capacity, and the bucket and
+    the reserve never go below zero."""
+    limits = (Limit.custom("rpm", 100, 1, 3600),)
+    capacity = 100_000
+    bucket = capacity  # millitokens in the item
+    held_count = 0  # the item's held count
+    spent = 0
+    book = ReserveBook()
+    now = T0
+    for op, amount in steps:
+        milli = amount * 1000
+        if op == "tick":
+            now += amount * 100
+            for _key, reserve in book.due(now):
+                bucket += sum(reserve.left.values())
+                held_count -= sum(reserve.taken_total().values())
+                spent += sum(reserve.taken_total().values()) - sum(reserve.left.values())
+            continue
+        if op == "return":
+            for _key, reserve in book.drain():
+                bucket += sum(reserve.left.values())
+                held_count -= sum(reserve.taken_total().values())
+                spent += sum(reserve.taken_total().values()) - sum(reserve.left.values())
+            continue
+        consume = {"rpm": milli}
+        if op == "acquire":
+            book.record(KEY, consume, now)
+            if book.spend(KEY, limits, consume, now) is not None:
+                continue  # spent from the reserve: counted when it goes back
+            want = book.want(KEY, limits, consume, 1, now)
+            if bucket < milli:
+                continue  # rejected
+            given = grant(want, {"rpm": bucket}, consume)
+            bucket -= milli + given.get("rpm", 0)
+            held_count += given.get("rpm", 0)
+            spent += milli
+            book.install(KEY, 0, limits, given, 1, now)
+        elif op == "adjust":  # the lease consumes more: from the reserve, else a write
+            if not book.settle(KEY, 0, consume, now):
+                bucket -= milli  # an adjustment may leave debt
+                spent += milli
+        else:  # a rollback of what leases consumed: into the reserve, else a write
+            consumed = spent + sum(
+                sum(h.taken_total().values()) - sum(h.left.values())
+                for h in filter(None, [book.holding(KEY)])
+            )
+            milli = min(milli, consumed)
+            if not milli:
+                continue
+            if not book.settle(KEY, 0, {"rpm": -milli}, now):
+                bucket += milli
+                spent -= milli
+        held = book.holding(KEY)
+        assert held is None or all(v >= 0 for v in held.left.values())
+    held = book.holding(KEY)
+    taken = sum(held.taken_total().values()) if held is not None else 0
+    # What the reserve took is out of the bucket: spent from it, or still held.
+    assert bucket + taken == capacity - spent
+    assert held_count == taken
+    for _key, reserve in book.drain():
+        bucket += sum(reserve.left.values())
+    assert bucket <= capacity
