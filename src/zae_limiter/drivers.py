@@ -254,7 +254,8 @@ class AsyncRunner(_Runner):
         limit = left if left is not None else self.call_timeout
         try:
             call = getattr(self.target(step.op), step.op)(**self.params(step))
-            response = await asyncio.wait_for(call, limit)
+            async with asyncio.timeout(limit):  # unlike wait_for, no task per call
+                response = await call
         except (ClientError, BotoCoreError) as error:
             return self.failed(step, error, trip, cost)
         except TimeoutError:
@@ -275,7 +276,15 @@ class AsyncRunner(_Runner):
             if planned.wait_ms:
                 await asyncio.sleep(planned.wait_ms / 1000)
             left = deadline.remaining()
-            results = await asyncio.gather(
-                *(self.step(s, trip, c, left) for s, c in zip(steps, planned.costs, strict=True))
-            )
+            if len(steps) == 1:  # the common round trip: no tasks to gather
+                results: Sequence[Outcome] = [
+                    await self.step(steps[0], trip, planned.costs[0], left)
+                ]
+            else:
+                results = await asyncio.gather(
+                    *(
+                        self.step(s, trip, c, left)
+                        for s, c in zip(steps, planned.costs, strict=True)
+                    )
+                )
             send = self.outcome(request, results, deadline)

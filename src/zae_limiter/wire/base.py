@@ -17,6 +17,7 @@ from typing import Any
 
 import botocore
 from botocore.awsrequest import AWSPreparedRequest
+from botocore.client import BaseClient
 from botocore.exceptions import ClientError, NoCredentialsError
 
 from zae_limiter.wire import protocol
@@ -27,7 +28,11 @@ SERVICE = "dynamodb"
 
 
 def borrowable(client: Any) -> bool:
-    """Whether `client` exposes what the lean path borrows (botocore / aiobotocore do)."""
+    """Whether `client` is a botocore / aiobotocore client exposing what the lean path
+    borrows. Anything else (a wrapper a user passed as `client=`, to see or change calls)
+    keeps every call, so the lean path stays off."""
+    if not isinstance(client, BaseClient):
+        return False
     endpoint = getattr(client, "_endpoint", None)
     signer = getattr(client, "_request_signer", None)
     return (

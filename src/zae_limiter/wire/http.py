@@ -68,3 +68,61 @@ def chunk_size(line: bytes) -> int:
         return int(line.split(b";", 1)[0].strip(), 16)
     except ValueError as bad:
         raise ProtocolError(f"bad chunk size line {line[:40]!r}") from bad
+
+
+def _chunked_body(buffer: bytes | bytearray, start: int) -> tuple[bytes, int] | None:
+    """The body of a chunked message and where it ends, or None while incomplete."""
+    parts = []
+    at = start
+    while True:
+        eol = buffer.find(b"\r\n", at)
+        if eol < 0:
+            return None
+        size = chunk_size(bytes(buffer[at:eol]))
+        at = eol + 2
+        if size == 0:
+            break
+        if len(buffer) < at + size + 2:
+            return None
+        parts.append(bytes(buffer[at : at + size]))
+        at += size + 2
+    while True:  # trailers, up to an empty line
+        eol = buffer.find(b"\r\n", at)
+        if eol < 0:
+            return None
+        if eol == at:
+            return b"".join(parts), eol + 2
+        at = eol + 2
+
+
+def parse_response(buffer: bytes | bytearray, eof: bool) -> tuple[Head, bytes, int] | None:
+    """One complete response at the start of `buffer`: its head, its body and the bytes it
+    took; None while more bytes are needed. `eof`: the peer closed (a body without a
+    length ends there)."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        if eof:
+            raise ProtocolError("the connection closed before a complete response")
+        return None
+    head = parse_head(bytes(buffer[:end]))
+    start = end + 4
+    if head.chunked:
+        found = _chunked_body(buffer, start)
+        if found is None:
+            if eof:
+                raise ProtocolError("the connection closed inside a chunked body")
+            return None
+        return head, found[0], found[1]
+    length = head.length
+    if length is None:  # read to the end of the connection
+        if not eof:
+            return None
+        head.keep_alive = False
+        return head, bytes(buffer[start:]), len(buffer)
+    if len(buffer) < start + length:
+        if eof:
+            raise ProtocolError(
+                f"the connection closed after {len(buffer) - start} of {length} body bytes"
+            )
+        return None
+    return head, bytes(buffer[start : start + length]), start + length

@@ -30,7 +30,7 @@ from botocore.exceptions import (
 from botocore.httpsession import get_cert_path
 from urllib3.util.wait import wait_for_read
 
-from zae_limiter.wire.http import Head, ProtocolError, chunk_size, parse_head, request_bytes
+from zae_limiter.wire.http import Head, ProtocolError, parse_response, request_bytes
 
 MAX_IDLE = 32
 Response = tuple[int, dict[str, str], bytes]
@@ -77,13 +77,13 @@ class SyncTransport:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        self._idle: list[tuple[socket.socket, Any]] = []
+        self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
 
-    def _connect(self) -> tuple[socket.socket, Any]:
+    def _connect(self) -> socket.socket:
         ep = self.endpoint
         try:
-            sock = socket.create_connection(ep.address, ep.connect_timeout)
+            sock = _open_socket(ep.address, ep.connect_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ep.tls is not None:
                 sock = ep.tls.wrap_socket(sock, server_hostname=ep.address[0])
@@ -92,156 +92,205 @@ class SyncTransport:
         except OSError as error:
             raise EndpointConnectionError(endpoint_url=ep.url, error=error) from error
         sock.settimeout(ep.read_timeout)
-        return sock, sock.makefile("rb")
+        return sock
 
-    def _checkout(self) -> tuple[socket.socket, Any]:
+    def _checkout(self) -> socket.socket:
         with self._lock:
             while self._idle:
-                sock, reader = self._idle.pop()
-                if not wait_for_read(sock, timeout=0.0):  # readable when idle: closed
-                    return sock, reader
-                _close(sock, reader)
+                sock = self._idle.pop()
+                if not wait_for_read(sock, timeout=0.0):  # readable while idle: closed
+                    return sock
+                sock.close()
         return self._connect()
 
     def send(self, headers: dict[str, str], body: bytes) -> Response:
-        sock, reader = self._checkout()
+        sock = self._checkout()
         ep = self.endpoint
         try:
             sock.sendall(request_bytes(ep.host, headers, body))
-            head = _read_head(reader)
-            content = _read_body(reader, head)
+            head, content = _receive(sock)
         except TimeoutError as error:
-            _close(sock, reader)
+            sock.close()
             raise ReadTimeoutError(endpoint_url=ep.url, error=error) from error
         except (OSError, ProtocolError) as error:
-            _close(sock, reader)
+            sock.close()
             raise ConnectionClosedError(endpoint_url=ep.url, error=error) from error
         except BaseException:
-            _close(sock, reader)
+            sock.close()
             raise
         if head.keep_alive:
             with self._lock:
                 if len(self._idle) < MAX_IDLE:
-                    self._idle.append((sock, reader))
+                    self._idle.append(sock)
                     return head.status, head.headers, content
-        _close(sock, reader)
+        sock.close()
         return head.status, head.headers, content
 
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for sock, reader in idle:
-            _close(sock, reader)
+        for sock in idle:
+            sock.close()
 
 
-def _close(sock: socket.socket, reader: Any) -> None:
-    try:
-        reader.close()
-        sock.close()
-    except OSError:
-        pass
-
-
-def _read_head(reader: Any) -> Head:
-    lines = []
+def _receive(sock: socket.socket) -> tuple[Head, bytes]:
+    buffer = bytearray()
     while True:
-        line = reader.readline(65537)
-        if not line:
-            raise ProtocolError("the connection closed before a response")
-        if line in (b"\r\n", b"\n"):
-            break
-        lines.append(line)
-    return parse_head(b"".join(lines))
+        data = sock.recv(65536)
+        buffer += data
+        done = parse_response(buffer, not data)
+        if done is not None:
+            head, content, used = done
+            if used != len(buffer):  # bytes nobody asked for: do not reuse the connection
+                head.keep_alive = False
+            return head, content
 
 
-def _read_body(reader: Any, head: Head) -> bytes:
-    if head.chunked:
-        parts = []
-        while size := chunk_size(reader.readline(65537)):
-            parts.append(_exactly(reader.read(size + 2), size + 2)[:-2])
-        while reader.readline(65537) not in (b"\r\n", b"\n", b""):
-            pass  # trailers
-        return b"".join(parts)
-    length = head.length
-    if length is None:
-        head.keep_alive = False
-        return bytes(reader.read())
-    return _exactly(reader.read(length), length)
+def _ip_family(host: str) -> socket.AddressFamily | None:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return family
+    return None
 
 
-def _exactly(data: bytes, wanted: int) -> bytes:
-    if len(data) != wanted:
-        raise ProtocolError(f"the connection closed after {len(data)} of {wanted} bytes")
-    return data
+def _open_socket(address: tuple[str, int], timeout: float | None) -> socket.socket:
+    """A connected socket. A host name is resolved for every connection, as urllib3 does
+    (DNS may move an endpoint); an IP address needs no lookup."""
+    family = _ip_family(address[0])
+    if family is None:
+        return socket.create_connection(address, timeout)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: bytes arrive in `data_received`, and the waiting
+    exchange is woken once a whole response is there (no stream objects, no per-read
+    wake-ups)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.eof = False
+        self.waiter: asyncio.Future[tuple[Head, bytes]] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        self._wake()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        try:
+            done = parse_response(self.buffer, self.eof)
+        except ProtocolError as error:
+            waiter.set_exception(error)
+            return
+        if done is not None:
+            head, content, used = done
+            del self.buffer[:used]
+            if self.buffer:
+                head.keep_alive = False
+            waiter.set_result((head, content))
+
+    @property
+    def usable(self) -> bool:
+        transport = self.transport
+        return not self.eof and transport is not None and not transport.is_closing()
+
+    async def exchange(self, request: bytes) -> tuple[Head, bytes]:
+        assert self.transport is not None
+        self.waiter = self.loop.create_future()
+        self.transport.write(request)
+        try:
+            return await self.waiter
+        finally:
+            self.waiter = None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 class AsyncTransport:
-    """Keep-alive asyncio streams; one event loop's."""
+    """Keep-alive connections on asyncio's own transports; one event loop's."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._idle: list[_Connection] = []
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> _Connection:
         ep = self.endpoint
         host, port = ep.address
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(ep.connect_timeout):
-                return await asyncio.open_connection(
-                    host, port, ssl=ep.tls, server_hostname=host if ep.tls else None
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(loop),
+                    host,
+                    port,
+                    ssl=ep.tls,
+                    server_hostname=host if ep.tls else None,
                 )
         except TimeoutError as error:
             raise ConnectTimeoutError(endpoint_url=ep.url, error=error) from error
         except OSError as error:
             raise EndpointConnectionError(endpoint_url=ep.url, error=error) from error
+        return connection
 
     async def send(self, headers: dict[str, str], body: bytes) -> Response:
-        pair = None
+        connection = None
         while self._idle:
-            reader, writer = self._idle.pop()
-            if not reader.at_eof() and not writer.is_closing():
-                pair = reader, writer
+            idle = self._idle.pop()
+            if idle.usable:
+                connection = idle
                 break
-            writer.close()
-        reader, writer = pair or await self._connect()
+            idle.close()
+        if connection is None:
+            connection = await self._connect()
         ep = self.endpoint
         try:
-            writer.write(request_bytes(ep.host, headers, body))
             async with asyncio.timeout(ep.read_timeout):
-                raw = await reader.readuntil(b"\r\n\r\n")
-                head = parse_head(raw[:-4])
-                content = await _read_body_async(reader, head)
+                head, content = await connection.exchange(request_bytes(ep.host, headers, body))
         except TimeoutError as error:
-            writer.close()
+            connection.close()
             raise ReadTimeoutError(endpoint_url=ep.url, error=error) from error
-        except (OSError, ProtocolError, asyncio.IncompleteReadError) as error:
-            writer.close()
+        except (OSError, ProtocolError) as error:
+            connection.close()
             raise ConnectionClosedError(endpoint_url=ep.url, error=error) from error
         except BaseException:  # cancelled (the deadline): the response is still coming
-            writer.close()
+            connection.close()
             raise
         if head.keep_alive and len(self._idle) < MAX_IDLE:
-            self._idle.append((reader, writer))
+            self._idle.append(connection)
         else:
-            writer.close()
+            connection.close()
         return head.status, head.headers, content
 
     def close(self) -> None:
         idle, self._idle = self._idle, []
-        for _, writer in idle:
-            writer.close()
-
-
-async def _read_body_async(reader: asyncio.StreamReader, head: Head) -> bytes:
-    if head.chunked:
-        parts = []
-        while size := chunk_size(await reader.readline()):
-            parts.append((await reader.readexactly(size + 2))[:-2])
-        while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-            pass
-        return b"".join(parts)
-    length = head.length
-    if length is None:
-        head.keep_alive = False
-        return await reader.read()
-    return await reader.readexactly(length)
+        for connection in idle:
+            connection.close()

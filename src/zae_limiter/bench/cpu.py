@@ -1,0 +1,197 @@
+"""Client CPU per steady acquire: the lean request path against the regular client, and
+against the published zae-limiter, on a moto server and on DynamoDB Local.
+
+One entity acquires 1 unit of a limit that never binds, back to back (token reserves
+off, so every acquire is one UpdateItem). `time.process_time()` over the acquires after
+a warm-up, divided by their number: the engine runs in another process, so only this
+client's CPU is counted (user and system, all threads).
+
+The published library runs in its own virtualenv (it has the same import name):
+`ZAEL_PUBLISHED_PYTHON`, else `<out>/published-venv/bin/python`, created with
+`pip install zae-limiter==PUBLISHED_VERSION` when missing. If it cannot be installed,
+the report says so and shows absolute numbers only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from zae_limiter import Limit, RateLimiter, Repository, SyncRateLimiter, SyncRepository
+from zae_limiter.bench.engines import DYNAMODB_LOCAL, MOTO, create_table, dynamodb_local_missing
+from zae_limiter.bench.engines import running as running_engine
+
+PUBLISHED_VERSION = "0.17.0"
+PUBLISHED_SCRIPT = Path(__file__).with_name("published_cpu.py")
+LIMITS = [Limit.per_second("rps", 1_000_000)]
+CALLS = {False: 1500, True: 400}
+WARMUP = 50
+FACES = ("sync", "async")
+
+
+@dataclass(frozen=True, slots=True)
+class CpuResult:
+    engine: str
+    face: str
+    path: str  # "lean", "regular" or "published"
+    calls: int
+    cpu_ms: float
+
+
+def _open_options(opener: Callable[..., Any], lean: bool) -> dict[str, Any]:
+    options: dict[str, Any] = {"lean": lean}
+    if "reserve" in inspect.signature(opener).parameters:
+        options["reserve"] = False  # the per-acquire path
+    return options
+
+
+def measure_sync(url: str, table: str, lean: bool, calls: int) -> float:
+    with SyncRepository.open(
+        name=table, endpoint_url=url, **_open_options(SyncRepository.open, lean)
+    ) as repo:
+        limiter = SyncRateLimiter(repo)
+        entity = f"cpu-sync-{lean}"
+        for _ in range(WARMUP):
+            with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
+                pass
+        start = time.process_time()
+        for _ in range(calls):
+            with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
+                pass
+        return 1000 * (time.process_time() - start) / calls
+
+
+async def measure_async(url: str, table: str, lean: bool, calls: int) -> float:
+    options = _open_options(Repository.open, lean)
+    async with await Repository.open(name=table, endpoint_url=url, **options) as repo:
+        limiter = RateLimiter(repo)
+        entity = f"cpu-async-{lean}"
+        for _ in range(WARMUP):
+            async with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
+                pass
+        start = time.process_time()
+        for _ in range(calls):
+            async with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
+                pass
+        return 1000 * (time.process_time() - start) / calls
+
+
+def published_python(out_dir: Path, log: Callable[[str], None]) -> tuple[str | None, str]:
+    """The published library's interpreter, installing it when missing; (path, note)."""
+    given = os.environ.get("ZAEL_PUBLISHED_PYTHON")
+    if given:
+        return given, f"published zae-limiter from ZAEL_PUBLISHED_PYTHON={given}"
+    venv = out_dir / "published-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        log(f"[bench] cpu: installing zae-limiter=={PUBLISHED_VERSION} into {venv} ...")
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", f"zae-limiter=={PUBLISHED_VERSION}"],
+                check=True,
+                timeout=900,
+                capture_output=True,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            return None, f"published zae-limiter not installable here ({error})"
+    return str(python), f"published zae-limiter {PUBLISHED_VERSION} in {venv}"
+
+
+def measure_published(python: str, url: str, face: str, calls: int) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [python, str(PUBLISHED_SCRIPT), url, face, str(calls), str(WARMUP)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        check=True,
+    )
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms"])
+
+
+def run(
+    quick: bool = False, published: str | None = None, engines: tuple[str, ...] | None = None
+) -> list[CpuResult]:
+    """Every face and path on each engine (DynamoDB Local only when installed)."""
+    calls = CALLS[quick]
+    if engines is None:
+        engines = (MOTO,) if dynamodb_local_missing() else (MOTO, DYNAMODB_LOCAL)
+    results: list[CpuResult] = []
+    for engine in engines:
+        with running_engine(engine) as started:
+            url = started.endpoint_url
+            table = create_table(url)
+            for lean in (False, True):
+                path = "lean" if lean else "regular"
+                sync_ms = measure_sync(url, table, lean, calls)
+                async_ms = asyncio.run(measure_async(url, table, lean, calls))
+                results.append(CpuResult(engine, "sync", path, calls, sync_ms))
+                results.append(CpuResult(engine, "async", path, calls, async_ms))
+            if published is not None:
+                for face in FACES:
+                    ms = measure_published(published, url, face, calls)
+                    results.append(CpuResult(engine, face, "published", calls, ms))
+    return results
+
+
+def markdown(results: list[CpuResult], note: str) -> str:
+    by = {(r.engine, r.face, r.path): r.cpu_ms for r in results}
+    lines = [
+        "## Client CPU per steady acquire (lean path)",
+        "",
+        f"`bench.cpu`: {note}. CPU ms per acquire (`time.process_time`), token reserves off.",
+        "",
+        "| engine | face | published | regular | lean | lean / published | lean / regular |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for engine, face in sorted({(r.engine, r.face) for r in results}):
+        pub, reg, lean = (by.get((engine, face, p)) for p in ("published", "regular", "lean"))
+        lines.append(
+            f"| {engine} | {face} | {_ms(pub)} | {_ms(reg)} | {_ms(lean)} "
+            f"| {_ratio(lean, pub)} | {_ratio(lean, reg)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ratio(part: float | None, whole: float | None) -> str:
+    return "-" if part is None or not whole else f"{part / whole:.2f}"
+
+
+def run_section(
+    out_dir: Path, quick: bool, sections: tuple[str, ...], log: Callable[[str], None]
+) -> dict[str, str]:
+    """The `cpu` section of `make bench` (markdown by section name); {} when skipped."""
+    if "cpu" not in sections:
+        return {}
+    log("[bench] cpu ...")
+    python, note = published_python(out_dir, log)
+    try:
+        results = run(quick, python)
+    except Exception as error:  # reported, not fatal: the other sections still count
+        return {
+            "cpu": f"## Client CPU per steady acquire\n\nfailed: {type(error).__name__}: {error}\n"
+        }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {"note": note, "results": [asdict(r) for r in results]}
+    (out_dir / "cpu.json").write_text(json.dumps(data, indent=2) + "\n")
+    return {"cpu": markdown(results, note)}
+
+
+if __name__ == "__main__":  # python -m zae_limiter.bench.cpu [--quick]
+    found, why = published_python(Path("bench-results"), print)
+    print(markdown(run("--quick" in sys.argv, found), why))
