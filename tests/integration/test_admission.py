@@ -42,8 +42,9 @@ def test_an_empty_budget_refuses_within_max_wait(api: Api, clock: Clock) -> None
 
 
 def test_a_short_wait_is_slept_then_the_call_goes(api: Api) -> None:
+    api.set_limits("key-1", [RPM], resource="gpt-4")
     budget = api.new_client(capacity=FixedRate(wcu=20, burst=1), max_wait=0.5)
-    budget.set_limits("key-1", [RPM], resource="gpt-4")  # spends the one-unit burst
+    warm(budget)  # one write: spends the one-unit burst
     started = time.monotonic()
     warm(budget)  # its write waits 50 ms for its unit
     assert time.monotonic() - started >= 0.05
@@ -55,11 +56,11 @@ def test_a_short_wait_is_slept_then_the_call_goes(api: Api) -> None:
 def test_reads_have_their_own_budget(api: Api, clock: Clock) -> None:
     budget = api.new_client(capacity=FixedRate(rcu=1, burst=1), max_wait=0)
     clock.advance(1)  # opening read the schema version: refill
-    budget.set_limits("key-1", [RPM], resource="gpt-4")  # a write: not limited
+    api.set_limits("key-1", [RPM], resource="gpt-4")
     assert budget.get_limits("key-1", "gpt-4")  # a consistent read: 1 RCU
     with pytest.raises(RateLimiterUnavailable):
         budget.get_limits("key-1", "gpt-4")
-    budget.set_limits("key-2", [RPM], resource="gpt-4")  # writes still go
+    budget.create_entity("key-2")  # writes still go (a transaction that reads nothing)
     assert budget.repo.get_capacity_stats().refusals == 1
 
 
