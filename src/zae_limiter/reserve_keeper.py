@@ -23,6 +23,7 @@ from zae_limiter.flows import Flow
 from zae_limiter.flows.reserve_ops import give_back_reserves
 
 if TYPE_CHECKING:
+    from zae_limiter.flows.context import RepoState
     from zae_limiter.repository import Repository, SyncRepository, _Base
 
 log = logging.getLogger("zae_limiter")
@@ -51,23 +52,29 @@ def _wait_seconds(repo: _Base) -> float | None:
 
 
 class _AtExit:
-    """Returns the reserves of a repository nobody closed, when the interpreter exits."""
+    """Returns the reserves of a repository nobody closed, when the interpreter exits.
 
-    def __init__(self, repo: _Base, fallback: Callable[[Flow[None]], None]) -> None:
-        self._repo = weakref.ref(repo)
-        self._fallback = fallback
+    It holds the client's state (its book), not the repository: a repository dropped
+    without `close()` is gone by then, but what it held must still go back.
+    """
+
+    def __init__(
+        self, state: RepoState, clock: Callable[[], int], run: Callable[[Flow[None]], None]
+    ) -> None:
+        self._state = state
+        self._clock = clock
+        self._run = run
         atexit.register(self)
 
     def __call__(self) -> None:
-        repo = self._repo()
-        if repo is None:
+        book = self._state.reserves
+        items = [] if book is None else book.drain()
+        if not items:
             return
-        flow = due_returns(repo, everything=True)
-        if flow is not None:
-            try:
-                self._fallback(flow)
-            except Exception as error:  # exiting: say so, never raise
-                log.warning("token reserves could not be returned at exit: %s", error)
+        try:
+            self._run(give_back_reserves(self._state, items, self._clock()))
+        except Exception as error:  # exiting: say so, never raise
+            log.warning("token reserves could not be returned at exit: %s", error)
 
     def cancel(self) -> None:
         atexit.unregister(self)
@@ -81,7 +88,10 @@ class SyncKeeper:
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._at_exit = _AtExit(repo, self._run_now)
+        runner, timeout = repo._runner, repo.timeout
+        self._at_exit = _AtExit(
+            repo.state, repo.clock, lambda flow: runner.run(flow, timeout, cleanup=True)
+        )
 
     def _run_now(self, flow: Flow[None]) -> None:
         repo = self._repo()
@@ -139,20 +149,18 @@ class AsyncKeeper:
         self._repo = weakref.ref(repo)
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._client_kwargs = client_kwargs
-        self._at_exit = _AtExit(repo, self._run_on_boto3)
+        table = repo.table_name
 
-    def _run_on_boto3(self, flow: Flow[None]) -> None:
-        import boto3
+        def on_boto3(flow: Flow[None]) -> None:
+            import boto3
 
-        from zae_limiter.capacity import CapacityMeter
-        from zae_limiter.drivers import SyncRunner
+            from zae_limiter.capacity import CapacityMeter
+            from zae_limiter.drivers import SyncRunner
 
-        repo = self._repo()
-        if repo is None:
-            return
-        client = boto3.session.Session().client("dynamodb", **self._client_kwargs)
-        SyncRunner(client, CapacityMeter(), repo.table_name).run(flow, cleanup=True)
+            client = boto3.session.Session().client("dynamodb", **client_kwargs)
+            SyncRunner(client, CapacityMeter(), table).run(flow, cleanup=True)
+
+        self._at_exit = _AtExit(repo.state, repo.clock, on_boto3)
 
     def poke(self) -> None:
         if self._closed or (self._task is not None and not self._task.done()):

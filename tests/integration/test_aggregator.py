@@ -173,3 +173,34 @@ def test_snapshots_stay_exact_while_shards_double_and_split(
     run_aggregator(table_name)
     summary = hot.get_usage_summary(entity_id="hot", window="daily")
     assert summary.counters == {"rpm": admitted}
+
+
+def test_no_merge_while_clients_hold_reserves_of_a_shard(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    """Reserves make a hot entity write little: a held count says it is not quiet."""
+    client = limiter.repository._runner.client
+    now = clock.now_ms
+    for shard in range(2):
+        item = keys.new_bucket_item(
+            "default",
+            keys.decode_bucket({
+                keys.A_ENTITY_ID: keys.s("hot"), keys.A_RESOURCE: keys.s("api"),
+                keys.A_SHARD_ID: keys.n(shard), keys.A_SHARD_COUNT: keys.n(2),
+                keys.A_REFILL: keys.n(now),
+                "b_rpm_tk": keys.n(100_000), "b_rpm_cp": keys.n(600_000),
+                "b_rpm_ra": keys.n(600_000), "b_rpm_rp": keys.n(60_000), "b_rpm_tc": keys.n(0),
+            }),
+        )  # fmt: skip
+        if shard == 0:
+            item[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
+            item[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)
+        else:
+            item[keys.reserve_attr("rpm", keys.reserve_epoch(now))] = keys.n(20_000)
+        client.put_item(TableName=table_name, Item=item)
+    config = AggregatorConfig(table=table_name, merge_quiet_ms=60_000)
+    run = limiter.repository.run
+    assert not run(merge(config, MergeCandidate("default", "hot", "api", 2, "1"), now))
+    # Once the held count is an epoch too old (a crashed client's), the merge goes ahead.
+    later = now + 2 * keys.RESERVE_EPOCH_MS
+    assert run(merge(config, MergeCandidate("default", "hot", "api", 2, "2"), later))

@@ -62,9 +62,19 @@ def still_quiet(
     changed = keys.get_n(shard0, keys.A_SHARD_DOUBLED, 0)
     if since < 0 or min(now_ms - since, now_ms - changed) < config.merge_quiet_ms:
         return False
+    if any(_holds_reserves(item, now_ms) for item in items.values()):
+        # Clients serve a hot entity from token reserves: few writes, yet not quiet, and
+        # a drained shard could not take their reserves back.
+        return False
     return all(
         keys.write_rate(item, now_ms) / keys.partition_wcu(item) < config.shard_down
         for item in items.values()
+    )
+
+
+def _holds_reserves(item: Mapping[str, Any], now_ms: int) -> bool:
+    return any(
+        keys.held_milli(epochs, now_ms) > 0 for epochs in keys.decode_reserved(item).values()
     )
 
 
