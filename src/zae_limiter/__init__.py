@@ -12,6 +12,7 @@ from zae_limiter.errors import (
     ZaeLimiterError,
 )
 from zae_limiter.flows.namespace import NamespaceInfo
+from zae_limiter.flows.reserve import ReserveSettings, ReserveStats
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limiter import RateLimiter, SyncRateLimiter
 from zae_limiter.limits import Limit
@@ -48,6 +49,8 @@ __all__ = [
     "RateLimiter",
     "RateLimiterUnavailable",
     "Repository",
+    "ReserveSettings",
+    "ReserveStats",
     "ResolvedLimits",
     "ResourceStats",
     "SchemaVersionError",
