@@ -21,6 +21,7 @@ from zae_limiter.flows.context import DEFAULT_PARTITION_WCU
 from zae_limiter.limiter import SyncRateLimiter
 from zae_limiter.models import ShardInfo
 from zae_limiter.repository import SyncRepository
+from zae_limiter.testing.load import reserve_kwargs
 
 OpenLimiter = Callable[[int | None], SyncRateLimiter]
 
@@ -131,7 +132,9 @@ def open_limiter(endpoint_url: str, name: str) -> OpenLimiter:
 
     def opened(partition_wcu: int | None) -> SyncRateLimiter:
         wcu = DEFAULT_PARTITION_WCU if partition_wcu is None else partition_wcu
-        repo = SyncRepository.open(name=name, endpoint_url=endpoint_url, partition_wcu=wcu)
+        # The hot tenant's step shows sharding: token reserves would make its writes few.
+        extra = reserve_kwargs(False) if partition_wcu is not None else {}
+        repo = SyncRepository.open(name=name, endpoint_url=endpoint_url, partition_wcu=wcu, **extra)
         return SyncRateLimiter(repo)
 
     return opened

@@ -120,7 +120,7 @@ def _attempt(limiter: Any, phase: Phase, start_at: float, tally: Tally) -> None:
         tally.admitted_at.append(done)
 
 
-def _reserve_option(reserve: bool | None) -> dict[str, Any]:
+def reserve_kwargs(reserve: bool | None) -> dict[str, Any]:
     """`reserve=` for `SyncRepository.open`, when asked for and when this version has it."""
     import inspect
 
@@ -139,7 +139,7 @@ def worker(spec: WorkerSpec, ready: Any, go: Any, start: Any, results: Any) -> N
     """
     from zae_limiter import SyncRateLimiter, SyncRepository
 
-    options = _reserve_option(spec.phase.reserve)
+    options = reserve_kwargs(spec.phase.reserve)
     repos = [
         SyncRepository.open(
             name=spec.table,
