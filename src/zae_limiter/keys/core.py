@@ -64,13 +64,24 @@ def validate_id(kind: str, value: object) -> str:
         raise ValidationError(f"{kind} must be a non-empty string, got {value!r}")
     if len(value) > MAX_ID_LENGTH:
         raise ValidationError(f"{kind} is {len(value)} characters long; the maximum is 256")
+    if value in _VALID_IDS:
+        return value
     if "#" in value:
         raise ValidationError(f"{kind} {value!r} contains '#', which is reserved for keys")
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in value):
         raise ValidationError(f"{kind} {value!r} contains a control character")
     if value != value.strip():
         raise ValidationError(f"{kind} {value!r} has leading or trailing whitespace")
+    if len(_VALID_IDS) >= _VALID_IDS_MAX:
+        _VALID_IDS.clear()
+    _VALID_IDS.add(value)
     return value
+
+
+#: Ids that passed the checks above: a hot acquire on a known key skips the per-character
+#: scan. Bounded, and cleared whole when full (a set add/lookup is atomic under the GIL).
+_VALID_IDS: set[str] = set()
+_VALID_IDS_MAX = 65_536
 
 
 def validate_resource(resource: object) -> str:
