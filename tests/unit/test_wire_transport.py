@@ -1,0 +1,194 @@
+"""The lean transports against a small HTTP server on loopback: keep-alive reuse, a
+connection the server closed while idle, chunked bodies, read timeouts; and the proxy
+hand-off to the regular client's session."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+
+from zae_limiter.wire import lean_client
+from zae_limiter.wire.transport import AsyncTransport, Endpoint, SyncTransport
+
+Answer = Callable[[socket.socket, int], bool]  # (connection, request number) -> keep open
+
+
+def read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+class Server:
+    """Answers each request with `answer`; counts connections and requests."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.connections = 0
+        self.requests = 0
+        #: Set each time the server has closed a connection.
+        self.closed = threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            while read_request(conn):
+                self.requests += 1
+                if not self.answer(conn, self.requests):
+                    break
+        self.closed.set()
+
+    def endpoint(self, read_timeout: float = 2.0) -> Endpoint:
+        url = f"http://127.0.0.1:{self.port}"
+        return Endpoint(url, f"127.0.0.1:{self.port}", ("127.0.0.1", self.port), None,
+                        1.0, read_timeout, True)  # fmt: skip
+
+
+def ok(body: bytes = b'{"ok":1}', extra: str = "") -> bytes:
+    return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    made = Server(request.param)
+    yield made
+    made.sock.close()
+
+
+def keep(conn: socket.socket, n: int) -> bool:
+    conn.sendall(ok())
+    return True
+
+
+def close_after_first(conn: socket.socket, n: int) -> bool:
+    conn.sendall(ok())
+    return False  # the server closes the connection while the client keeps it idle
+
+
+def chunked(conn: socket.socket, n: int) -> bool:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"3\r\n{\"a\r\n4;x=y\r\n\":1}\r\n0\r\nTrailer: t\r\n\r\n")  # fmt: skip
+    return True
+
+
+def stall(conn: socket.socket, n: int) -> bool:
+    threading.Event().wait(1.0)
+    return False
+
+
+def half(conn: socket.socket, n: int) -> bool:
+    conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{"a"')
+    return False
+
+
+def both(
+    endpoint: Endpoint, times: int = 3, between: Callable[[], Any] = lambda: None
+) -> list[Any]:
+    """The same requests through the sync and the async transport."""
+    sync = SyncTransport(endpoint)
+    results = []
+    for _ in range(times):
+        results.append(sync.send({"X": "1"}, b"{}"))
+        between()
+    sync.close()
+
+    async def run() -> list[Any]:
+        transport = AsyncTransport(endpoint)
+        got = []
+        for _ in range(times):
+            got.append(await transport.send({"X": "1"}, b"{}"))
+            between()
+            for _ in range(3):  # let the loop see a close the peer made meanwhile
+                await asyncio.sleep(0)
+        transport.close()
+        return got
+
+    return results + asyncio.run(run())
+
+
+@pytest.mark.parametrize("server", [keep], indirect=True)
+def test_one_connection_carries_every_request(server: Server) -> None:
+    results = both(server.endpoint())
+    assert {r[2] for r in results} == {b'{"ok":1}'}
+    assert server.requests == 6 and server.connections == 2  # one per transport
+
+
+@pytest.mark.parametrize("server", [close_after_first], indirect=True)
+def test_a_connection_closed_while_idle_is_replaced_not_retried(server: Server) -> None:
+    def server_has_closed() -> None:
+        assert server.closed.wait(5)
+        server.closed.clear()
+
+    results = both(server.endpoint(), between=server_has_closed)
+    assert [r[0] for r in results] == [200] * 6
+    assert server.requests == 6  # each request written once
+
+
+@pytest.mark.parametrize("server", [chunked], indirect=True)
+def test_chunked_bodies(server: Server) -> None:
+    assert {r[2] for r in both(server.endpoint(), times=2)} == {b'{"a":1}'}
+
+
+@pytest.mark.parametrize("server", [stall], indirect=True)
+def test_read_timeout_is_botocores(server: Server) -> None:
+    with pytest.raises(ReadTimeoutError):
+        SyncTransport(server.endpoint(read_timeout=0.2)).send({}, b"{}")
+    with pytest.raises(ReadTimeoutError):
+        asyncio.run(AsyncTransport(server.endpoint(read_timeout=0.2)).send({}, b"{}"))
+
+
+@pytest.mark.parametrize("server", [half], indirect=True)
+def test_a_cut_response_is_a_closed_connection(server: Server) -> None:
+    with pytest.raises(ConnectionClosedError):
+        SyncTransport(server.endpoint()).send({}, b"{}")
+    with pytest.raises(ConnectionClosedError):
+        asyncio.run(AsyncTransport(server.endpoint()).send({}, b"{}"))
+
+
+def test_a_proxied_endpoint_goes_through_the_regular_session() -> None:
+    make: Any = boto3.session.Session().client
+    proxied = make("dynamodb", region_name="us-east-1", endpoint_url="http://10.1.2.3:8000",
+                   config=Config(proxies={"http": "http://127.0.0.1:9"}))  # fmt: skip
+    direct = make("dynamodb", region_name="us-east-1", endpoint_url="http://10.1.2.3:8000")
+    assert lean_client(proxied, asynchronous=False).transport is None
+    assert lean_client(direct, asynchronous=False).transport is not None
+
+
+def test_only_real_clients_are_borrowed() -> None:
+    class Wrapper:
+        def __init__(self, client: Any) -> None:
+            self._client = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._client, name)
+
+    make: Any = boto3.session.Session().client
+    client = make("dynamodb", region_name="us-east-1", endpoint_url="http://10.1.2.3:8000")
+    assert lean_client(Wrapper(client), asynchronous=False) is None
