@@ -226,3 +226,48 @@ def test_reserved_tokens_are_not_available_to_others(api: Api) -> None:
     assert held is not None and held.left["rpm"] > 0
     left = held.left["rpm"] // 1000
     assert api.available("k", "gpt", limits=SLOW) == {"rpm": 100 - 8 - left}
+
+
+def test_the_keeper_returns_idle_reserves_by_itself(api: Api, clock: Clock) -> None:
+    import asyncio
+
+    warm(api, SLOW, n=8)
+    assert reserved(api) > 0
+    clock.advance(3)  # idle past idle_ms on the repository's clock
+
+    def settled() -> bool:
+        if api.loop is not None:  # the async keeper is a task: let the loop run
+            api.run(asyncio.sleep(0.2))
+        return reserved(api) == 0
+
+    assert eventually(settled, seconds=10)
+    assert tokens(api) == 100 - 8
+
+
+def test_a_sharded_bucket_lends_from_one_shard_and_gets_it_back(api: Api, clock: Clock) -> None:
+    limits = [Limit.custom("rpm", 6000, 1, 3600)]
+    heater = api.new_client(partition_wcu=10, reserve=False)
+    admitted = 0
+    for _ in range(60):  # 20 writes a second on a 10-write partition: the count doubles
+        clock.advance(0.05)
+        with heater.acquire("k", "gpt", {"rpm": 1}, limits=limits):
+            admitted += 1
+    assert len(api.get_shards("k", "gpt")) >= 2
+    holder = api.new_client(partition_wcu=10)
+    for _ in range(40):
+        with holder.acquire("k", "gpt", {"rpm": 1}, limits=limits):
+            admitted += 1
+    held = holder.repo.state.reserves.holding(("k", "gpt"))
+    assert held is not None
+    shards = api.get_shards("k", "gpt")
+    assert [s.shard_id for s in shards if s.reserved] == [held.shard_id]
+    before = {s.shard_id: s.tokens["rpm"] for s in shards}
+    left = held.left["rpm"] // 1000
+    give_back(holder)
+    after = {s.shard_id: s.tokens["rpm"] for s in api.get_shards("k", "gpt")}
+    assert sum(s.reserved.get("rpm", 0) for s in api.get_shards("k", "gpt")) == 0
+    # The unspent tokens went back to the shard they came from, and to no other.
+    assert after[held.shard_id] == before[held.shard_id] + left
+    assert all(after[i] == before[i] for i in after if i != held.shard_id)
+    # A shard not created yet holds its share in its sibling: never more than was left.
+    assert tokens(api) <= 6000 - admitted
