@@ -231,3 +231,18 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
     for _key, reserve in book.drain():
         bucket += sum(reserve.left.values())
     assert bucket <= capacity
+
+
+def test_demand_of_quiet_buckets_is_forgotten_when_many_are_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from zae_limiter.flows import reserve
+
+    monkeypatch.setattr(reserve, "DEMAND_KEYS_MAX", 3)
+    book = ReserveBook()
+    for i in range(3):
+        book.record((f"k{i}", "r"), {"rpm": 1000}, T0)
+    book.install(("k0", "r"), 0, LIMITS, {"rpm": 1000}, 1, T0)  # held: kept
+    book.record(("k9", "r"), {"rpm": 1000}, T0 + 60_000)
+    assert book.rate(("k1", "r"), T0 + 60_000) == 0.0
+    assert len(book._demand) == 2  # k0 (holds a reserve) and k9

@@ -36,6 +36,9 @@ from zae_limiter.limits import Limit
 
 #: Demand is a moving rate with this time constant (ms): it follows a change in a second.
 DEMAND_TAU_MS = 1000
+#: Demand estimates kept before quiet ones are forgotten, and how quiet that is (ms).
+DEMAND_KEYS_MAX = 10_000
+DEMAND_FORGET_MS = 10 * DEMAND_TAU_MS
 #: Past this point of its oldest epoch's life a reserve's tokens are no longer returned:
 #: readers may already have stopped counting them as held (clock skew between clients).
 RETURN_MARGIN_MS = 5000
@@ -157,6 +160,8 @@ class ReserveBook:
         with self._lock:
             demand = self._demand.get(key)
             if demand is None:
+                if len(self._demand) >= DEMAND_KEYS_MAX:
+                    self._forget_quiet(now_ms)
                 demand = self._demand[key] = _Demand(now_ms)
             demand.decay(now_ms)
             demand.count += count
@@ -385,6 +390,16 @@ class ReserveBook:
         """The reserve held for a bucket (for inspection and tests)."""
         with self._lock:
             return self._reserves.get(key)
+
+    def _forget_quiet(self, now_ms: int) -> None:
+        """Drop the demand of buckets quiet for a while (a gateway sees many keys)."""
+        quiet = [
+            key
+            for key, demand in self._demand.items()
+            if now_ms - demand.at_ms > DEMAND_FORGET_MS and key not in self._reserves
+        ]
+        for key in quiet:
+            del self._demand[key]
 
     def _retire(self, key: Key) -> None:
         held = self._reserves.pop(key, None)
