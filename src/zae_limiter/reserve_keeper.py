@@ -51,6 +51,13 @@ def _wait_seconds(repo: _Base) -> float | None:
     return min(POLL_SECONDS, max(0.0, (due - repo.now_ms()) / 1000))
 
 
+def _next_wait(ref: weakref.ref[Any]) -> float | None:
+    """Seconds until the keeper looks again; None: stop (repository gone, nothing held).
+    The keeper holds its repository weakly, so an unclosed one can still be collected."""
+    repo = ref()
+    return None if repo is None else _wait_seconds(repo)
+
+
 class _AtExit:
     """Returns the reserves of a repository nobody closed, when the interpreter exits.
 
@@ -109,11 +116,7 @@ class SyncKeeper:
 
     def _loop(self) -> None:
         while not self._stop:
-            repo = self._repo()
-            if repo is None:
-                return
-            wait = _wait_seconds(repo)
-            del repo
+            wait = _next_wait(self._repo)
             if wait is None:
                 return
             self._wake.wait(wait)
@@ -169,11 +172,7 @@ class AsyncKeeper:
 
     async def _loop(self) -> None:
         while True:
-            repo = self._repo()
-            if repo is None:
-                return
-            wait = _wait_seconds(repo)
-            del repo
+            wait = _next_wait(self._repo)
             if wait is None:
                 return
             await asyncio.sleep(wait)
