@@ -156,6 +156,7 @@ class _Probe:
         self.entity = entity
         self.samples: list[tuple[float, bool]] = []
         self.failed = 0
+        self.error = ""
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="reserve-probe", daemon=True)
 
@@ -166,8 +167,9 @@ class _Probe:
             try:
                 with self.limiter.acquire(self.entity, RESOURCE, {"rps": 1}):
                     pass
-            except Exception:  # counted: a probe must not end the run
+            except Exception as error:  # counted: a probe must not end the run
                 self.failed += 1
+                self.error = self.error or f"{type(error).__name__}: {error}"
                 continue
             took = time.perf_counter() - began
             self.samples.append((took, self.repo.get_reserve_stats().hits > hits))
@@ -179,6 +181,7 @@ class _Probe:
         return {
             "acquires": len(every),
             "failed": self.failed,
+            "first_error": self.error,
             "from_reserve": len(served),
             "p50_ms": round(percentile(every, 50), 3),
             "p50_from_reserve_ms": round(percentile(served, 50), 3),
@@ -202,6 +205,8 @@ def hot_entity(seconds: float, multiple: int, processes: int) -> dict[str, Any]:
     )  # fmt: skip
     with hot.environment(engine, partition) as (upstream, emu):
         hot.create_table(upstream, table)
+        # Before the probe's first acquire: it would cache "no limits stored" otherwise.
+        _setup(upstream, table, [phase.entity], phase.limit)
         probe = _Probe(emu.endpoint_url, table, phase.entity, partition)
         probe.thread.start()
         try:
@@ -218,10 +223,13 @@ def hot_entity(seconds: float, multiple: int, processes: int) -> dict[str, Any]:
         "processes": processes,
         "seconds": seconds,
         "attempted": summary["attempted"],
+        "attempted_share_of_offered": round(summary["attempted"] / (offered * seconds), 4),
         "admitted": summary["admitted"],
         "admitted_share": round(summary["admitted"] / max(1, summary["attempted"]), 4),
         "final_shard_count": summary["final_shard_count"],
+        "rejections": summary["rejections"],  # false: the limit is 100x the offered rate
         "throttles": summary["throttles"],
+        "errors": summary["errors"],
         "unavailable": summary["unavailable"],
         "probe": probe.summary(),
     }

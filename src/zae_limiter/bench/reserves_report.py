@@ -133,8 +133,9 @@ def hot_md(data: Any) -> list[str]:
                 "admitted",
                 "admitted share",
                 "final shards",
-                "throttles",
+                "rejected",
                 "unavailable",
+                "throttles",
                 "probe p50 ms (all)",
                 "probe p50 ms (from reserve)",
                 "p99 ms (from reserve)",
@@ -146,8 +147,9 @@ def hot_md(data: Any) -> list[str]:
                     str(data["admitted"]),
                     f"{data['admitted_share']:.3f}",
                     str(data["final_shard_count"]),
-                    str(data["throttles"]),
+                    str(data.get("rejections", "-")),
                     str(data["unavailable"]),
+                    str(data["throttles"]),
                     str(probe["p50_ms"]),
                     str(probe["p50_from_reserve_ms"]),
                     str(probe["p99_from_reserve_ms"]),
@@ -157,8 +159,16 @@ def hot_md(data: Any) -> list[str]:
         ),
         "",
         f"Probe: {probe['acquires']} acquires, {probe['from_reserve']} served from a reserve, "
-        f"{probe['failed']} failed.",
+        f"{probe['failed']} failed{_first_error(probe)}. The clients attempted "
+        f"{100 * data.get('attempted_share_of_offered', 0):.0f}% of the offered load (below "
+        "100%: the machine, not the limiter, capped it). Admitted counts the acquires that "
+        "completed inside the window; the limit is 100x the offered rate, so any rejection "
+        "would be a false one.",
     ]
+
+
+def _first_error(probe: dict[str, Any]) -> str:
+    return f" (first: {probe['first_error']})" if probe.get("first_error") else ""
 
 
 def cost_md(rows: Any) -> list[str]:
