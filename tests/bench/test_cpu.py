@@ -1,0 +1,34 @@
+"""The cpu section of make bench: its table, and its run on a moto server (no published
+library: the comparison columns then say so with a dash)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zae_limiter.bench import cpu
+from zae_limiter.bench.engines import MOTO
+
+
+def test_table_shows_ratios_against_published_and_regular() -> None:
+    results = [
+        cpu.CpuResult("moto", "sync", "published", 10, 4.0),
+        cpu.CpuResult("moto", "sync", "regular", 10, 3.0),
+        cpu.CpuResult("moto", "sync", "lean", 10, 1.2),
+        cpu.CpuResult("moto", "async", "lean", 10, 2.0),
+    ]
+    table = cpu.markdown(results, "a note")
+    assert "| moto | sync | 4.00 | 3.00 | 1.20 | 0.30 | 0.40 |" in table
+    assert "| moto | async | - | - | 2.00 | - | - |" in table
+    assert "a note" in table
+
+
+def test_section_runs_both_paths_and_faces_on_moto(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cpu, "CALLS", {False: 60, True: 60})
+    results = cpu.run(quick=True, published=None, engines=(MOTO,))
+    by = {(r.face, r.path): r.cpu_ms for r in results}
+    assert set(by) == {(f, p) for f in cpu.FACES for p in ("regular", "lean")}
+    assert all(ms > 0 for ms in by.values())  # figures only: the report compares them
