@@ -315,7 +315,12 @@ def _guarded(name: str, run: Callable[[], Any]) -> Any:
 
 def run(quick: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every part of the section; a JSON-ready dict (parts that failed carry a note)."""
-    log("[bench] reserves: one client ...")
+    started = time.monotonic()
+
+    def step(line: str) -> None:  # when each part starts, to see where the time goes
+        log(f"{line} (at {time.monotonic() - started:.0f}s)")
+
+    step("[bench] reserves: one client ...")
     data: dict[str, Any] = {"quick": quick}
     one = _guarded("one client", lambda: one_client(ACQUIRES[quick]))
     data["one_client"] = one if isinstance(one, dict) else [
@@ -323,9 +328,9 @@ def run(quick: bool = False, log: Callable[[str], None] = print) -> dict[str, An
          "cpu_us_per_acquire": round(r.cpu_us_per_acquire, 1)}
         for r in one
     ]  # fmt: skip
-    local = _guarded("DynamoDB Local parts", lambda: on_dynamodb_local(quick, log))
+    local = _guarded("DynamoDB Local parts", lambda: on_dynamodb_local(quick, step))
     data.update(local if "note" not in local else {"dynamodb_local": local})
-    log("[bench] reserves: hot entity ...")
+    step("[bench] reserves: hot entity ...")
     data["hot_entity"] = _guarded("hot entity", lambda: hot_entity(*HOT[quick]))
     return data
 
