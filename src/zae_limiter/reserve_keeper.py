@@ -78,10 +78,13 @@ class _AtExit:
         items = [] if book is None else book.drain()
         if not items:
             return
-        try:
-            self._run(give_back_reserves(self._state, items, self._clock()))
-        except Exception as error:  # exiting: say so, never raise
-            log.warning("token reserves could not be returned at exit: %s", error)
+        # One reserve per flow: a single call needs no thread pool, and an exiting
+        # interpreter cannot start new threads.
+        for item in items:
+            try:
+                self._run(give_back_reserves(self._state, [item], self._clock()))
+            except Exception as error:  # exiting: say so, never raise
+                log.warning("token reserves could not be returned at exit: %s", error)
 
     def cancel(self) -> None:
         atexit.unregister(self)

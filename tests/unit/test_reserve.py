@@ -246,3 +246,35 @@ def test_demand_of_quiet_buckets_is_forgotten_when_many_are_seen(
     book.record(("k9", "r"), {"rpm": 1000}, T0 + 60_000)
     assert book.rate(("k1", "r"), T0 + 60_000) == 0.0
     assert len(book._demand) == 2  # k0 (holds a reserve) and k9
+
+
+def test_a_flush_reports_spending_and_lowers_the_held_counts_oldest_first() -> None:
+    book = hot_book()
+    book.install(KEY, 1, LIMITS, {"rpm": 3000}, 7, T0)
+    book.install(KEY, 1, LIMITS, {"rpm": 2000}, 8, T0)
+    for _ in range(4):
+        assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0) == 1
+    shard, flush = book.flush(KEY, 2) or (None, None)
+    assert shard == 1 and flush is not None
+    assert flush.spent == {"rpm": 4000}
+    assert flush.released == {7: {"rpm": 3000}, 8: {"rpm": 1000}}
+    held = book.holding(KEY)
+    assert held is not None and held.taken_total() == {"rpm": 1000} == held.left
+    assert book.flush(KEY, 2) is None  # nothing spent since
+
+
+def test_an_unapplied_flush_is_held_again_or_written_back_on_its_own() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 3000}, 7, T0)
+    book.spend(KEY, LIMITS, {"rpm": 1000}, T0)
+    _shard, flush = book.flush(KEY, 1) or (0, None)
+    assert flush is not None
+    book.unflush(KEY, flush, T0)
+    held = book.holding(KEY)
+    assert held is not None and held.taken_total() == {"rpm": 3000}
+    _shard, flush = book.flush(KEY, 1) or (0, None)
+    assert flush is not None
+    book.drain()  # the keeper returned the reserve meanwhile
+    book.unflush(KEY, flush, T0)
+    [(_key, orphan)] = book.due(T0)
+    assert orphan.left == {} and orphan.taken == {7: {"rpm": 1000}}

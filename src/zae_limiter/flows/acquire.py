@@ -194,6 +194,7 @@ def _take_levels(
     try:
         _raise_if_known_exhausted(state, levels, now_ms)
     except RateLimitExceeded:
+        reserve_ops.keep(state, levels, [None] * len(levels), now_ms)  # nothing was written
         yield from compensate(state, served, now_ms)
         raise
     flows = [

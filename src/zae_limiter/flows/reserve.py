@@ -286,17 +286,21 @@ class ReserveBook:
                         due -= part
             if not spent:
                 return None
-            return held.shard_id, Flush(spent, released)
+            return held.shard_id, Flush(spent, released, held.shard_id)
 
-    def unflush(self, key: Key, flush: Flush) -> None:
-        """A flush whose write was not applied: its amounts are held counts again."""
+    def unflush(self, key: Key, flush: Flush, now_ms: int) -> None:
+        """A flush whose write was not applied: its amounts are held counts again.
+
+        If the reserve has gone meanwhile (returned by the keeper), they are written back
+        on their own, as a reserve with nothing left: its return reports the spending and
+        lowers the held counts.
+        """
         with self._lock:
             held = self._reserves.get(key)
-            if held is None:
-                for _k, gone in self._outgoing:
-                    if _k == key:
-                        held = gone
-            if held is None:
+            if held is None or held.shard_id != flush.shard_id:
+                released = {e: dict(amounts) for e, amounts in flush.released.items()}
+                orphan = Reserve(flush.shard_id, (), {}, released, now_ms, now_ms)
+                self._outgoing.append((key, orphan))
                 return
             for epoch, amounts in flush.released.items():
                 counted = held.taken.setdefault(epoch, {})

@@ -16,6 +16,7 @@ from zae_limiter.flows import Call, Flow
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserve import Key, Reserve
+from zae_limiter.flows.take import CONTENDED, SHARD_NOT_FOUND
 
 log = logging.getLogger("zae_limiter")
 
@@ -68,13 +69,18 @@ def preferred_shard(state: RepoState, level: Level) -> int | None:
     return None if held is None or held.shard_id >= level.shard_count else held.shard_id
 
 
+#: Failures that prove no write was applied: refused before it was sent, or every
+#: conditional write failed.
+NOT_SENT_CODES = frozenset({"CapacityExhausted", CONTENDED, SHARD_NOT_FOUND})
+
+
 def _not_applied(outcome: object) -> bool:
     """The level's write certainly did not happen (a throttle, a failed condition, a flow
     closed before it wrote); a timeout or a lost connection leaves it unknown."""
     if outcome is None or isinstance(outcome, (Rejected, ValidationError)):
         return True
     return isinstance(outcome, RateLimiterUnavailable) and (
-        outcome.throttled or outcome.code == "CapacityExhausted"
+        outcome.throttled or outcome.code in NOT_SENT_CODES
     )
 
 
@@ -87,9 +93,16 @@ def keep(
     if book is None:
         return
     for level, outcome in zip(levels, outcomes, strict=False):
-        carried = isinstance(outcome, Taken) and outcome.flushed
-        if level.flush is not None and not carried and _not_applied(outcome):
-            book.unflush(_key(level), level.flush)
+        if level.flush is None:
+            continue
+        # A write that happened without the flush (on another shard, or creating the
+        # bucket) did not carry it either.
+        if isinstance(outcome, Taken):
+            missed = not outcome.flushed
+        else:
+            missed = _not_applied(outcome)
+        if missed:
+            book.unflush(_key(level), level.flush, now_ms)
     for outcome in outcomes:
         if isinstance(outcome, Taken) and outcome.held_milli:
             book.install(
@@ -133,6 +146,11 @@ def return_call(
     return Call("update_item", params), back
 
 
+def _settled(held: Reserve) -> bool:
+    """Nothing left, nothing held on the item, nothing spent unreported."""
+    return not any(held.left.values()) and not any(held.taken_total().values())
+
+
 def give_back_reserves(
     state: RepoState, items: Sequence[tuple[Key, Reserve]], now_ms: int
 ) -> Flow[None]:
@@ -144,6 +162,12 @@ def give_back_reserves(
     """
     book = state.reserves
     if book is None or not items:
+        return
+    spent_all = [(key, held) for key, held in items if _settled(held)]
+    for _key, held in spent_all:  # spent to the last token and reported: nothing to write
+        book.returned(held, {})
+    items = [(key, held) for key, held in items if not _settled(held)]
+    if not items:
         return
     planned = [return_call(state, key, held, now_ms) for key, held in items]
     results = yield tuple(call for call, _back in planned)

@@ -53,6 +53,8 @@ THROTTLED_EVIDENCE_SIGMAS = 1.0
 THROTTLE_EVIDENCE_AGE_MS = 2 * keys.WINDOW_MS
 NOT_FETCHED: Any = object()
 SHARD_NOT_FOUND = "ShardNotFound"
+#: Every conditional write failed: none of them was applied.
+CONTENDED = "Contended"
 
 
 def take(
@@ -136,7 +138,8 @@ def take(
         yield from pause(_backoff_ms(attempt))
     raise RateLimiterUnavailable(
         f"bucket {level.entity_id}/{level.resource} is too contended: "
-        f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row"
+        f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row",
+        code=CONTENDED,
     )
 
 

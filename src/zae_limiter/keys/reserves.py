@@ -67,6 +67,8 @@ class Flush:
 
     spent: Mapping[str, int]
     released: Mapping[int, Mapping[str, int]]
+    #: The shard whose held counts these are.
+    shard_id: int = 0
 
 
 def held_deltas(hold: Mapping[str, int], epoch: int, flush: Flush | None = None) -> dict[str, int]:
