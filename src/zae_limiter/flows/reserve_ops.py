@@ -97,11 +97,10 @@ def keep(
             continue
         # A write that happened without the flush (on another shard, or creating the
         # bucket) did not carry it either.
-        if isinstance(outcome, Taken):
-            missed = not outcome.flushed
-        else:
-            missed = _not_applied(outcome)
-        if missed:
+        wrote = isinstance(outcome, Taken)
+        if (wrote and not getattr(outcome, "flushed", False)) or (
+            not wrote and _not_applied(outcome)
+        ):
             book.unflush(_key(level), level.flush, now_ms)
     for outcome in outcomes:
         if isinstance(outcome, Taken) and outcome.held_milli:
