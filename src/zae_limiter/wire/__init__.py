@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.wire.base import borrowable
 from zae_limiter.wire.protocol import OPERATIONS
 
 LEAN_OPS = frozenset(OPERATIONS)
@@ -18,6 +17,10 @@ LEAN_OPS = frozenset(OPERATIONS)
 
 def lean_client(client: Any, *, asynchronous: bool) -> Any:
     """A lean stand-in for `client`'s hot operations, or None when it cannot be built."""
+    # Imported here, not with the package: botocore's HTTP parts bring urllib3's ssl module,
+    # which must not be loaded before a gevent monkey-patch (Locust) when the library is.
+    from zae_limiter.wire.base import borrowable
+
     if not borrowable(client):
         return None
     if asynchronous:
