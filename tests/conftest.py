@@ -161,3 +161,13 @@ def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterat
     for repo in opened:
         loop.run_until_complete(repo.close())
     loop.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_exit_returns() -> Iterator[None]:
+    """Repositories some tests leave open under in-process moto return their token
+    reserves at interpreter exit, when moto is gone: that warning is noise here."""
+    import logging
+
+    yield
+    logging.getLogger("zae_limiter").setLevel(logging.ERROR)

@@ -29,6 +29,11 @@ log = logging.getLogger("zae_limiter")
 _FAILED = (RateLimitExceeded, RateLimiterUnavailable)
 
 
+def _consumed(held: Acquired, consume: Mapping[str, int]) -> Mapping[str, int]:
+    """What a lease starts from: validated by the acquire that took it (else here)."""
+    return held.consumed_milli or acquire_flow.validate_amounts("consume", consume)
+
+
 class _Decisions:
     """The failure policy, shadow mode and decision metrics, shared by both faces.
 
@@ -181,7 +186,7 @@ class RateLimiter(_Face):
         else:
             held, why = decisions.settle(resource, started, on_unavailable, acquired)
             repo.tend_reserves()
-        lease = Lease(repo, held, acquire_flow.validate_amounts("consume", consume), why)
+        lease = Lease(repo, held, _consumed(held, consume), why)
         try:
             yield lease
         except BaseException:
@@ -268,7 +273,7 @@ class SyncRateLimiter(_Face):
         else:
             held, why = decisions.settle(resource, started, on_unavailable, acquired)
             repo.tend_reserves()
-        lease = SyncLease(repo, held, acquire_flow.validate_amounts("consume", consume), why)
+        lease = SyncLease(repo, held, _consumed(held, consume), why)
         try:
             yield lease
         except BaseException:

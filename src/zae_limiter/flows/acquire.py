@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zae_limiter import keys
@@ -36,6 +36,8 @@ log = logging.getLogger("zae_limiter")
 @dataclass(frozen=True, slots=True)
 class Acquired:
     taken: tuple[Taken, ...]
+    #: The validated `consume`, in millitokens (the lease starts from it).
+    consumed_milli: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def limit_names(self) -> frozenset[str]:
@@ -162,7 +164,7 @@ def acquire(
             levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
     served, rest = reserve_ops.serve(state, levels, now_ms)
     if not rest:
-        return Acquired(tuple(served))
+        return Acquired(tuple(served), amounts)
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
     parent = _parent_of(state, entity_id)
     if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
@@ -178,7 +180,8 @@ def acquire(
         except Exception as error:
             outcomes.append(error)
     reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    return (yield from _settle(state, outcomes, now_ms))
+    acquired = yield from _settle(state, outcomes, now_ms)
+    return replace(acquired, consumed_milli=amounts)
 
 
 def _take_levels(

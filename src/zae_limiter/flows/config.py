@@ -7,7 +7,7 @@ A miss resolves every missing level (and unknown entity metadata) in one BatchGe
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from weakref import WeakKeyDictionary
 
 from zae_limiter import keys
@@ -19,7 +19,6 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 
-Level = tuple[LimitSource, Hashable, keys.Item]
 FailurePolicy = Literal["block", "allow"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("block", "allow")
 
@@ -46,22 +45,25 @@ def learn_failure_policy(state: RepoState, system_item: keys.Item | None) -> Non
     )
 
 
-def _levels(state: RepoState, entity_id: str, resource: str) -> list[Level]:
-    ns = state.namespace
+def _levels(entity_id: str, resource: str) -> list[tuple[LimitSource, Hashable]]:
+    """(source, cache key) of each level, most specific first."""
     return [
-        (
-            "entity",
-            ("entity", entity_id, resource),
-            keys.entity_config_key(ns, entity_id, resource),
-        ),
-        (
-            "entity_default",
-            ("entity", entity_id, keys.DEFAULT_RESOURCE),
-            keys.entity_config_key(ns, entity_id, keys.DEFAULT_RESOURCE),
-        ),
-        ("resource", ("resource", resource), keys.resource_config_key(ns, resource)),
-        ("system", ("system",), keys.system_config_key(ns)),
+        ("entity", ("entity", entity_id, resource)),
+        ("entity_default", ("entity", entity_id, keys.DEFAULT_RESOURCE)),
+        ("resource", ("resource", resource)),
+        ("system", ("system",)),
     ]
+
+
+def _item_key(state: RepoState, cache_key: Hashable) -> keys.Item:
+    """The config item of a level; built only on a cache miss (the hot path hits)."""
+    ns = state.namespace
+    kind, *rest = cast(tuple[str, ...], cache_key)
+    if kind == "entity":
+        return keys.entity_config_key(ns, rest[0], rest[1])
+    if kind == "resource":
+        return keys.resource_config_key(ns, rest[0])
+    return keys.system_config_key(ns)
 
 
 def _key_id(item_key: keys.Item) -> tuple[str, str]:
@@ -114,7 +116,7 @@ def resolve_and_fetch(
     fetch: list[keys.Item] = []
     fetch_ids: dict[tuple[str, str], Hashable] = {}
     for entity_id, resource in wanted:
-        for _source, cache_key, item_key in _levels(state, entity_id, resource):
+        for _source, cache_key in _levels(entity_id, resource):
             if cache_key in known:
                 continue
             hit, value = cache.lookup(cache_key, now_ms)
@@ -122,6 +124,7 @@ def resolve_and_fetch(
                 known[cache_key] = value
             else:
                 known[cache_key] = None
+                item_key = _item_key(state, cache_key)
                 fetch.append(item_key)
                 fetch_ids[_key_id(item_key)] = cache_key
         if entity_id not in state.entities:
@@ -146,7 +149,7 @@ def resolve_and_fetch(
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None
-        for source, cache_key, _item_key in _levels(state, entity_id, resource):
+        for source, cache_key in _levels(entity_id, resource):
             limits = known.get(cache_key)
             if limits:
                 out[(entity_id, resource)] = ResolvedLimits(limits, source)
