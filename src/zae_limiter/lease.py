@@ -76,7 +76,7 @@ class _Held:
         written only when it holds none or cannot cover them.
         """
         held = self._state
-        if held.holds_nothing:
+        if held.holds_nothing or (not failed and not any(held.pending.values())):
             return None
         if failed:
             return compensate(repo_state, held.acquired.taken, now_ms)
