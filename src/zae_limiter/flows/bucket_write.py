@@ -306,14 +306,21 @@ def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> None
     """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows."""
     if not attributes:
         return
-    bucket = keys.decode_bucket(attributes)
-    meta = state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
+    # A few attributes, read directly: decoding the whole item costs more than the rest of
+    # a write's client-side work.
+    count = max(1, keys.get_n(attributes, keys.A_SHARD_COUNT, 1))
+    meta = state.learn_entity(
+        level.entity_id,
+        keys.get_bool(attributes, keys.A_CASCADE),
+        keys.get_s(attributes, keys.A_PARENT),
+    )
     known = meta.shard_counts.get(level.resource, 1)
     # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond
     # its own count (merged away), which proves the count went down.
-    if level.shard_id == 0 or bucket.shard_count > known or level.shard_id >= bucket.shard_count:
-        meta.shard_counts[level.resource] = bucket.shard_count
-    meta.windows[(level.resource, level.shard_id)] = bucket.window_start_ms
+    if level.shard_id == 0 or count > known or level.shard_id >= count:
+        meta.shard_counts[level.resource] = count
+    start = keys.get_n(attributes, keys.A_WINDOW_START, -1)
+    meta.windows[(level.resource, level.shard_id)] = start
     state.exhausted.pop((level.entity_id, level.resource), None)
 
 
