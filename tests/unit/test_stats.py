@@ -73,7 +73,9 @@ class _Limiter:
 
 
 def test_otel_without_the_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both names: another test (or a dependency) may have imported the submodule already.
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", None)
     from zae_limiter.otel import instrument
 
     with pytest.raises(ImportError, match=r"pip install 'zae-limiter\[otel\]'"):
