@@ -199,7 +199,9 @@ def test_adjustments_and_rollbacks_stay_in_the_reserve(api: Api) -> None:
 def test_a_lowered_limit_reaches_a_reserve_holder_within_the_cache_ttl(
     api: Api, clock: Clock
 ) -> None:
-    holder = api.new_client(config_cache_ttl=1)
+    # A patient deadline: in-process moto on a busy machine can take over the default
+    # second to create the bucket, and this test is about limits, not deadlines.
+    holder = api.new_client(config_cache_ttl=1, timeout=10)
     api.set_limits("k", [Limit.custom("rpm", 1000, 1, 3600)], resource="gpt")
     for _ in range(20):
         with holder.acquire("k", "gpt", {"rpm": 1}):
