@@ -40,6 +40,7 @@ from zae_limiter.flows import Call, Flow, Result, Sleep, Step
 from zae_limiter.wire import LEAN_OPS
 
 T = TypeVar("T")
+_FREE = Cost()
 CONDITION_FAILED = "ConditionalCheckFailedException"
 TRANSACTION_CANCELLED = "TransactionCanceledException"
 Outcome = Result | Exception | None
@@ -76,6 +77,8 @@ class _Round:
 
     wait_ms: int
     costs: list[Cost]
+    #: Seconds left of the run's deadline when the round was admitted (None: unbound).
+    left: float | None = None
 
 
 class _Runner:
@@ -119,12 +122,14 @@ class _Runner:
         if left is not None and left <= 0:
             deadline.cleanup = True
             return [_unavailable("the call's deadline passed", "Timeout") for _ in steps]
-        costs = [estimate(s.op, s.params) if isinstance(s, Call) else Cost() for s in steps]
-        total = sum(costs, Cost())
-        if self.admission is None or not total:
-            return _Round(0, costs)
+        costs = [estimate(s.op, s.params) if isinstance(s, Call) else _FREE for s in steps]
+        if self.admission is None:
+            return _Round(0, costs, left)
+        total = costs[0] if len(costs) == 1 else sum(costs, _FREE)
+        if not total:
+            return _Round(0, costs, left)
         if deadline.cleanup:  # giving back is never refused
-            return _Round(self.admission.admit(total, self.clock(), force=True), costs)
+            return _Round(self.admission.admit(total, self.clock(), force=True), costs, left)
         cap = None if left is None else int(left * 1000)
         wait = self.admission.admit(total, self.clock(), cap)
         if wait == REFUSE:
@@ -132,7 +137,7 @@ class _Runner:
                 _unavailable("the client's capacity budget is exhausted", "CapacityExhausted")
                 for _ in steps
             ]
-        return _Round(wait, costs)
+        return _Round(wait, costs, left)
 
     def done(self, call: Call, response: dict[str, Any], trip: int, cost: Cost) -> Result:
         actual = self.meter.record(call.op, response, True, trip)
@@ -223,9 +228,10 @@ class SyncRunner(_Runner):
             if isinstance(planned, list):
                 send = self.outcome(request, planned, deadline)
                 continue
+            left = planned.left
             if planned.wait_ms:
                 time.sleep(planned.wait_ms / 1000)
-            left = deadline.remaining()
+                left = deadline.remaining()
             if len(steps) == 1:
                 results: list[Outcome] = [self.step(steps[0], trip, planned.costs[0], left)]
             else:
@@ -273,9 +279,10 @@ class AsyncRunner(_Runner):
             if isinstance(planned, list):
                 send = self.outcome(request, planned, deadline)
                 continue
+            left = planned.left
             if planned.wait_ms:
                 await asyncio.sleep(planned.wait_ms / 1000)
-            left = deadline.remaining()
+                left = deadline.remaining()
             if len(steps) == 1:  # the common round trip: no tasks to gather
                 results: Sequence[Outcome] = [
                     await self.step(steps[0], trip, planned.costs[0], left)

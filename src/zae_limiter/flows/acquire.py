@@ -180,8 +180,7 @@ def acquire(
         except Exception as error:
             outcomes.append(error)
     reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    acquired = yield from _settle(state, outcomes, now_ms)
-    return replace(acquired, consumed_milli=amounts)
+    return (yield from _settle(state, outcomes, now_ms, amounts))
 
 
 def _take_levels(
@@ -204,7 +203,15 @@ def _take_levels(
         take_any_shard(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
         for lv in levels
     ]
-    return [*served, *(yield from lockstep(flows, stop=_failed))]
+    if len(flows) > 1:
+        return [*served, *(yield from lockstep(flows, stop=_failed))]
+    # One level, the common case: its flow runs directly (lockstep's bookkeeping is for
+    # several), its failure becoming its outcome just as lockstep would make it.
+    try:
+        outcome: object = yield from flows[0]
+    except Exception as error:
+        outcome = error
+    return [*served, outcome]
 
 
 def _take_parent(
@@ -255,7 +262,9 @@ def take_any_shard(
     tried = [shard]
     throttles = 0
     while True:
-        here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
+        here = level
+        if shard != level.shard_id or level.shard_count <= shard:
+            here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
         if here.flush is not None and shard != preferred:
             here = replace(here, flush=None)  # the reserve's spending belongs to its shard
         outcome: Taken | Rejected | None = None
@@ -311,10 +320,12 @@ def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
     return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
 
 
-def _settle(state: RepoState, outcomes: Sequence[object], now_ms: int) -> Flow[Acquired]:
+def _settle(
+    state: RepoState, outcomes: Sequence[object], now_ms: int, amounts: Mapping[str, int]
+) -> Flow[Acquired]:
     taken = tuple(o for o in outcomes if isinstance(o, Taken))
     if not any(_failed(o) for o in outcomes):
-        return Acquired(taken)
+        return Acquired(taken, amounts)
     yield from compensate(state, taken, now_ms)
     rejections = [o for o in outcomes if isinstance(o, Rejected)]
     if rejections:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Call
-from zae_limiter.flows.context import Exhausted, RepoState
+from zae_limiter.flows.context import EntityMeta, Exhausted, RepoState
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, LimitStatus
 
@@ -71,6 +72,7 @@ class WritePlan:
     epoch: int = 0
 
 
+@lru_cache(maxsize=1024)
 def stored_config(limit: Limit) -> LimitState:
     """The undivided config a bucket item stores for a limit (tokens unused here)."""
     return LimitState(0, limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms)
@@ -302,10 +304,11 @@ def remember(state: RepoState, level: Level, outcome: Rejected) -> None:
         state.exhausted[(outcome.entity_id, outcome.resource)] = outcome.memory
 
 
-def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> None:
-    """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows."""
+def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> EntityMeta | None:
+    """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows;
+    the entity's record in this client (None when there was nothing to learn from)."""
     if not attributes:
-        return
+        return None
     # A few attributes, read directly: decoding the whole item costs more than the rest of
     # a write's client-side work.
     count = max(1, keys.get_n(attributes, keys.A_SHARD_COUNT, 1))
@@ -321,7 +324,9 @@ def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> None
         meta.shard_counts[level.resource] = count
     start = keys.get_n(attributes, keys.A_WINDOW_START, -1)
     meta.windows[(level.resource, level.shard_id)] = start
-    state.exhausted.pop((level.entity_id, level.resource), None)
+    if state.exhausted:
+        state.exhausted.pop((level.entity_id, level.resource), None)
+    return meta
 
 
 def give_back(state: RepoState, taken: Taken, amounts_milli: Mapping[str, int]) -> Call:

@@ -296,11 +296,12 @@ def _after_write(
     clients that write to it learn the count from its ALL_NEW, and until they do, its
     rate includes their traffic meant for fewer shards, which is no reason to double.
     """
-    learn(state, level, attributes)
-    if not attributes:
+    meta = learn(state, level, attributes)
+    if meta is None:
         return
-    count = state.shard_count(level.entity_id, level.resource)
-    if level.shard_id and keys.get_n(attributes, keys.A_SHARD_COUNT, 1) < count:
+    count = meta.shard_counts.get(level.resource, 1)
+    recorded = keys.get_n(attributes, keys.A_SHARD_COUNT, 1)
+    if level.shard_id and recorded < count:
         yield from _propagate(state, level, count)
         return
     seen = WindowSeen(
@@ -308,9 +309,8 @@ def _after_write(
         keys.get_n(attributes, keys.A_WINDOW_WRITES),
         now_ms,
         keys.partition_wcu(attributes, state.partition_wcu),
-        keys.get_n(attributes, keys.A_SHARD_COUNT, 1),
+        recorded,
     )
-    meta = state.learn_entity(level.entity_id, level.cascade, level.parent_id)
     meta.seen_windows[(level.resource, level.shard_id)] = seen
     if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
         yield from double(state, level.entity_id, level.resource, now_ms, seen.start_ms)

@@ -133,6 +133,18 @@ def _consume_expression(
     return update, " AND ".join(conds)
 
 
+@lru_cache(maxsize=1024)
+def _config_values(configs: tuple[LimitState, ...]) -> Item:
+    """The condition's stored-config values, which change only with the limits: built
+    once per set of configs (the request shares the small value dicts, read-only)."""
+    values: Item = {}
+    for i, cfg in enumerate(configs):
+        values[f":cp{i}"] = n(cfg.capacity_milli)
+        values[f":ra{i}"] = n(cfg.refill_amount_milli)
+        values[f":rp{i}"] = n(cfg.refill_period_ms)
+    return values
+
+
 def speculative_consume(
     table: str,
     bucket_item_key: Item,
@@ -154,24 +166,21 @@ def speculative_consume(
     added to this epoch's held count, and granted only if as much again stays behind;
     `flush` reports what the client's reserve spent since its last write.
     """
-    hold = {name: amount for name, amount in (hold_milli or {}).items() if amount}
+    hold = {name: amount for name, amount in hold_milli.items() if amount} if hold_milli else {}
     spent = flush.spent if flush else {}
     consumed = tuple(
         name for name in configs if consume_milli.get(name) or name in hold or spent.get(name)
     )
-    held = held_deltas(hold, reserve_epoch(now_ms), flush)
+    held = held_deltas(hold, reserve_epoch(now_ms), flush) if hold or flush else {}
     checked = tuple(configs)
     update, condition = _consume_expression(consumed, checked, reset_window, len(held))
     values: Item = window_parts(reset_window, now_ms)[2]
+    values.update(_config_values(tuple(configs.values())))
     for i, name in enumerate(consumed):
         values[f":m{i}"] = n(-consume_milli.get(name, 0) - hold.get(name, 0))
         values[f":p{i}"] = n(consume_milli.get(name, 0) + spent.get(name, 0))
     for i, name in enumerate(checked):
-        cfg = configs[name]
         values[f":c{i}"] = n(consume_milli.get(name, 0) + 2 * hold.get(name, 0))
-        values[f":cp{i}"] = n(cfg.capacity_milli)
-        values[f":ra{i}"] = n(cfg.refill_amount_milli)
-        values[f":rp{i}"] = n(cfg.refill_period_ms)
     params: dict[str, Any] = {
         "TableName": table,
         "Key": bucket_item_key,
