@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Mapping, Sequence
 
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
@@ -165,8 +164,7 @@ class RateLimiter(_Face):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @asynccontextmanager
-    async def acquire(
+    def acquire(
         self,
         entity_id: str,
         resource: str,
@@ -174,25 +172,9 @@ class RateLimiter(_Face):
         *,
         limits: Sequence[Limit] | None = None,
         on_unavailable: FailurePolicy | None = None,
-    ) -> AsyncIterator[Lease]:
+    ) -> AsyncAcquiring:
         """Take `consume` from the entity (and its parent, with cascade) for the block."""
-        repo, decisions = self.repository, self._decisions
-        args = (entity_id, resource, consume, limits)
-        flow, started = decisions.start(self._ops, self._speculative, args, on_unavailable)
-        try:
-            acquired = await repo.run(flow, repo.timeout)
-        except _FAILED as error:
-            held, why = decisions.settle(resource, started, on_unavailable, error=error)
-        else:
-            held, why = decisions.settle(resource, started, on_unavailable, acquired)
-            repo.tend_reserves()
-        lease = Lease(repo, held, _consumed(held, consume), why)
-        try:
-            yield lease
-        except BaseException:
-            await lease._finish(failed=True)
-            raise
-        await lease._finish(failed=False)
+        return AsyncAcquiring(self, (entity_id, resource, consume, limits), on_unavailable)
 
     create_entity = async_face(Operations.create_entity)
     get_entity = async_face(Operations.get_entity)
@@ -252,7 +234,6 @@ class SyncRateLimiter(_Face):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
     def acquire(
         self,
         entity_id: str,
@@ -261,25 +242,9 @@ class SyncRateLimiter(_Face):
         *,
         limits: Sequence[Limit] | None = None,
         on_unavailable: FailurePolicy | None = None,
-    ) -> Iterator[SyncLease]:
+    ) -> SyncAcquiring:
         """Take `consume` from the entity (and its parent, with cascade) for the block."""
-        repo, decisions = self.repository, self._decisions
-        args = (entity_id, resource, consume, limits)
-        flow, started = decisions.start(self._ops, self._speculative, args, on_unavailable)
-        try:
-            acquired = repo.run(flow, repo.timeout)
-        except _FAILED as error:
-            held, why = decisions.settle(resource, started, on_unavailable, error=error)
-        else:
-            held, why = decisions.settle(resource, started, on_unavailable, acquired)
-            repo.tend_reserves()
-        lease = SyncLease(repo, held, _consumed(held, consume), why)
-        try:
-            yield lease
-        except BaseException:
-            lease._finish(failed=True)
-            raise
-        lease._finish(failed=False)
+        return SyncAcquiring(self, (entity_id, resource, consume, limits), on_unavailable)
 
     create_entity = sync_face(Operations.create_entity)
     get_entity = sync_face(Operations.get_entity)
@@ -310,3 +275,101 @@ class SyncRateLimiter(_Face):
     list_namespaces = sync_face(Operations.list_namespaces)
     namespace_info = sync_face(Operations.namespace_info)
     delete_namespace = sync_face(Operations.delete_namespace)
+
+
+LeaseParts = tuple[Acquired, Mapping[str, int], Outcome | None]
+
+
+class _Acquiring:
+    """What `acquire()` returns: the acquire runs when the block is entered; the lease
+    ends when it is left (its adjustments written, or everything it took given back when
+    the block raised). A plain class rather than a generator-based context manager: the
+    hot path pays for no generator and no contextlib frames."""
+
+    __slots__ = ("_args", "_face", "_policy", "_started")
+
+    def __init__(
+        self,
+        face: _Face,
+        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
+        policy: FailurePolicy | None,
+    ) -> None:
+        self._face = face
+        self._args = args
+        self._policy = policy
+        self._started = 0.0
+
+    def _begin(self) -> Flow[Acquired]:
+        face = self._face
+        flow, self._started = face._decisions.start(
+            face._ops, face._speculative, self._args, self._policy
+        )
+        return flow
+
+    def _settle(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
+        """What the lease holds, what it starts from, and why it holds nothing."""
+        decisions, resource = self._face._decisions, self._args[1]
+        held, why = decisions.settle(resource, self._started, self._policy, acquired, error)
+        return held, _consumed(held, self._args[2]), why
+
+
+class AsyncAcquiring(_Acquiring):
+    """`async with limiter.acquire(...) as lease:`"""
+
+    __slots__ = ("_lease", "_repo")
+
+    def __init__(
+        self,
+        face: RateLimiter,
+        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
+        policy: FailurePolicy | None,
+    ) -> None:
+        super().__init__(face, args, policy)
+        self._repo = face.repository
+
+    async def __aenter__(self) -> Lease:
+        repo = self._repo
+        flow = self._begin()
+        try:
+            acquired = await repo.run(flow, repo.timeout)
+        except _FAILED as error:
+            parts = self._settle(None, error)
+        else:
+            parts = self._settle(acquired, None)
+            repo.tend_reserves()
+        self._lease = Lease(repo, *parts)
+        return self._lease
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        await self._lease._finish(failed=kind is not None)
+
+
+class SyncAcquiring(_Acquiring):
+    """`with limiter.acquire(...) as lease:`"""
+
+    __slots__ = ("_lease", "_repo")
+
+    def __init__(
+        self,
+        face: SyncRateLimiter,
+        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
+        policy: FailurePolicy | None,
+    ) -> None:
+        super().__init__(face, args, policy)
+        self._repo = face.repository
+
+    def __enter__(self) -> SyncLease:
+        repo = self._repo
+        flow = self._begin()
+        try:
+            acquired = repo.run(flow, repo.timeout)
+        except _FAILED as error:
+            parts = self._settle(None, error)
+        else:
+            parts = self._settle(acquired, None)
+            repo.tend_reserves()
+        self._lease = SyncLease(repo, *parts)
+        return self._lease
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._lease._finish(failed=kind is not None)

@@ -145,9 +145,8 @@ class RateLimiterSession:
         try:
             yield lease
         except BaseException as error:
-            if not manager.__exit__(type(error), error, error.__traceback__):
-                raise
-            return
+            manager.__exit__(type(error), error, error.__traceback__)  # gives back, never swallows
+            raise
         if lease.consumed != dict(consume):  # adjusted: the end of the block writes
             self.timed(COMMIT, label, lambda: manager.__exit__(None, None, None))
         else:
