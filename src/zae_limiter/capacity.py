@@ -63,8 +63,11 @@ class Measurement:
 
 def _units(consumed: Any) -> float:
     """Total units of a response, table and indexes (`CapacityUnits` includes both)."""
-    entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
-    return sum(float(entry.get("CapacityUnits", 0) or 0) for entry in entries)
+    if not consumed:
+        return 0.0
+    if isinstance(consumed, list):
+        return sum(float(entry.get("CapacityUnits", 0) or 0) for entry in consumed)
+    return float(consumed.get("CapacityUnits", 0) or 0)
 
 
 @dataclass(frozen=True, slots=True)
