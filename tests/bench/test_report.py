@@ -101,3 +101,21 @@ def test_hot_entity_is_reported_not_available_when_missing(
     assert result is None and note.startswith("not available")
     report = Report(command="pytest", quick=True, hot_entity_note=note)
     assert "## Hot entity\n\nnot available" in report.to_markdown()
+
+
+def test_a_failing_section_fails_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zae_limiter.bench import __main__ as bench_main
+    from zae_limiter.bench import hot_entity
+
+    def broken(**_kwargs: object) -> None:
+        raise RuntimeError("the engine went away")
+
+    monkeypatch.setattr(hot_entity, "run", broken)
+    others = [arg for s in suite.SECTIONS if s != "hot-entity" for arg in ("--skip", s)]
+    assert bench_main.main(["--out", str(tmp_path), *others]) == 1
+    assert "hot-entity: RuntimeError: the engine went away" in capsys.readouterr().err
+    written = json.loads((tmp_path / JSON_NAME).read_text())
+    assert written["failures"] == ["hot-entity: RuntimeError: the engine went away"]
+    assert "## Failed\n\n- hot-entity: RuntimeError" in (tmp_path / MARKDOWN_NAME).read_text()

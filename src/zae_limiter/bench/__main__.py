@@ -43,12 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.to_markdown())
     print(f"written: {md} and {js}")
+    failed = False
     if report.capacity is not None and report.capacity.mismatches:
         print("capacity differs from the budget: " + ", ".join(
             p.budget.key for p in report.capacity.mismatches
         ))  # fmt: skip
-        return 1
-    return 0
+        failed = True
+    for failure in report.failures:
+        print(f"failed: {failure}", file=sys.stderr)
+        failed = True
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

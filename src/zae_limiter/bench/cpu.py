@@ -173,19 +173,25 @@ def _ratio(part: float | None, whole: float | None) -> str:
 
 
 def run_section(
-    out_dir: Path, quick: bool, sections: tuple[str, ...], log: Callable[[str], None]
+    out_dir: Path,
+    quick: bool,
+    sections: tuple[str, ...],
+    log: Callable[[str], None],
+    failures: list[str] | None = None,
 ) -> dict[str, str]:
-    """The `cpu` section of `make bench` (markdown by section name); {} when skipped."""
+    """The `cpu` section of `make bench` (markdown by section name); {} when skipped.
+    A failure is shown in the report and added to `failures` (the command then fails)."""
     if "cpu" not in sections:
         return {}
     log("[bench] cpu ...")
     python, note = published_python(out_dir, log)
     try:
         results = run(quick, python)
-    except Exception as error:  # reported, not fatal: the other sections still count
-        return {
-            "cpu": f"## Client CPU per steady acquire\n\nfailed: {type(error).__name__}: {error}\n"
-        }
+    except Exception as error:  # the other sections still run; the command fails at the end
+        why = f"{type(error).__name__}: {error}"
+        if failures is not None:
+            failures.append(f"cpu: {why}")
+        return {"cpu": f"## Client CPU per steady acquire\n\nfailed: {why}\n"}
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {"note": note, "results": [asdict(r) for r in results]}
     (out_dir / "cpu.json").write_text(json.dumps(data, indent=2) + "\n")

@@ -47,6 +47,8 @@ class Report:
     seconds: dict[str, float] = field(default_factory=dict)
     #: Markdown of further sections by name (e.g. "web"), shown after the others.
     extra: dict[str, str] = field(default_factory=dict)
+    #: Sections (or parts) that failed, with why: the command exits non-zero.
+    failures: list[str] = field(default_factory=list)
 
     @property
     def costs(self) -> list[PathCost]:
@@ -66,6 +68,7 @@ class Report:
             "latency_engine": self.latency_engine,
             "hot_entity": self.hot_entity,
             "hot_entity_note": self.hot_entity_note,
+            "failures": self.failures,
         }
         if self.capacity is not None:
             data["capacity"] = {
@@ -88,6 +91,8 @@ class Report:
             parts.append(_latency_md(self.latency, self.latency_engine))
         parts.append(_hot_entity_md(self.hot_entity, self.hot_entity_note))
         parts += list(self.extra.values())
+        if self.failures:
+            parts.append("## Failed\n\n" + "\n".join(f"- {f}" for f in self.failures))
         return "\n\n".join(parts) + "\n"
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:

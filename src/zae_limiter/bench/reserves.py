@@ -306,16 +306,21 @@ def on_dynamodb_local(quick: bool, log: Callable[[str], None]) -> dict[str, Any]
     return data
 
 
-def _guarded(name: str, run: Callable[[], Any]) -> Any:
-    try:
-        return run()
-    except Exception as error:  # reported, not fatal: the other parts still count
-        return {"note": f"{name} failed: {type(error).__name__}: {error}"}
-
-
-def run(quick: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every part of the section; a JSON-ready dict (parts that failed carry a note)."""
+def run(
+    quick: bool = False, log: Callable[[str], None] = print, failures: list[str] | None = None
+) -> dict[str, Any]:
+    """Every part of the section; a JSON-ready dict (parts that failed carry a note and
+    are added to `failures`)."""
     started = time.monotonic()
+
+    def _guarded(name: str, run: Callable[[], Any]) -> Any:
+        try:
+            return run()
+        except Exception as error:  # the other parts still run; the command fails at the end
+            why = f"{name} failed: {type(error).__name__}: {error}"
+            if failures is not None:
+                failures.append(f"reserves: {why}")
+            return {"note": why}
 
     def step(line: str) -> None:  # when each part starts, to see where the time goes
         log(f"{line} (at {time.monotonic() - started:.0f}s)")
@@ -336,14 +341,18 @@ def run(quick: bool = False, log: Callable[[str], None] = print) -> dict[str, An
 
 
 def run_section(
-    out_dir: Path, quick: bool, sections: tuple[str, ...], log: Callable[[str], None]
+    out_dir: Path,
+    quick: bool,
+    sections: tuple[str, ...],
+    log: Callable[[str], None],
+    failures: list[str] | None = None,
 ) -> dict[str, str]:
     """The `reserves` section of `make bench` (markdown by section name); {} when skipped."""
     if "reserves" not in sections:
         return {}
     log("[bench] reserves ...")
     started = time.monotonic()
-    data = run(quick, log)
+    data = run(quick, log, failures)
     data["seconds"] = round(time.monotonic() - started, 1)
     log(f"[bench] reserves done in {data['seconds']:.0f}s")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,9 @@ def timed(report: Report, section: str, log: Callable[[str], None]) -> Iterator[
         log(f"[bench] {section} done in {report.seconds[section]:.0f}s")
 
 
-def hot_entity_section(out_dir: Path, quick: bool) -> tuple[dict[str, Any] | None, str]:
+def hot_entity_section(
+    out_dir: Path, quick: bool, failures: list[str] | None = None
+) -> tuple[dict[str, Any] | None, str]:
     """Run `bench.hot_entity.run` when that module exists; (results, note for the report)."""
     try:
         from zae_limiter.bench import hot_entity
@@ -51,7 +53,9 @@ def hot_entity_section(out_dir: Path, quick: bool) -> tuple[dict[str, Any] | Non
     kwargs = {k: v for k, v in wanted.items() if k in accepted}
     try:
         result = run(**kwargs)
-    except Exception as error:  # reported, not fatal: the other sections still count
+    except Exception as error:  # the other sections still run; the command fails at the end
+        if failures is not None:
+            failures.append(f"hot-entity: {type(error).__name__}: {error}")
         return None, f"failed: {type(error).__name__}: {error}"
     shown = ", ".join(f"{k}={v}" for k, v in kwargs.items())
     note = f"`hot_entity.run({shown})`; plot and tables in `{out_dir / 'hot-entity'}`"
@@ -76,11 +80,12 @@ def run(
             report.latency = latency.run(LATENCY_SECONDS[quick])
     if "hot-entity" in sections:
         with timed(report, "hot-entity", log):
-            report.hot_entity, report.hot_entity_note = hot_entity_section(out_dir, quick)
+            report.hot_entity, report.hot_entity_note = hot_entity_section(
+                out_dir, quick, report.failures
+            )
     else:
         report.hot_entity_note = "skipped (--skip hot-entity)"
-    report.extra.update(web.run_section(out_dir, quick, sections, log))
-    report.extra.update(reserves.run_section(out_dir, quick, sections, log))
-    report.extra.update(cpu.run_section(out_dir, quick, sections, log))
+    for section in (web, reserves, cpu):
+        report.extra.update(section.run_section(out_dir, quick, sections, log, report.failures))
     report.seconds["total"] = time.monotonic() - total
     return report

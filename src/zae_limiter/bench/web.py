@@ -219,16 +219,23 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def run_section(
-    out_dir: Path, quick: bool, sections: tuple[str, ...], log: Callable[[str], None]
+    out_dir: Path,
+    quick: bool,
+    sections: tuple[str, ...],
+    log: Callable[[str], None],
+    failures: list[str] | None = None,
 ) -> dict[str, str]:
-    """The `web` section of `make bench` (markdown by section name); {} when skipped."""
+    """The `web` section of `make bench` (markdown by section name); {} when skipped.
+    A failure is shown in the report and added to `failures` (the command then fails)."""
     if "web" not in sections:
         return {}
     log("[bench] web ...")
     try:
         data = run(seconds=2.0 if quick else 5.0)
-    except Exception as error:  # reported, not fatal: the other sections still count
+    except Exception as error:  # the other sections still run; the command fails at the end
         data = {"note": f"failed: {type(error).__name__}: {error}"}
+        if failures is not None:
+            failures.append(f"web: {type(error).__name__}: {error}")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "web.json").write_text(json.dumps(data, indent=2) + "\n")
     return {"web": markdown(data)}
