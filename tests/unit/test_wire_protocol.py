@@ -27,7 +27,7 @@ def test_request_body_is_compact_json_with_binary_as_base64() -> None:
 
 def test_success_carries_response_metadata_and_bytes() -> None:
     body = b'{"Attributes":{"d":{"B":"AAE="},"s":{"BS":["AA=="]},"n":{"N":"1"}}}'
-    parsed = protocol.parse(200, {"X-Amzn-RequestId": "r1"}, body, no_members)
+    parsed = protocol.parse(200, protocol.lowered({"X-Amzn-RequestId": "r1"}), body, no_members)
     assert parsed["Attributes"] == {
         "d": {"B": b"\x00\x01"},
         "s": {"BS": [b"\x00"]},

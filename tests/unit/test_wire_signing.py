@@ -27,6 +27,9 @@ def botocore_authorization(
     return dict(request.headers)
 
 
+@pytest.mark.parametrize(
+    "extra", [{}, {"X-Amzn-Trace-Id": "Root=1-not-signed"}, {"X-Custom": "a  b "}]
+)
 @pytest.mark.parametrize("token", [None, "session-token"])
 @pytest.mark.parametrize(
     "url",
@@ -38,13 +41,15 @@ def botocore_authorization(
     ],
 )
 def test_same_signature_as_botocore(
-    url: str, token: str | None, monkeypatch: pytest.MonkeyPatch
+    url: str, token: str | None, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Without `extra`: the usual header set (its own fast canonicalisation); with an
+    unsigned or an added header: the general one."""
     headers = {
         "X-Amz-Target": "DynamoDB_20120810.UpdateItem",
         "Content-Type": "application/x-amz-json-1.0",
         "User-Agent": "not signed",
-        "X-Amzn-Trace-Id": "Root=1-not-signed",
+        **extra,
     }
     expected = botocore_authorization(url, headers, token, monkeypatch)
     ours = dict(headers)
@@ -75,3 +80,27 @@ def test_host_drops_default_ports_only() -> None:
     )
     assert host_of("http://localhost:8000") == "localhost:8000"
     assert host_of("http://[::1]:80") == "[::1]"
+
+
+def test_whitespace_in_the_usual_headers_is_signed_as_botocore_signs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "http://127.0.0.1:8000"
+    headers = {
+        "X-Amz-Target": " DynamoDB_20120810.GetItem  ",
+        "Content-Type": "application/x-amz-json-1.0",
+        "User-Agent": "u",
+    }
+    expected = botocore_authorization(url, headers, "a  token", monkeypatch)
+    ours = dict(headers)
+    Signer(url, "eu-west-1").sign(
+        ours, BODY, Credentials("AKID", "secret/key", "a  token"), amz_date(WHEN.timestamp())
+    )
+    assert ours["Authorization"] == expected["Authorization"]
+
+
+def test_request_time_changes_with_the_second() -> None:
+    start = WHEN.timestamp()
+    assert amz_date(start) == amz_date(start + 0.999) == "20261126T030405Z"
+    assert amz_date(start + 1) == "20261126T030406Z"
+    assert amz_date(start) == "20261126T030405Z"

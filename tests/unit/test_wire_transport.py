@@ -16,7 +16,8 @@ from botocore.config import Config
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 
 from zae_limiter.wire import lean_client
-from zae_limiter.wire.transport import AsyncTransport, Endpoint, SyncTransport
+from zae_limiter.wire.async_transport import AsyncTransport
+from zae_limiter.wire.transport import Endpoint, SyncTransport
 
 Answer = Callable[[socket.socket, int], bool]  # (connection, request number) -> keep open
 

@@ -19,6 +19,7 @@ import botocore
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, NoCredentialsError
+from botocore.handlers import add_recursion_detection_header, inject_api_version_header_if_needed
 
 from zae_limiter.wire import protocol
 from zae_limiter.wire.signing import Credentials, Signer, amz_date
@@ -44,6 +45,56 @@ def borrowable(client: Any) -> bool:
     )
 
 
+#: botocore's own `before-call` handlers: they only add a header when they apply (inside
+#: Lambda; for endpoint-discovery operations) and never answer, so calling them directly
+#: does what emitting the event does.
+DIRECT_HANDLERS = frozenset({add_recursion_detection_header, inject_api_version_header_if_needed})
+
+
+class Hooks:
+    """Which events of a call need botocore's emitter.
+
+    The emitter keeps, per event name, the handlers it looked up last time (its
+    `_lookup_cache`, replaced whenever a handler is registered or unregistered). What is
+    there decides: no handler, the event is skipped; only botocore's defaults, they are
+    called directly; anything else, or nothing looked up yet, the event is emitted as
+    the regular client emits it. So a handler a user registers at any time fires from
+    the next call on.
+    """
+
+    def __init__(self, events: Any, names: Collection[str]) -> None:
+        inner = getattr(events, "_emitter", events)
+        alias = getattr(events, "_alias_event_name", lambda name: name)
+        usable = isinstance(getattr(inner, "_lookup_cache", None), dict) and all(
+            alias(name) == name for name in names
+        )
+        self._inner = inner if usable else None
+        #: event name -> (the handler list last seen, the handlers to call directly or None)
+        self._seen: dict[str, tuple[object, tuple[Any, ...] | None]] = {}
+
+    def _found(self, name: str) -> Any:
+        inner = self._inner
+        return None if inner is None else inner._lookup_cache.get(name)
+
+    def silent(self, name: str) -> bool:
+        """No handler is registered for `name` (as of the emitter's last look-up)."""
+        found = self._found(name)
+        return found is not None and not found
+
+    def direct(self, name: str) -> tuple[Any, ...] | None:
+        """The handlers of `name` when they may be called directly, else None (emit)."""
+        found = self._found(name)
+        if found is None:
+            return None
+        seen = self._seen.get(name)
+        if seen is not None and seen[0] is found:
+            return seen[1]
+        handlers = tuple(found)
+        usable = handlers if all(h in DIRECT_HANDLERS for h in handlers) else None
+        self._seen[name] = (found, usable)  # holding the list keeps the identity check valid
+        return usable
+
+
 class LeanBase:
     """The parts of a lean call that do no I/O; subclasses send and emit events."""
 
@@ -60,6 +111,14 @@ class LeanBase:
         self.user_agent = f"zae-limiter-lean botocore/{botocore.__version__}"
         model = meta.service_model
         self.models = {op: model.operation_model(op) for op in protocol.OPERATIONS.values()}
+        #: operation -> its `before-call`, `before-send` and `after-call` event names
+        self.event_names = {
+            op: tuple(
+                f"{event}.{SERVICE}.{op}" for event in ("before-call", "before-send", "after-call")
+            )
+            for op in protocol.OPERATIONS.values()
+        }
+        self.hooks = Hooks(self.events, [n for names in self.event_names.values() for n in names])
         self._members: dict[str, Collection[str]] = {}
         self._service_model = model
 
@@ -81,17 +140,26 @@ class LeanBase:
         headers = protocol.request_headers(operation, self.user_agent)
         return protocol.request_dict(self.url, headers, body)
 
-    def prepare(self, request: dict[str, Any], frozen: Any) -> AWSPreparedRequest:
-        """Sign the request with frozen credentials; the wire-ready request."""
+    def sign(self, request: dict[str, Any], frozen: Any) -> dict[str, str]:
+        """Sign the request with frozen credentials; its wire headers."""
         if frozen is None:
             raise NoCredentialsError()
         credentials = Credentials(frozen.access_key, frozen.secret_key, frozen.token)
         headers: dict[str, str] = request["headers"]
         self.signer.sign(headers, request["body"], credentials, amz_date(time.time()))
+        return headers
+
+    def prepared(self, headers: dict[str, str], body: bytes) -> AWSPreparedRequest:
+        """The request as `before-send` handlers and the regular session take it."""
         wire_headers: Any = headers  # a plain dict: what the transports and handlers read
-        return AWSPreparedRequest("POST", self.target_url, wire_headers, request["body"], False)
+        return AWSPreparedRequest("POST", self.target_url, wire_headers, body, False)
 
     def read(self, status: int, headers: Any, body: bytes) -> dict[str, Any]:
+        """Parse a response a session or a handler produced (any header mapping)."""
+        return protocol.parse(status, protocol.lowered(headers), body, self.members)
+
+    def read_own(self, status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        """Parse a response of the lean transports (headers already lower-case)."""
         return protocol.parse(status, headers, body, self.members)
 
     def result(self, operation: str, status: int, parsed: dict[str, Any]) -> dict[str, Any]:

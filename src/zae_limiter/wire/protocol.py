@@ -81,12 +81,17 @@ def _decode_binary(node: Any) -> None:
             _decode_binary(value)
 
 
-def _metadata(status: int, headers: Mapping[str, str]) -> dict[str, Any]:
-    lowered = {k.lower(): v for k, v in headers.items()}
+def lowered(headers: Mapping[str, str]) -> dict[str, str]:
+    """Response headers as `ResponseMetadata` shows them: a dict with lower-case names
+    (what a session or a handler returned; the lean transports give them so already)."""
+    return {k.lower(): v for k, v in headers.items()}
+
+
+def _metadata(status: int, headers: dict[str, str]) -> dict[str, Any]:
     return {
-        "RequestId": lowered.get("x-amzn-requestid", ""),
+        "RequestId": headers.get("x-amzn-requestid", ""),
         "HTTPStatusCode": status,
-        "HTTPHeaders": lowered,
+        "HTTPHeaders": headers,
         "RetryAttempts": 0,
     }
 
@@ -109,8 +114,10 @@ def error_code(body: Mapping[str, Any], status: int) -> str:
     return code.rsplit("#", 1)[-1]
 
 
-def parse(status: int, headers: Mapping[str, str], body: bytes, members: Members) -> dict[str, Any]:
+def parse(status: int, headers: dict[str, str], body: bytes, members: Members) -> dict[str, Any]:
     """The response as botocore's client returns it (an error response when status >= 300).
+
+    `headers`: lower-case names (see `lowered`).
 
     `members(code)` names the modelled members of an error code; those found in the body
     are copied next to `Error`, as botocore does (`Item` of a failed condition).

@@ -46,12 +46,37 @@ def host_of(url: str) -> str:
     return host
 
 
+#: The last formatted second: a request time changes once a second, not per call.
+_last_date: tuple[int, str] = (-1, "")
+
+
 def amz_date(epoch_seconds: float) -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch_seconds))
+    global _last_date
+    second = int(epoch_seconds)
+    cached = _last_date
+    if cached[0] == second:
+        return cached[1]
+    text = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+    _last_date = (second, text)  # one tuple, swapped whole: safe between threads
+    return text
 
 
 def _hmac(key: bytes, message: str) -> bytes:
-    return hmac.new(key, message.encode(), hashlib.sha256).digest()
+    return hmac.digest(key, message.encode(), "sha256")
+
+
+def _normal(value: str) -> str:
+    """A header value as SigV4 signs it: runs of whitespace as one space, no ends."""
+    return " ".join(value.split())
+
+
+#: The header names the lean clients send (`protocol.request_headers` plus the date),
+#: without and with a session token; any other set, e.g. a header a `before-call` handler
+#: added, takes the general canonicalisation.
+_PLAIN = frozenset({"X-Amz-Target", "Content-Type", "User-Agent", "X-Amz-Date"})
+_WITH_TOKEN = _PLAIN | {"X-Amz-Security-Token"}
+_PLAIN_SIGNED = "content-type;host;x-amz-date;x-amz-target"
+_TOKEN_SIGNED = "content-type;host;x-amz-date;x-amz-security-token;x-amz-target"
 
 
 class Signer:
@@ -61,17 +86,29 @@ class Signer:
         self.host = host_of(url)
         self.region = region
         self.service = service
-        self._key: tuple[str, str, bytes] | None = None  # (secret, day, signing key)
+        # (secret, day, signing key, credential scope)
+        self._key: tuple[str, str, bytes, str] = ("", "", b"", "")
 
-    def _signing_key(self, secret: str, day: str) -> bytes:
+    def _signing_key(self, secret: str, day: str) -> tuple[bytes, str]:
         cached = self._key
-        if cached is not None and cached[0] == secret and cached[1] == day:
-            return cached[2]
+        if cached[1] == day and cached[0] == secret:
+            return cached[2], cached[3]
         key = _hmac(("AWS4" + secret).encode(), day)
         for part in (self.region, self.service, "aws4_request"):
             key = _hmac(key, part)
-        self._key = (secret, day, key)
-        return key
+        scope = f"{day}/{self.region}/{self.service}/aws4_request"
+        self._key = (secret, day, key, scope)
+        return key, scope
+
+    def _canonical_headers(self, headers: dict[str, str]) -> tuple[str, str]:
+        """The canonical header block and the signed names, for any header set."""
+        signed: dict[str, str] = {"host": self.host}
+        for name, value in headers.items():
+            lower = name.lower()
+            if lower not in UNSIGNED:
+                signed[lower] = _normal(value)
+        names = sorted(signed)
+        return "".join(f"{n}:{signed[n]}\n" for n in names), ";".join(names)
 
     def sign(
         self, headers: dict[str, str], body: bytes, credentials: Credentials, when: str
@@ -81,32 +118,25 @@ class Signer:
         `when` is the request time as `amz_date()` formats it.
         """
         headers["X-Amz-Date"] = when
-        if credentials.token:
-            headers["X-Amz-Security-Token"] = credentials.token
-        signed: dict[str, str] = {"host": self.host}
-        for name, value in headers.items():
-            lower = name.lower()
-            if lower not in UNSIGNED:
-                signed[lower] = " ".join(value.split())
-        names = sorted(signed)
-        signed_names = ";".join(names)
-        canonical = "\n".join(
-            (
-                "POST",
-                "/",
-                "",
-                "".join(f"{n}:{signed[n]}\n" for n in names),
-                signed_names,
-                hashlib.sha256(body).hexdigest(),
+        token = credentials.token
+        if token:
+            headers["X-Amz-Security-Token"] = token
+        if headers.keys() == (_WITH_TOKEN if token else _PLAIN):
+            # The usual set, already in sorted order: no per-header loop or sort.
+            security = f"x-amz-security-token:{_normal(token)}\n" if token else ""
+            block = (
+                f"content-type:{_normal(headers['Content-Type'])}\nhost:{self.host}\n"
+                f"x-amz-date:{when}\n{security}"
+                f"x-amz-target:{_normal(headers['X-Amz-Target'])}\n"
             )
-        )
-        day = when[:8]
-        scope = f"{day}/{self.region}/{self.service}/aws4_request"
-        to_sign = "\n".join(
-            (ALGORITHM, when, scope, hashlib.sha256(canonical.encode()).hexdigest())
-        )
-        key = self._signing_key(credentials.secret_key, day)
-        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+            signed_names = _TOKEN_SIGNED if token else _PLAIN_SIGNED
+        else:
+            block, signed_names = self._canonical_headers(headers)
+        canonical = f"POST\n/\n\n{block}\n{signed_names}\n{hashlib.sha256(body).hexdigest()}"
+        key, scope = self._signing_key(credentials.secret_key, when[:8])
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        to_sign = f"{ALGORITHM}\n{when}\n{scope}\n{digest}"
+        signature = hmac.digest(key, to_sign.encode(), "sha256").hex()
         headers["Authorization"] = (
             f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
             f"SignedHeaders={signed_names}, Signature={signature}"

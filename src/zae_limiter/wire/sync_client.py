@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.wire.base import SERVICE, LeanBase, LeanResponse
+from zae_limiter.wire.base import LeanBase, LeanResponse
 from zae_limiter.wire.transport import SyncTransport
 
 
@@ -25,35 +25,53 @@ class SyncLeanClient(LeanBase):
         status, headers, content = self.transport.send(prepared.headers, prepared.body)
         return LeanResponse(self.url, status, headers, content)
 
+    def before_call(self, operation: str, request: dict[str, Any]) -> Any:
+        """Run `before-call`; a handler's answer `(http, parsed)`, or None."""
+        name = self.event_names[operation][0]
+        kwargs = {"model": self.models[operation], "params": request, "request_signer": None}
+        direct = self.hooks.direct(name)
+        if direct is None:
+            return self.events.emit_until_response(name, context=request["context"], **kwargs)[1]
+        for handler in direct:  # botocore's defaults: they never answer
+            handler(event_name=name, context=request["context"], **kwargs)
+        return None
+
+    def exchange(self, operation: str, request: dict[str, Any]) -> tuple[int, Any, dict[str, Any]]:
+        """Sign and send; the status, the HTTP response (None when no `after-call`
+        handler needs one) and the parsed body."""
+        headers = self.sign(request, self.credentials.get_frozen_credentials())
+        _, before_send, after_call = self.event_names[operation]
+        hooks = self.hooks
+        if self.transport is not None and hooks.silent(before_send):
+            status, got, content = self.transport.send(headers, request["body"])
+            parsed = self.read_own(status, got, content)
+            if hooks.silent(after_call):
+                return status, None, parsed
+            return status, LeanResponse(self.url, status, got, content), parsed
+        prepared = self.prepared(headers, request["body"])
+        _, http = self.events.emit_until_response(before_send, request=prepared)
+        if http is None:
+            http = self.send(prepared)
+        return http.status_code, http, self.read(http.status_code, http.headers, http.content)
+
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         request = self.build(operation, params)
-        model = self.models[operation]
-        events = self.events
-        _, answer = events.emit_until_response(
-            f"before-call.{SERVICE}.{operation}",
-            model=model,
-            params=request,
-            request_signer=None,
-            context=request["context"],
-        )
+        answer = self.before_call(operation, request)
         if answer is not None:  # a handler answered instead of DynamoDB
             http, parsed = answer
+            status = http.status_code
         else:
-            prepared = self.prepare(request, self.credentials.get_frozen_credentials())
-            _, http = events.emit_until_response(
-                f"before-send.{SERVICE}.{operation}", request=prepared
-            )
+            status, http, parsed = self.exchange(operation, request)
             if http is None:
-                http = self.send(prepared)
-            parsed = self.read(http.status_code, http.headers, http.content)
-        events.emit(
-            f"after-call.{SERVICE}.{operation}",
+                return self.result(operation, status, parsed)
+        self.events.emit(
+            self.event_names[operation][2],
             http_response=http,
             parsed=parsed,
-            model=model,
+            model=self.models[operation],
             context=request["context"],
         )
-        return self.result(operation, http.status_code, parsed)
+        return self.result(operation, status, parsed)
 
     def close(self) -> None:
         if self.transport is not None:

@@ -1,4 +1,5 @@
-"""Keep-alive connections to one endpoint, sync (sockets) and async (asyncio streams).
+"""Keep-alive connections to one endpoint: what both transports share, and the sync one
+(sockets; the async one is in `async_transport`).
 
 Settings come from the regular client's HTTP session, so both paths connect alike: the
 connect and read timeouts, TLS verification with the same CA bundle (`verify`,
@@ -13,7 +14,6 @@ driver maps them exactly as it maps the regular client's.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import ssl
 import threading
@@ -146,7 +146,7 @@ def _receive(sock: socket.socket) -> tuple[Head, bytes]:
             return head, content
 
 
-def _ip_family(host: str) -> socket.AddressFamily | None:
+def ip_family(host: str) -> socket.AddressFamily | None:
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             socket.inet_pton(family, host)
@@ -159,7 +159,7 @@ def _ip_family(host: str) -> socket.AddressFamily | None:
 def _open_socket(address: tuple[str, int], timeout: float | None) -> socket.socket:
     """A connected socket. A host name is resolved for every connection, as urllib3 does
     (DNS may move an endpoint); an IP address needs no lookup."""
-    family = _ip_family(address[0])
+    family = ip_family(address[0])
     if family is None:
         return socket.create_connection(address, timeout)
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -170,127 +170,3 @@ def _open_socket(address: tuple[str, int], timeout: float | None) -> socket.sock
         sock.close()
         raise
     return sock
-
-
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection: bytes arrive in `data_received`, and the waiting
-    exchange is woken once a whole response is there (no stream objects, no per-read
-    wake-ups)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.eof = False
-        self.waiter: asyncio.Future[tuple[Head, bytes]] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        self._wake()
-
-    def eof_received(self) -> bool | None:
-        self.eof = True
-        self._wake()
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.eof = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is None or waiter.done():
-            return
-        try:
-            done = parse_response(self.buffer, self.eof)
-        except ProtocolError as error:
-            waiter.set_exception(error)
-            return
-        if done is not None:
-            head, content, used = done
-            del self.buffer[:used]
-            if self.buffer:
-                head.keep_alive = False
-            waiter.set_result((head, content))
-
-    @property
-    def usable(self) -> bool:
-        transport = self.transport
-        return not self.eof and transport is not None and not transport.is_closing()
-
-    async def exchange(self, request: bytes) -> tuple[Head, bytes]:
-        assert self.transport is not None
-        self.waiter = self.loop.create_future()
-        self.transport.write(request)
-        try:
-            return await self.waiter
-        finally:
-            self.waiter = None
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-class AsyncTransport:
-    """Keep-alive connections on asyncio's own transports; one event loop's."""
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-        self._idle: list[_Connection] = []
-
-    async def _connect(self) -> _Connection:
-        ep = self.endpoint
-        host, port = ep.address
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(ep.connect_timeout):
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(loop),
-                    host,
-                    port,
-                    ssl=ep.tls,
-                    server_hostname=host if ep.tls else None,
-                )
-        except TimeoutError as error:
-            raise ConnectTimeoutError(endpoint_url=ep.url, error=error) from error
-        except OSError as error:
-            raise EndpointConnectionError(endpoint_url=ep.url, error=error) from error
-        return connection
-
-    async def send(self, headers: dict[str, str], body: bytes) -> Response:
-        connection = None
-        while self._idle:
-            idle = self._idle.pop()
-            if idle.usable:
-                connection = idle
-                break
-            idle.close()
-        if connection is None:
-            connection = await self._connect()
-        ep = self.endpoint
-        try:
-            async with asyncio.timeout(ep.read_timeout):
-                head, content = await connection.exchange(request_bytes(ep.host, headers, body))
-        except TimeoutError as error:
-            connection.close()
-            raise ReadTimeoutError(endpoint_url=ep.url, error=error) from error
-        except (OSError, ProtocolError) as error:
-            connection.close()
-            raise ConnectionClosedError(endpoint_url=ep.url, error=error) from error
-        except BaseException:  # cancelled (the deadline): the response is still coming
-            connection.close()
-            raise
-        if head.keep_alive and len(self._idle) < MAX_IDLE:
-            self._idle.append(connection)
-        else:
-            connection.close()
-        return head.status, head.headers, content
-
-    def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
