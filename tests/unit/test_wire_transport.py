@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
-from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from zae_limiter.wire import lean_client
 from zae_limiter.wire.async_transport import AsyncTransport
@@ -193,3 +193,119 @@ def test_only_real_clients_are_borrowed() -> None:
     make: Any = boto3.session.Session().client
     client = make("dynamodb", region_name="us-east-1", endpoint_url="http://10.1.2.3:8000")
     assert lean_client(Wrapper(client), asynchronous=False) is None
+
+
+@pytest.mark.parametrize("server", [stall], indirect=True)
+def test_the_callers_deadline_is_a_builtin_timeout_and_the_connection_goes(
+    server: Server,
+) -> None:
+    """The deadline (sooner than the read timeout) cuts the exchange; the connection it
+    used is closed, so a late answer can never be read as the next call's."""
+
+    async def run() -> None:
+        transport = AsyncTransport(server.endpoint(read_timeout=5.0))
+        loop = asyncio.get_running_loop()
+        with pytest.raises(TimeoutError) as cut:
+            await transport.send({}, b"{}", deadline=loop.time() + 0.2)
+        assert not isinstance(cut.value, ReadTimeoutError)
+        assert transport._idle == []
+        assert server.closed.wait(5)  # the server saw the close
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("server", [stall], indirect=True)
+def test_a_read_timeout_sooner_than_the_deadline_is_botocores(server: Server) -> None:
+    async def run() -> None:
+        transport = AsyncTransport(server.endpoint(read_timeout=0.2))
+        with pytest.raises(ReadTimeoutError):
+            await transport.send({}, b"{}", deadline=asyncio.get_running_loop().time() + 30)
+
+    asyncio.run(run())
+
+
+def test_a_refused_connection_is_botocores_endpoint_error() -> None:
+    free = socket.create_server(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    url = f"http://127.0.0.1:{port}"
+    endpoint = Endpoint(url, f"127.0.0.1:{port}", ("127.0.0.1", port), None, 1.0, 1.0, True)
+    with pytest.raises(EndpointConnectionError):
+        SyncTransport(endpoint).send({}, b"{}")
+    with pytest.raises(EndpointConnectionError):
+        asyncio.run(AsyncTransport(endpoint).send({}, b"{}"))
+
+
+def unasked(conn: socket.socket, n: int) -> bool:
+    conn.sendall(ok() + (b"HTTP/1.1 200 OK\r\n" if n % 2 else b""))  # junk after odd ones
+    return True
+
+
+@pytest.mark.parametrize("server", [unasked], indirect=True)
+def test_a_connection_with_unasked_bytes_is_not_reused(server: Server) -> None:
+    results = both(server.endpoint(), times=2)
+    assert [r[0] for r in results] == [200] * 4
+    assert server.connections == 4  # each transport opened a second connection
+
+
+@pytest.mark.parametrize("server", [keep], indirect=True)
+def test_hooks_registered_after_calls_fire_from_the_next_call(server: Server) -> None:
+    """The lean client skips events nobody listens to; one registered later is seen."""
+    make: Any = boto3.session.Session().client
+    client = make("dynamodb", region_name="us-east-1", endpoint_url=server.endpoint().url,
+                  aws_access_key_id="a", aws_secret_access_key="b")  # fmt: skip
+    lean = lean_client(client, asynchronous=False)
+    seen: list[str] = []
+
+    def record(event_name: str, **kwargs: Any) -> None:
+        seen.append(event_name.split(".")[0])
+
+    params = {"TableName": "t", "Key": {}}
+    lean.get_item(**params)
+    lean.get_item(**params)
+    for event in ("before-call", "before-send", "after-call"):
+        client.meta.events.register(f"{event}.dynamodb.GetItem", record)
+    lean.get_item(**params)
+    assert seen == ["before-call", "before-send", "after-call"]
+
+    def answer(**kwargs: Any) -> Any:
+        http = type("R", (), {"status_code": 200, "headers": {}, "content": b'{"Item":{}}'})
+        return http
+
+    client.meta.events.register_first("before-send.dynamodb", answer)
+    assert lean.get_item(**params)["Item"] == {}
+    requests = server.requests
+    client.meta.events.unregister("before-send.dynamodb", answer)
+    for event in ("before-call", "before-send", "after-call"):
+        client.meta.events.unregister(f"{event}.dynamodb.GetItem", record)
+    seen.clear()
+    lean.get_item(**params)
+    assert seen == [] and server.requests == requests + 1
+    lean.close()
+
+
+@pytest.mark.parametrize("server", [keep], indirect=True)
+def test_async_hooks_registered_after_calls_fire_from_the_next_call(server: Server) -> None:
+    from aiobotocore.session import get_session
+
+    seen: list[str] = []
+
+    async def record(event_name: str, **kwargs: Any) -> None:
+        seen.append(event_name.split(".")[0])
+
+    async def run() -> None:
+        async with get_session().create_client(
+            "dynamodb", region_name="us-east-1", endpoint_url=server.endpoint().url,
+            aws_access_key_id="a", aws_secret_access_key="b",
+        ) as client:  # fmt: skip
+            lean = lean_client(client, asynchronous=True)
+            params = {"TableName": "t", "Key": {}}
+            await lean.get_item(**params)
+            await lean.get_item(**params)
+            for event in ("before-call", "before-send", "after-call"):
+                client.meta.events.register(f"{event}.dynamodb.GetItem", record)
+            await lean.call("GetItem", params, deadline=5.0)
+            assert seen == ["before-call", "before-send", "after-call"]
+            lean.close()
+
+    asyncio.run(run())
