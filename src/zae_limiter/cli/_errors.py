@@ -21,6 +21,8 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 #: `deploy --plan --detailed-exitcode` and `migrate --check`: the plan has changes.
 EXIT_CHANGES = 2
+#: Ctrl-C, as shells report a process ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
 #: Flags under which exit code 2 means "changes pending", so every error exits 1.
 DETAILED_FLAGS = ("--detailed-exitcode", "--check")
 
@@ -53,7 +55,10 @@ def run(group: click.Group, args: list[str]) -> int:
         result = group.main(args=args, prog_name="zae-limiter", standalone_mode=False)
     except click.exceptions.Exit as done:
         return int(done.exit_code or 0)
-    except click.Abort:
+    except click.Abort as aborted:
+        if isinstance(aborted.__context__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            click.echo("interrupted", err=True)
+            return EXIT_INTERRUPTED
         click.echo("aborted", err=True)
         return EXIT_FAILURE
     except click.ClickException as error:
@@ -66,7 +71,7 @@ def run(group: click.Group, args: list[str]) -> int:
         return _failure(exit_code_for(error), args)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as error:  # the CLI never shows a traceback by default
         if debug:
             traceback.print_exc()
