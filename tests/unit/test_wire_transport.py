@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -39,8 +40,9 @@ def read_request(conn: socket.socket) -> bytes:
 class Server:
     """Answers each request with `answer`; counts connections and requests."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, tls: ssl.SSLContext | None = None) -> None:
         self.answer = answer
+        self.tls = tls
         self.connections = 0
         self.requests = 0
         #: Set each time the server has closed a connection.
@@ -59,6 +61,12 @@ class Server:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # the client refused the certificate
+                conn.close()
+                return
         with conn:
             while read_request(conn):
                 self.requests += 1
@@ -309,3 +317,60 @@ def test_async_hooks_registered_after_calls_fire_from_the_next_call(server: Serv
             lean.close()
 
     asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (cert file, key file)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    ip = ipaddress.ip_address("127.0.0.1")
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ip)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    folder = tmp_path_factory.mktemp("tls")
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_file), str(key_file)
+
+
+def test_tls_endpoints_keep_verified_keep_alive_connections(certificate: tuple[str, str]) -> None:
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(*certificate)
+    server = Server(keep, server_tls)
+    url = f"https://127.0.0.1:{server.port}"
+    trusting = ssl.create_default_context(cafile=certificate[0])
+    endpoint = Endpoint(url, f"127.0.0.1:{server.port}", ("127.0.0.1", server.port), trusting,
+                        1.0, 2.0, True)  # fmt: skip
+    results = both(endpoint)
+    assert {r[2] for r in results} == {b'{"ok":1}'}
+    assert server.requests == 6 and server.connections == 2
+    untrusting = Endpoint(url, endpoint.host, endpoint.address, ssl.create_default_context(),
+                          1.0, 2.0, True)  # fmt: skip
+    with pytest.raises(EndpointConnectionError):
+        SyncTransport(untrusting).send({}, b"{}")
+    with pytest.raises(EndpointConnectionError):
+        asyncio.run(AsyncTransport(untrusting).send({}, b"{}"))
+    server.sock.close()

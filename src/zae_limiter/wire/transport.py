@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import socket
 import ssl
+import struct
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +74,26 @@ def _tls_context(session: Any) -> ssl.SSLContext:
     return context
 
 
+def _kernel_timeouts(endpoint: Endpoint) -> bool:
+    """Whether plain sockets may block with the read timeout kept by the kernel.
+
+    A socket with a Python timeout polls before each send and receive (two system calls
+    and their wrapping per operation); a blocking one with SO_RCVTIMEO / SO_SNDTIMEO does
+    one, and fails with EAGAIN when the timeout passes. Linux only (other systems keep
+    the portable way), plain TCP only (TLS reads must not see EAGAIN on a blocking
+    socket), and not below a millisecond (a zero timeval means no timeout at all).
+    """
+    timeout = endpoint.read_timeout
+    return (
+        sys.platform == "linux" and endpoint.tls is None and (timeout is None or timeout >= 0.001)
+    )
+
+
+def _timeval(seconds: float) -> bytes:
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+
+
 class SyncTransport:
     """A small pool of keep-alive sockets; safe to share between threads."""
 
@@ -79,6 +101,29 @@ class SyncTransport:
         self.endpoint = endpoint
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._kernel = _kernel_timeouts(endpoint)
+
+    def _set_read_timeout(self, sock: socket.socket) -> None:
+        timeout = self.endpoint.read_timeout
+        if not self._kernel:
+            sock.settimeout(timeout)
+            return
+        sock.settimeout(None)
+        if timeout is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout))
+
+    def _idle_and_open(self, sock: socket.socket) -> bool:
+        """Nothing to read: the peer has neither closed it nor sent anything unasked."""
+        if not self._kernel:
+            return not wait_for_read(sock, timeout=0.0)
+        try:
+            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
 
     def _connect(self) -> socket.socket:
         ep = self.endpoint
@@ -91,14 +136,14 @@ class SyncTransport:
             raise ConnectTimeoutError(endpoint_url=ep.url, error=error) from error
         except OSError as error:
             raise EndpointConnectionError(endpoint_url=ep.url, error=error) from error
-        sock.settimeout(ep.read_timeout)
+        self._set_read_timeout(sock)
         return sock
 
     def _checkout(self) -> socket.socket:
         with self._lock:
             while self._idle:
                 sock = self._idle.pop()
-                if not wait_for_read(sock, timeout=0.0):  # readable while idle: closed
+                if self._idle_and_open(sock):
                     return sock
                 sock.close()
         return self._connect()
@@ -109,7 +154,7 @@ class SyncTransport:
         try:
             sock.sendall(request_bytes(ep.host, headers, body))
             head, content = _receive(sock)
-        except TimeoutError as error:
+        except (TimeoutError, BlockingIOError) as error:  # EAGAIN: the kernel's timeout
             sock.close()
             raise ReadTimeoutError(endpoint_url=ep.url, error=error) from error
         except (OSError, ProtocolError) as error:
