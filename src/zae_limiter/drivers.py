@@ -37,7 +37,7 @@ from zae_limiter.capacity import (
 )
 from zae_limiter.errors import RateLimiterUnavailable, map_client_error
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
-from zae_limiter.wire import LEAN_OPS
+from zae_limiter.wire import LEAN_OPS, OPERATIONS
 
 T = TypeVar("T")
 _FREE = Cost()
@@ -259,9 +259,14 @@ class AsyncRunner(_Runner):
             return None
         limit = left if left is not None else self.call_timeout
         try:
-            call = getattr(self.target(step.op), step.op)(**self.params(step))
-            async with asyncio.timeout(limit):  # unlike wait_for, no task per call
-                response = await call
+            if self.lean is not None and step.op in LEAN_OPS:
+                # The lean client keeps the deadline on the timer it already has.
+                wire_op = OPERATIONS[step.op]
+                response = await self.lean.call(wire_op, self.params(step), deadline=limit)
+            else:
+                call = getattr(self.client, step.op)(**self.params(step))
+                async with asyncio.timeout(limit):  # unlike wait_for, no task per call
+                    response = await call
         except (ClientError, BotoCoreError) as error:
             return self.failed(step, error, trip, cost)
         except TimeoutError:
