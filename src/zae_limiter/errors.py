@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from zae_limiter.models import LimitStatus
+from zae_limiter.limit_status import LimitStatus
 
 
 class ZaeLimiterError(Exception):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from zae_limiter.bucket import LimitState
+from zae_limiter.limit_status import LimitStatus as LimitStatus  # re-exported
 from zae_limiter.limits import RESERVED_LIMIT_NAMES, Limit
 
 #: Where a resolved limit came from, most specific first.
@@ -46,23 +47,6 @@ class BucketState:
     @property
     def user_limits(self) -> dict[str, LimitState]:
         return {n: s for n, s in self.limits.items() if n not in RESERVED_LIMIT_NAMES}
-
-
-@dataclass(frozen=True, slots=True)
-class LimitStatus:
-    """The state of one limit as a caller sees it, in whole tokens."""
-
-    entity_id: str
-    resource: str
-    limit_name: str
-    capacity: int
-    available: int
-    requested: int
-    retry_after_seconds: float
-
-    @property
-    def exceeded(self) -> bool:
-        return self.requested > self.available
 
 
 @dataclass(frozen=True, slots=True)

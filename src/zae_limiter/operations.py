@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from zae_limiter import keys
 from zae_limiter.flows import Flow, config, entities, namespace, read, shards
@@ -34,8 +34,7 @@ from zae_limiter.models import (
 )
 
 if TYPE_CHECKING:
-    from zae_limiter.limiter import RateLimiter, SyncRateLimiter
-    from zae_limiter.repository import _Base
+    from zae_limiter.repository import Repository, SyncRepository, _Base
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -286,14 +285,28 @@ class Operations:
         return usage_flows.get_usage_summary(self.state, entity_id, resource, window, start, end)
 
 
+class SyncFace(Protocol):
+    """What a `sync_face` method needs of its object (a SyncRateLimiter)."""
+
+    _ops: Operations
+    repository: SyncRepository
+
+
+class AsyncFace(Protocol):
+    """What an `async_face` method needs of its object (a RateLimiter)."""
+
+    _ops: Operations
+    repository: Repository
+
+
 def sync_face(
     op: Callable[Concatenate[Operations, P], Flow[T]],
-) -> Callable[Concatenate[SyncRateLimiter, P], T]:
+) -> Callable[Concatenate[SyncFace, P], T]:
     """The operation as a SyncRateLimiter method: build the flow, run it on boto3."""
 
     needs_principal = getattr(op, "audited", False)
 
-    def method(self: SyncRateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+    def method(self: SyncFace, /, *args: P.args, **kwargs: P.kwargs) -> T:
         if needs_principal:
             self.repository.ensure_principal()
         return self.repository.run(op(self._ops, *args, **kwargs))
@@ -303,12 +316,12 @@ def sync_face(
 
 def async_face(
     op: Callable[Concatenate[Operations, P], Flow[T]],
-) -> Callable[Concatenate[RateLimiter, P], Coroutine[Any, Any, T]]:
+) -> Callable[Concatenate[AsyncFace, P], Coroutine[Any, Any, T]]:
     """The operation as a RateLimiter method: build the flow, await it on aiobotocore."""
 
     needs_principal = getattr(op, "audited", False)
 
-    async def method(self: RateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def method(self: AsyncFace, /, *args: P.args, **kwargs: P.kwargs) -> T:
         if needs_principal:
             await self.repository.ensure_principal()
         return await self.repository.run(op(self._ops, *args, **kwargs))

@@ -15,6 +15,7 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one, paginate
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit
 from zae_limiter.models import AuditEvent, Entity
@@ -97,7 +98,6 @@ def get_audit_events(
     table_level: bool = False,
 ) -> Flow[list[AuditEvent]]:
     """Events oldest first: of one entity, or of the whole namespace (or table)."""
-    from zae_limiter.flows.config import batch_get  # config writes events: import late
 
     if entity_id is not None:
         keys.validate_id("entity_id", entity_id)

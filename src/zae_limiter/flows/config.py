@@ -13,8 +13,9 @@ from weakref import WeakKeyDictionary
 from zae_limiter import keys
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor, commit, limits_json, too_busy
+from zae_limiter.flows.batch import batch_get, key_id
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
@@ -66,28 +67,6 @@ def _item_key(state: RepoState, cache_key: Hashable) -> keys.Item:
     return keys.system_config_key(ns)
 
 
-def _key_id(item_key: keys.Item) -> tuple[str, str]:
-    return item_key[keys.PK]["S"], item_key[keys.SK]["S"]
-
-
-def batch_get(state: RepoState, wanted: Sequence[keys.Item]) -> Flow[dict[tuple[str, str], Any]]:
-    """Items by (PK, SK); absent keys are absent from the result. Eventually consistent."""
-    found: dict[tuple[str, str], Any] = {}
-    unique = list({_key_id(k): k for k in wanted}.values())
-    for start in range(0, len(unique), 100):
-        request: dict[str, Any] = {state.table: {"Keys": unique[start : start + 100]}}
-        attempt = 0
-        while request:
-            result = yield from one(Call("batch_get_item", {"RequestItems": request}))
-            for item in result.response.get("Responses", {}).get(state.table, []):
-                found[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
-            request = result.response.get("UnprocessedKeys") or {}
-            if request:
-                attempt += 1
-                yield from pause(min(1000, 25 * 2**attempt))
-    return found
-
-
 def resolve(
     state: RepoState,
     wanted: Sequence[tuple[str, str]],
@@ -126,21 +105,21 @@ def resolve_and_fetch(
                 known[cache_key] = None
                 item_key = _item_key(state, cache_key)
                 fetch.append(item_key)
-                fetch_ids[_key_id(item_key)] = cache_key
+                fetch_ids[key_id(item_key)] = cache_key
         if entity_id not in state.entities:
             fetch.append(keys.entity_key(state.namespace, entity_id))
     found: dict[tuple[str, str], Any] = {}
     if fetch:
         found = yield from batch_get(state, [*fetch, *also])
-        for key_id, cache_key in fetch_ids.items():
-            item = found.get(key_id)
+        for found_id, cache_key in fetch_ids.items():
+            item = found.get(found_id)
             if cache_key == ("system",):
                 learn_failure_policy(state, item)
             limits = keys.decode_limits(item) if item is not None else None
             known[cache_key] = limits or None
             cache.store(cache_key, limits or None, now_ms)
         for entity_id, _resource in wanted:
-            meta_item = found.get(_key_id(keys.entity_key(state.namespace, entity_id)))
+            meta_item = found.get(key_id(keys.entity_key(state.namespace, entity_id)))
             # No META: an implicit entity, which never cascades. That is not cached, so
             # a later create_entity() is still seen.
             if meta_item is not None:

@@ -17,7 +17,7 @@ from zae_limiter.flows.audit import (
     limits_json,
     too_busy,
 )
-from zae_limiter.flows.config import batch_get
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.models import Entity
 

@@ -9,8 +9,9 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.acquire import validate_amounts
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.bucket_write import effective
-from zae_limiter.flows.config import batch_get, require_limits, resolve
+from zae_limiter.flows.config import require_limits, resolve
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import BucketState

@@ -5,8 +5,8 @@ from __future__ import annotations
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Flow
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.bucket_write import effective
-from zae_limiter.flows.config import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.entities import entity_bucket_keys
 from zae_limiter.limits import Limit

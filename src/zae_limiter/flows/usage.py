@@ -20,7 +20,7 @@ from zae_limiter import keys
 from zae_limiter.aggregator.records import WINDOWS, window_bounds
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, paginate
-from zae_limiter.flows.config import batch_get
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.models import UsageSnapshot, UsageSummary
 
