@@ -181,7 +181,10 @@ def test_throttling_through_the_emulator_is_the_same_error(
     for path, target in (("regular", client), ("lean", lean)):
         emulator.reset()
         put = target.put_item
-        answers[path] = [outcome(lambda: put(**write)) for _ in range(6)]  # noqa: B023
+        for _ in range(40):  # a loaded machine refills the bucket between some calls
+            answers[path].append(outcome(lambda: put(**write)))  # noqa: B023
+            if answers[path][-1][0] != "ok":
+                break
     for rows in answers.values():
         assert rows[-1][0] == "ProvisionedThroughputExceededException"
     assert answers["lean"][-1] == answers["regular"][-1]

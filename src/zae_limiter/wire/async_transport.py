@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import select
 import socket
 from typing import Any
 
@@ -243,12 +244,13 @@ async def _connect_plain(
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         code = sock.connect_ex(address)
         if code in _PENDING:
-            ready = watch.wait()
-            loop.add_writer(sock.fileno(), _finish, ready)
-            try:
-                await ready
-            finally:
-                loop.remove_writer(sock.fileno())
+            if not _writable_now(sock):
+                ready = watch.wait()
+                loop.add_writer(sock.fileno(), _finish, ready)
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(sock.fileno())
             code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
             raise OSError(code, os.strerror(code))
@@ -256,6 +258,14 @@ async def _connect_plain(
     except BaseException:
         sock.close()
         raise
+
+
+def _writable_now(sock: socket.socket) -> bool:
+    """Whether a connection in progress is already set up (on loopback it usually is by
+    the time `connect_ex` returns): then no writer callback and no loop turn are needed."""
+    poll = select.poll()
+    poll.register(sock, select.POLLOUT)
+    return bool(poll.poll(0))
 
 
 def _finish(future: asyncio.Future[Any]) -> None:
