@@ -210,6 +210,22 @@ def test_doubling_at_80_percent_write_pressure_and_propagation() -> None:
     )
 
 
+def test_doubling_needs_significant_evidence_on_a_low_write_limit() -> None:
+    """A partition that takes 5 writes/s: 5 writes in 1.2 s pass 80% by chance one time
+    in several (no doubling, as a client would not double either); 20 writes in 2 s are
+    a partition running past its limit (doubling)."""
+    before = image(sc=1, rpm_tc=0, wcu_cp=5)
+    lucky = image(sc=1, rpm_tc=1_000, wcu_cp=5, ws=T0 - 1_200, wn=5)
+    assert process([modify(before, lucky)], CONFIG, T0).by_kind("double") == []
+    hot = image(sc=1, rpm_tc=1_000, wcu_cp=5, ws=T0 - 2_000, wn=20)
+    (double,) = process([modify(before, hot)], CONFIG, T0).by_kind("double")
+    assert double.call.params == keys.double_shards(
+        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 1, 2, T0, T0 - 2_000
+    )
+    early = image(sc=1, rpm_tc=1_000, ws=T0 - 500, wn=900)  # under a second: no trend yet
+    assert process([modify(before, early)], CONFIG, T0).by_kind("double") == []
+
+
 def test_quiet_mark_then_merge_nomination_then_busy_clears() -> None:
     now = T0 + 3_600_000
     quiet = image(sc=4, rpm_tc=0, ws=now - 1_000, wn=10, sd=T0)

@@ -5,8 +5,11 @@ Per (entity, resource) seen in the batch:
 - write pressure: the highest `keys.write_rate` of any image in the batch (each bucket
   write carries its partition's writes in the current window), as a share of the
   partition's write limit (`b_wcu_cp`, 1000/s by default);
-- doubling: at `shard_up` (80%) and below `max_shard_count`, `shard_count` is doubled on
-  shard 0 with a conditional write (`shard_count = :old`, spaced by `sd`);
+- doubling: when an image's window proves its partition past `shard_up` (80%) by the
+  clients' own rule (`flows.take.partition_bound`: at least a second of writes, two
+  Poisson deviations past the threshold, so a low write limit's lucky burst is not a
+  trend) and below `max_shard_count`, `shard_count` is doubled on shard 0 with a
+  conditional write (`shard_count = :old`, spaced by `sd`);
 - propagation: when shard 0's count rose in the batch, or a shard shows a lower count
   than shard 0, existing shards get the new count (never lowered by this write);
 - quiet marks and merging: while every image stays under `shard_down` (20%), shard 0
@@ -27,6 +30,8 @@ from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Write
 from zae_limiter.aggregator.records import Change
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Call
+from zae_limiter.flows.context import WindowSeen
+from zae_limiter.flows.take import EVIDENCE_SIGMAS, partition_bound
 
 Group = tuple[str, str, str]
 
@@ -62,6 +67,27 @@ def pressure(shards: Mapping[int, Sequence[Change]], now_ms: int) -> float:
     return worst
 
 
+def proven_hot(shards: Mapping[int, Sequence[Change]], threshold: float, now_ms: int) -> bool:
+    """Whether any image's write-rate window proves its partition past `threshold` of its
+    write limit, as a client judges it after a write (the same evidence, the same rule)."""
+    for seen in shards.values():
+        for change in seen:
+            new = change.new
+            if new is None:
+                continue
+            at = change.time_ms if change.time_ms is not None else now_ms
+            window = WindowSeen(
+                keys.get_n(new, keys.A_WINDOW_START, at),
+                keys.get_n(new, keys.A_WINDOW_WRITES),
+                at,
+                keys.partition_wcu(new),
+                keys.get_n(new, keys.A_SHARD_COUNT, 1),
+            )
+            if partition_bound(window, threshold, EVIDENCE_SIGMAS):
+                return True
+    return False
+
+
 def plan_group(
     group: Group, shards: Mapping[int, Sequence[Change]], config: AggregatorConfig, now_ms: int
 ) -> tuple[list[Write], MergeCandidate | None]:
@@ -73,7 +99,7 @@ def plan_group(
     load = pressure(shards, now_ms)
     writes: list[Write] = []
     merge: MergeCandidate | None = None
-    if load >= config.shard_up and count < config.max_shard_count:
+    if count < config.max_shard_count and proven_hot(shards, config.shard_up, now_ms):
         since = min(keys.get_n(c.new or {}, keys.A_WINDOW_START, now_ms) for c in latest.values())
         writes.append(_double(group, count, config, now_ms, since, _last_seq(latest)))
     elif shard0 is not None:
