@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
@@ -69,8 +69,11 @@ class _Held:
         holds nothing (its adjustments are accepted and never written)."""
         return self._state.degraded
 
-    def _closing(self, repo_state: RepoState, failed: bool, now_ms: int) -> Flow[None] | None:
-        """Give everything back (failed) or record the adjustments; None: nothing to do.
+    def _closing(
+        self, repo_state: RepoState, failed: bool, clock: Callable[[], int]
+    ) -> Flow[None] | None:
+        """Give everything back (failed) or record the adjustments; None: nothing to do
+        (the common end of a lease, which then reads no clock).
 
         Both go into this client's token reserve of a bucket first (no request), and are
         written only when it holds none or cannot cover them.
@@ -79,8 +82,8 @@ class _Held:
         if held.holds_nothing or (not failed and not any(held.pending.values())):
             return None
         if failed:
-            return compensate(repo_state, held.acquired.taken, now_ms)
-        return commit(repo_state, held.acquired, held.pending, now_ms)
+            return compensate(repo_state, held.acquired.taken, clock())
+        return commit(repo_state, held.acquired, held.pending, clock())
 
 
 class Lease(_Held):
@@ -107,7 +110,7 @@ class Lease(_Held):
         self._state.add(_non_negative(amounts), -1)
 
     async def _finish(self, failed: bool) -> None:
-        flow = self._closing(self._repo.state, failed, self._repo.now_ms())
+        flow = self._closing(self._repo.state, failed, self._repo.now_ms)
         if flow is not None:
             await self._repo.run(flow, self._repo.timeout, cleanup=True)
 
@@ -136,7 +139,7 @@ class SyncLease(_Held):
         self._state.add(_non_negative(amounts), -1)
 
     def _finish(self, failed: bool) -> None:
-        flow = self._closing(self._repo.state, failed, self._repo.now_ms())
+        flow = self._closing(self._repo.state, failed, self._repo.now_ms)
         if flow is not None:
             self._repo.run(flow, self._repo.timeout, cleanup=True)
 
