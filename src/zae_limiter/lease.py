@@ -11,6 +11,7 @@ from zae_limiter.flows.acquire import Acquired, commit, compensate, validate_amo
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
+    from zae_limiter.limits import Limit
     from zae_limiter.repository import Repository, SyncRepository
     from zae_limiter.stats import Outcome
 
@@ -62,6 +63,21 @@ class _Held:
     @property
     def consumed(self) -> dict[str, int]:
         return self._state.totals
+
+    @property
+    def limits(self) -> tuple[Limit, ...]:
+        """The limits this lease took from the entity (not from its cascade parent)."""
+        own = self._state.acquired.own()
+        return own.limits if own is not None else ()
+
+    @property
+    def remaining(self) -> dict[str, int] | None:
+        """Whole tokens the entity had left per limit right after this acquire's write,
+        other clients' takes included (for a sharded entity, its shard's figure times the
+        shard count). None when the acquire wrote nothing for the entity: served from this
+        client's token reserve, a new bucket, or a lease that holds nothing."""
+        own = self._state.acquired.own()
+        return own.remaining() if own is not None else None
 
     @property
     def degraded(self) -> Outcome | None:

@@ -19,6 +19,18 @@ def test_acquire_takes_tokens_and_adjust_is_written_at_exit(api: Api) -> None:
     assert api.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 9_258}
 
 
+def test_the_lease_knows_what_its_write_left_including_other_clients(api: Api) -> None:
+    api.set_limits("key-1", [RPM, TPM], resource="gpt-4")
+    other = api.new_client(reserve=False)
+    with api.acquire("key-1", "gpt-4", {"rpm": 1, "tpm": 500}) as lease:
+        assert lease.limits == (RPM, TPM)
+        assert lease.remaining == {"rpm": 99, "tpm": 9_500}  # the new bucket, as written
+    with other.acquire("key-1", "gpt-4", {"rpm": 2, "tpm": 1_000}):
+        pass
+    with api.acquire("key-1", "gpt-4", {"rpm": 1, "tpm": 500}) as lease:
+        assert lease.remaining == {"rpm": 96, "tpm": 8_000}
+
+
 def test_exception_inside_the_block_gives_tokens_back(api: Api) -> None:
     api.set_limits("key-1", [RPM, TPM], resource="gpt-4")
     with pytest.raises(RuntimeError), api.acquire("key-1", "gpt-4", {"rpm": 5, "tpm": 700}):

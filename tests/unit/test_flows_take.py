@@ -376,3 +376,18 @@ def test_split_shard_takes_half_of_its_sibling_and_the_sibling_keeps_half() -> N
     assert created.limits["rpm"].tokens_milli == 5000
     donor_delta = value_of(move.params, "b_rpm_tk", "UpdateExpression")
     assert 10_000 + donor_delta + created.limits["rpm"].tokens_milli == 10_000
+
+
+def test_a_write_knows_what_the_bucket_had_left_after_it() -> None:
+    """ALL_NEW's tokens, refilled to the write's time (rpm: 1 token per 6 s, tpm: 1 per
+    60 ms); a shard's figure is scaled to the entity by the shard count."""
+    after = item(T0 - 12_000, {"rpm": 4000, "tpm": 500_000})
+    outcome, _ = drive(take(make_state(), make_level(), T0, True), [ok(after)])
+    assert isinstance(outcome, Taken)
+    assert outcome.remaining() == {"rpm": 6, "tpm": 700}
+    half = item(T0 - 12_000, {"rpm": 1000, "tpm": 100_000}, shard_count=2)
+    outcome, _ = drive(take(make_state(), make_level(), T0, True), [ok(half)])
+    assert isinstance(outcome, Taken)
+    assert outcome.remaining() == {"rpm": 4, "tpm": 400}
+    served = Taken("e1", "gpt", 0, {"rpm": 1000}, LIMITS, from_reserve=True)
+    assert served.remaining() is None  # no write: nothing seen

@@ -85,7 +85,7 @@ async def test_dependency_limits_a_route_with_headers_and_a_flat_429(
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
     assert [remaining(a)["rpm"] for a in answers[:3]] == [2, 1, 0]
     assert [remaining(a)["tpm"] for a in answers[:3]] == [900, 860, 820]
-    assert view.reads == 1  # one read starts the estimate; the rest is followed locally
+    assert view.reads == 0  # every figure is what the request's own write left
     refused = answers[3]
     assert refused.headers["Retry-After"] == "20"
     assert refused.json()["error"] == "rate_limit_exceeded"
@@ -155,3 +155,40 @@ async def test_unavailable_follows_the_failure_policy(
     else:
         assert answer.status_code == 200
         assert "RateLimit" not in answer.headers  # nothing was taken, nothing to tell
+
+
+async def test_remaining_counts_what_another_process_took_in_between(
+    limiter: RateLimiter, moto_http: str, table_name: str, clock: Clock
+) -> None:
+    view = QuotaView()
+    other_repo = await Repository.open(name=table_name, endpoint_url=moto_http, clock=clock)
+    other = RateLimiter(other_repo)
+    async with client(search_app(limiter, view)) as http:
+        first = await http.get("/acme/search", params={"used": 100})
+        async with other.acquire("acme", "search", {"rpm": 1, "tpm": 300}):
+            pass
+        second = await http.get("/acme/search", params={"used": 100})
+    await other_repo.close()
+    assert remaining(first) == {"rpm": 2, "tpm": 900}
+    assert remaining(second) == {"rpm": 0, "tpm": 500}  # the other process's take included
+    assert view.reads == 0
+
+
+async def test_a_lease_without_a_write_is_followed_from_one_read(limiter: RateLimiter) -> None:
+    """A lease served from this client's token reserve saw no item: the view reads the
+    bucket once, then subtracts what this process takes."""
+    from zae_limiter.flows.acquire import Acquired
+    from zae_limiter.flows.bucket_write import Taken
+
+    async with limiter.acquire("acme", "search", {"rpm": 1, "tpm": 100}):
+        pass  # the bucket now holds 2 rpm and 900 tpm
+    limits = tuple(LIMITS)
+    served = Taken("acme", "search", 0, {"rpm": 1000}, limits, from_reserve=True)
+    lease = Lease(limiter.repository, Acquired((served,), {}, "acme"), {"rpm": 1000})
+    assert lease.remaining is None and lease.limits == limits
+    view = QuotaView()
+    first = await view.admitted(limiter, "acme", "search", lease)
+    second = await view.admitted(limiter, "acme", "search", lease)
+    assert [(q.limit.name, q.remaining) for q in first] == [("rpm", 2), ("tpm", 900)]
+    assert [(q.limit.name, q.remaining) for q in second] == [("rpm", 1), ("tpm", 900)]
+    assert view.reads == 1

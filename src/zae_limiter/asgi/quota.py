@@ -1,13 +1,15 @@
-"""What the RateLimit header says is left: an estimate kept per process, without a read
-per request.
+"""What the RateLimit header says is left, without a read per request.
 
-The acquire does not return the tokens its write left (see `held_limits`). Until it does,
-each (entity, resource) is read once with `available()` (after an acquire, so the read
-includes it) and then followed locally: this process's own takes, adjustments and
-give-backs are subtracted and the refill is added with the bucket's own arithmetic. The
-view is re-read every `refresh_seconds` and after a rejection. What other processes take
-in between is not seen, so `r` is approximate when several processes (or token reserves,
-or shards) share a bucket; `Retry-After` on a 429 is always exact.
+An acquire that wrote the entity's bucket knows what the write left (`Lease.remaining`:
+the item DynamoDB returned, other processes' takes included): that figure is the header,
+exact as of this request, and the estimate restarts from it. When the acquire made no
+write (served from this client's token reserve), the view follows its last figure
+locally: this process's own takes, adjustments and give-backs are subtracted and the
+refill is added with the bucket's own arithmetic; with no figure yet, or one older than
+`refresh_seconds`, it reads the bucket once with `available()`. So `r` is exact after
+each write and approximate only between them (token reserves, or several processes
+between a reserve's top-ups); for a sharded entity it is one shard's figure times the
+shard count. `Retry-After` on a 429 is always exact.
 """
 
 from __future__ import annotations
@@ -25,18 +27,6 @@ from zae_limiter.limits import Limit
 
 DEFAULT_REFRESH_SECONDS = 5.0
 DEFAULT_MAX_BUCKETS = 10_000
-
-
-def held_limits(lease: Lease, entity_id: str) -> tuple[Limit, ...]:
-    """The limits the lease took from `entity_id` itself (not from a cascade parent).
-
-    The only place that looks inside a lease; it becomes `lease.limits` once the lease
-    exposes them.
-    """
-    for taken in lease._state.acquired.taken:
-        if taken.entity_id == entity_id:
-            return taken.limits
-    return ()
 
 
 @dataclass(slots=True)
@@ -84,11 +74,15 @@ class QuotaView:
         self, limiter: RateLimiter, entity_id: str, resource: str, lease: Lease
     ) -> list[Quota]:
         """The quotas right after `lease` was acquired; [] when they cannot be known."""
-        limits = held_limits(lease, entity_id)
+        limits = lease.limits
         if not limits:
             return []
         key = (entity_id, resource)
         now = limiter.repository.now_ms()
+        seen = lease.remaining
+        if seen is not None:  # what this request's own write left
+            tokens = {limit.name: seen.get(limit.name, 0) * 1000 for limit in limits}
+            return self._keep(key, _Bucket(limits, tokens, now, now)).quotas()
         bucket = self._buckets.get(key)
         if bucket is None or bucket.limits != limits or now - bucket.read_ms >= self.refresh_ms:
             bucket = await self._read(limiter, key, limits, now)
@@ -108,6 +102,9 @@ class QuotaView:
         except ZaeLimiterError:
             return None  # the headers are a courtesy: never fail a request for them
         bucket = _Bucket(limits, {n.name: tokens.get(n.name, 0) * 1000 for n in limits}, now, now)
+        return self._keep(key, bucket)
+
+    def _keep(self, key: tuple[str, str], bucket: _Bucket) -> _Bucket:
         self._buckets[key] = bucket
         self._buckets.move_to_end(key)
         while len(self._buckets) > self.max_buckets:

@@ -38,6 +38,15 @@ class Acquired:
     taken: tuple[Taken, ...]
     #: The validated `consume`, in millitokens (the lease starts from it).
     consumed_milli: Mapping[str, int] = field(default_factory=dict)
+    #: The entity the acquire was for (its cascade parent may be in `taken` too).
+    entity_id: str = ""
+
+    def own(self) -> Taken | None:
+        """What was taken from the entity itself."""
+        for taken in self.taken:
+            if taken.entity_id == self.entity_id:
+                return taken
+        return None
 
     @property
     def limit_names(self) -> frozenset[str]:
@@ -164,7 +173,7 @@ def acquire(
             levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
     served, rest = reserve_ops.serve(state, levels, now_ms)
     if not rest:
-        return Acquired(tuple(served), amounts)
+        return Acquired(tuple(served), amounts, entity_id)
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
     parent = _parent_of(state, entity_id)
     if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
@@ -180,7 +189,7 @@ def acquire(
         except Exception as error:
             outcomes.append(error)
     reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    return (yield from _settle(state, outcomes, now_ms, amounts))
+    return (yield from _settle(state, outcomes, now_ms, amounts, entity_id))
 
 
 def _take_levels(
@@ -321,11 +330,15 @@ def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
 
 
 def _settle(
-    state: RepoState, outcomes: Sequence[object], now_ms: int, amounts: Mapping[str, int]
+    state: RepoState,
+    outcomes: Sequence[object],
+    now_ms: int,
+    amounts: Mapping[str, int],
+    entity_id: str,
 ) -> Flow[Acquired]:
     taken = tuple(o for o in outcomes if isinstance(o, Taken))
     if not any(_failed(o) for o in outcomes):
-        return Acquired(taken, amounts)
+        return Acquired(taken, amounts, entity_id)
     yield from compensate(state, taken, now_ms)
     rejections = [o for o in outcomes if isinstance(o, Rejected)]
     if rejections:

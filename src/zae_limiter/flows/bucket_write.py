@@ -52,6 +52,34 @@ class Taken:
     from_reserve: bool = False
     #: The write carried the level's `flush`.
     flushed: bool = False
+    #: The shard as the write left it (ALL_NEW) and when: what `remaining` reads, lazily.
+    after: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    at_ms: int = field(default=0, compare=False, repr=False)
+
+    def remaining(self) -> dict[str, int] | None:
+        """Whole tokens each limit had left right after this write (other clients' writes
+        included), refilled to the write's time, plus what the write moved into this
+        client's reserve; a shard's figure scaled to the entity by the shard count. None
+        when no write was made (served from a reserve) or the item did not say."""
+        item = self.after
+        if not item:
+            return None
+        count = max(1, keys.get_n(item, keys.A_SHARD_COUNT, 1))
+        refill_ms = keys.get_n(item, keys.A_REFILL)
+        out: dict[str, int] = {}
+        for limit in self.limits:
+            tokens = item.get(keys.limit_attr(limit.name, "tk"))
+            if tokens is None:
+                return None
+            share = effective(limit, count)
+            now = LimitState(
+                int(tokens["N"]) + self.held_milli.get(limit.name, 0),
+                share.capacity_milli,
+                share.refill_amount_milli,
+                share.refill_period_ms,
+            ).refilled(refill_ms, self.at_ms)
+            out[limit.name] = max(0, min(limit.capacity, now.tokens_milli * count // 1000))
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,14 +70,6 @@ def take(
     the config round trip; then the first write is the fenced one, not a speculative one.
     """
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
-    taken = Taken(
-        level.entity_id,
-        level.resource,
-        level.shard_id,
-        level.consume_milli,
-        level.limits,
-        flushed=level.flush is not None,
-    )
     reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
     if prefetched is not NOT_FETCHED:
         item = prefetched
@@ -100,10 +92,10 @@ def take(
         if wanted is not None:
             state.entities[level.entity_id].want_double.pop(level.resource, None)
         if result.ok:
-            yield from _after_write(state, level, result.attributes, now_ms)
-            if level.hold_milli:
-                return replace(taken, held_milli=level.hold_milli, epoch=keys.reserve_epoch(now_ms))
-            return taken
+            after = result.attributes
+            yield from _after_write(state, level, after, now_ms)
+            epoch = keys.reserve_epoch(now_ms) if level.hold_milli else 0
+            return _taken(level, after, now_ms, level.flush is not None, level.hold_milli, epoch)
         item = result.old
     else:
         read = yield from one(
@@ -117,7 +109,7 @@ def take(
             if result is None:
                 continue  # a split shard was just created: consume from it at once
             if result.ok:
-                return replace(taken, flushed=False)  # a new item: no reserve to report
+                return _taken(level, item, now_ms, False)  # a new item: no reserve to report
         else:
             bucket = keys.decode_bucket(item)
             level = _with_shard_count(level, bucket)
@@ -130,16 +122,38 @@ def take(
                 return plan
             result = yield from one(Call("update_item", plan.params))
             if result.ok:
-                yield from _after_write(state, level, result.attributes, now_ms)
-                if plan.held_milli:
-                    return replace(taken, held_milli=plan.held_milli, epoch=plan.epoch)
-                return taken
+                after = result.attributes
+                yield from _after_write(state, level, after, now_ms)
+                flushed = level.flush is not None
+                return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
             item = result.old
         yield from pause(_backoff_ms(attempt))
     raise RateLimiterUnavailable(
         f"bucket {level.entity_id}/{level.resource} is too contended: "
         f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row",
         code=CONTENDED,
+    )
+
+
+def _taken(
+    level: Level,
+    after: Mapping[str, Any] | None,
+    now_ms: int,
+    flushed: bool,
+    held_milli: Mapping[str, int] | None = None,
+    epoch: int = 0,
+) -> Taken:
+    return Taken(
+        level.entity_id,
+        level.resource,
+        level.shard_id,
+        level.consume_milli,
+        level.limits,
+        held_milli or {},
+        epoch,
+        flushed=flushed,
+        after=after,
+        at_ms=now_ms,
     )
 
 
@@ -152,13 +166,15 @@ def _pending_doubling(state: RepoState, level: Level) -> tuple[int, int] | None:
 
 
 def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow[tuple[Any, Any]]:
-    """Create the bucket (result, None); or (None, item) when it has to be retried."""
+    """Create the bucket: (result, the item as written); (result, ALL_OLD) when another
+    client created it first; or (None, item) when a split shard has to be consumed from."""
     if level.shard_id == 0:
         bucket = new_bucket(level, now_ms, state.partition_wcu)
         item = keys.new_bucket_item(state.namespace, bucket)
         result = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
         if result.ok:
             learn(state, level, item)
+            return result, item
         return result, result.old
     item = yield from create_split_shard(state, level, now_ms)
     return None, item
