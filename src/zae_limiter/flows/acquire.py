@@ -92,6 +92,12 @@ def _check_fits(
 Prefetched = dict[str, Any]
 
 
+def _given(
+    entity_ids: Sequence[str], limits: tuple[Limit, ...]
+) -> dict[str, ResolvedLimits | None]:
+    return {e: ResolvedLimits(limits, "call") for e in entity_ids}
+
+
 def _resolve_levels(
     state: RepoState,
     entity_ids: Sequence[str],
@@ -102,7 +108,7 @@ def _resolve_levels(
     """Limits per entity; for entities this client has never seen, their shard-0 bucket
     rides along in the config BatchGetItem, so the first write needs no extra read."""
     if override is not None:
-        return {e: ResolvedLimits(override, "call") for e in entity_ids}, {}
+        return _given(entity_ids, override), {}
     unknown = [e for e in entity_ids if e not in state.entities]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(
@@ -158,7 +164,10 @@ def acquire(
     override = validate_limits(limits) if limits is not None else None
     parent = _parent_of(state, entity_id)
     ids = [entity_id] if parent is None else [entity_id, parent]
-    resolved, prefetched = yield from _resolve_levels(state, ids, resource, override, now_ms)
+    if override is not None:  # limits given with the call: nothing to resolve or fetch
+        resolved, prefetched = _given(ids, override), Prefetched()
+    else:
+        resolved, prefetched = yield from _resolve_levels(state, ids, resource, None, now_ms)
     child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
     _check_fits(amounts, child_limits, entity_id, resource)
     levels = [_level(state, entity_id, resource, child_limits, amounts)]

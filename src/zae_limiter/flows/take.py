@@ -17,7 +17,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows import Call, Flow, Result, one, pause
 from zae_limiter.flows.bucket_write import (
     Level,
     Rejected,
@@ -88,12 +88,14 @@ def take(
         wanted = _pending_doubling(state, level)
         if wanted is not None:
             params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
-        result = yield from one(Call("update_item", params))
+        result: Result = yield Call("update_item", params)  # the hot path: no `one()` frame
         if wanted is not None:
             state.entities[level.entity_id].want_double.pop(level.resource, None)
         if result.ok:
             after = result.attributes
-            yield from _after_write(state, level, after, now_ms)
+            more = _after_write(state, level, after, now_ms)
+            if more is not None:
+                yield from more
             epoch = keys.reserve_epoch(now_ms) if level.hold_milli else 0
             return _taken(level, after, now_ms, level.flush is not None, level.hold_milli, epoch)
         item = result.old
@@ -123,7 +125,9 @@ def take(
             result = yield from one(Call("update_item", plan.params))
             if result.ok:
                 after = result.attributes
-                yield from _after_write(state, level, after, now_ms)
+                more = _after_write(state, level, after, now_ms)
+                if more is not None:
+                    yield from more
                 flushed = level.flush is not None
                 return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
             item = result.old
@@ -305,8 +309,9 @@ def _current(state: RepoState, level: Level) -> Flow[Any]:
 
 def _after_write(
     state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
-) -> Flow[None]:
-    """Learn from ALL_NEW; double the shards when this partition runs hot.
+) -> Flow[None] | None:
+    """Learn from ALL_NEW; the flow that doubles the shards when this partition runs hot,
+    or propagates the count (None, the common case: no generator is made).
 
     A shard that still records an older count than shard 0 is told the new one first:
     clients that write to it learn the count from its ALL_NEW, and until they do, its
@@ -314,12 +319,11 @@ def _after_write(
     """
     meta = learn(state, level, attributes)
     if meta is None:
-        return
+        return None
     count = meta.shard_counts.get(level.resource, 1)
     recorded = keys.get_n(attributes, keys.A_SHARD_COUNT, 1)
     if level.shard_id and recorded < count:
-        yield from _propagate(state, level, count)
-        return
+        return _propagate(state, level, count)
     seen = WindowSeen(
         keys.get_n(attributes, keys.A_WINDOW_START, now_ms),
         keys.get_n(attributes, keys.A_WINDOW_WRITES),
@@ -329,7 +333,8 @@ def _after_write(
     )
     meta.seen_windows[(level.resource, level.shard_id)] = seen
     if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
-        yield from double(state, level.entity_id, level.resource, now_ms, seen.start_ms)
+        return double(state, level.entity_id, level.resource, now_ms, seen.start_ms)
+    return None
 
 
 def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
