@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
@@ -174,7 +175,8 @@ class RateLimiter(_Face):
         on_unavailable: FailurePolicy | None = None,
     ) -> AsyncAcquiring:
         """Take `consume` from the entity (and its parent, with cascade) for the block."""
-        return AsyncAcquiring(self, (entity_id, resource, consume, limits), on_unavailable)
+        args = (entity_id, resource, consume, limits)
+        return AsyncAcquiring(self, self.repository, args, on_unavailable)
 
     create_entity = async_face(Operations.create_entity)
     get_entity = async_face(Operations.get_entity)
@@ -244,7 +246,8 @@ class SyncRateLimiter(_Face):
         on_unavailable: FailurePolicy | None = None,
     ) -> SyncAcquiring:
         """Take `consume` from the entity (and its parent, with cascade) for the block."""
-        return SyncAcquiring(self, (entity_id, resource, consume, limits), on_unavailable)
+        args = (entity_id, resource, consume, limits)
+        return SyncAcquiring(self, self.repository, args, on_unavailable)
 
     create_entity = sync_face(Operations.create_entity)
     get_entity = sync_face(Operations.get_entity)
@@ -278,23 +281,27 @@ class SyncRateLimiter(_Face):
 
 
 LeaseParts = tuple[Acquired, Mapping[str, int], Outcome | None]
+RepoT = TypeVar("RepoT", Repository, SyncRepository)
 
 
-class _Acquiring:
+class _Acquiring(Generic[RepoT]):
     """What `acquire()` returns: the acquire runs when the block is entered; the lease
     ends when it is left (its adjustments written, or everything it took given back when
     the block raised). A plain class rather than a generator-based context manager: the
     hot path pays for no generator and no contextlib frames."""
 
-    __slots__ = ("_args", "_face", "_policy", "_started")
+    __slots__ = ("_args", "_face", "_lease", "_policy", "_repo", "_started")
+    _repo: RepoT
 
     def __init__(
         self,
         face: _Face,
+        repo: RepoT,
         args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
         policy: FailurePolicy | None,
     ) -> None:
         self._face = face
+        self._repo = repo
         self._args = args
         self._policy = policy
         self._started = 0.0
@@ -313,19 +320,10 @@ class _Acquiring:
         return held, _consumed(held, self._args[2]), why
 
 
-class AsyncAcquiring(_Acquiring):
+class AsyncAcquiring(_Acquiring[Repository]):
     """`async with limiter.acquire(...) as lease:`"""
 
-    __slots__ = ("_lease", "_repo")
-
-    def __init__(
-        self,
-        face: RateLimiter,
-        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
-        policy: FailurePolicy | None,
-    ) -> None:
-        super().__init__(face, args, policy)
-        self._repo = face.repository
+    __slots__ = ()
 
     async def __aenter__(self) -> Lease:
         repo = self._repo
@@ -344,19 +342,10 @@ class AsyncAcquiring(_Acquiring):
         await self._lease._finish(failed=kind is not None)
 
 
-class SyncAcquiring(_Acquiring):
+class SyncAcquiring(_Acquiring[SyncRepository]):
     """`with limiter.acquire(...) as lease:`"""
 
-    __slots__ = ("_lease", "_repo")
-
-    def __init__(
-        self,
-        face: SyncRateLimiter,
-        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
-        policy: FailurePolicy | None,
-    ) -> None:
-        super().__init__(face, args, policy)
-        self._repo = face.repository
+    __slots__ = ()
 
     def __enter__(self) -> SyncLease:
         repo = self._repo
