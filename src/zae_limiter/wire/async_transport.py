@@ -21,6 +21,7 @@ import errno
 import os
 import select
 import socket
+import sys
 from typing import Any
 
 from botocore.exceptions import (
@@ -280,7 +281,9 @@ class AsyncTransport:
         self.endpoint = endpoint
         self._idle: list[_Receiver] = []
         host = endpoint.address[0]
-        self._family = ip_family(host) if endpoint.tls is None else None
+        # Windows' default (proactor) loop has no reader callbacks: asyncio's transports.
+        own = endpoint.tls is None and sys.platform != "win32"
+        self._family = ip_family(host) if own else None
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, watch: _Watch) -> _Receiver:
         if self._family is not None:

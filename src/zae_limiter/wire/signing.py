@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -86,10 +86,11 @@ class Signer:
         self.host = host_of(url)
         self.region = region
         self.service = service
-        # (secret, day, signing key, credential scope)
-        self._key: tuple[str, str, bytes, str] = ("", "", b"", "")
+        # (secret, day, HMAC keyed with the signing key, credential scope); the keyed HMAC
+        # is copied per request, which skips re-deriving its inner and outer pads.
+        self._key: tuple[str, str, Any, str] = ("", "", None, "")
 
-    def _signing_key(self, secret: str, day: str) -> tuple[bytes, str]:
+    def _signing_key(self, secret: str, day: str) -> tuple[Any, str]:
         cached = self._key
         if cached[1] == day and cached[0] == secret:
             return cached[2], cached[3]
@@ -97,8 +98,9 @@ class Signer:
         for part in (self.region, self.service, "aws4_request"):
             key = _hmac(key, part)
         scope = f"{day}/{self.region}/{self.service}/aws4_request"
-        self._key = (secret, day, key, scope)
-        return key, scope
+        keyed = hmac.new(key, digestmod=hashlib.sha256)
+        self._key = (secret, day, keyed, scope)
+        return keyed, scope
 
     def _canonical_headers(self, headers: dict[str, str]) -> tuple[str, str]:
         """The canonical header block and the signed names, for any header set."""
@@ -133,10 +135,11 @@ class Signer:
         else:
             block, signed_names = self._canonical_headers(headers)
         canonical = f"POST\n/\n\n{block}\n{signed_names}\n{hashlib.sha256(body).hexdigest()}"
-        key, scope = self._signing_key(credentials.secret_key, when[:8])
+        keyed, scope = self._signing_key(credentials.secret_key, when[:8])
         digest = hashlib.sha256(canonical.encode()).hexdigest()
-        to_sign = f"{ALGORITHM}\n{when}\n{scope}\n{digest}"
-        signature = hmac.digest(key, to_sign.encode(), "sha256").hex()
+        mac = keyed.copy()
+        mac.update(f"{ALGORITHM}\n{when}\n{scope}\n{digest}".encode())
+        signature = mac.hexdigest()
         headers["Authorization"] = (
             f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
             f"SignedHeaders={signed_names}, Signature={signature}"
