@@ -24,6 +24,8 @@ ERRORS = {
 }
 KINDS = [*ERRORS, "timeout"]
 WRITES = ("PutItem", "UpdateItem", "DeleteItem")
+#: Marks a request whose sending must fail (never reaches the engine).
+FAULT_HEADER = "x-zael-injected-fault"
 
 
 class _Http:
@@ -50,7 +52,6 @@ class Faults:
         self.kind: str | None = None
         self.match: Match = lambda op, params: False
         self.stall_s = 0.0
-        self._pending: set[str] = set()
         events = client.meta.events
         events.register("before-call.dynamodb", self._before_call)
         # first: in-process moto answers at before-send too, and would answer before us
@@ -79,7 +80,9 @@ class Faults:
                 "ResponseMetadata": {"HTTPStatusCode": status},
             }
             return _Http(status), body
-        self._pending.add(op)  # a transport fault: raised when the request is sent
+        # A transport fault, raised when this very request is sent: marked on the request,
+        # since concurrent calls of one operation (a cascade's two writes) interleave.
+        params["headers"][FAULT_HEADER] = "timeout"
         return None
 
     def _before_send(self, request: Any, event_name: str, **_: Any) -> Any:
@@ -87,8 +90,7 @@ class Faults:
         self.sends[op] += 1
         if self.stall_s:
             return self._stall()
-        if op in self._pending:
-            self._pending.discard(op)
+        if FAULT_HEADER in request.headers:
             raise ReadTimeoutError(endpoint_url=str(getattr(request, "url", "")))
         return None
 
