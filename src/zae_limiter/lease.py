@@ -75,7 +75,7 @@ class _Held:
         """Whole tokens the entity had left per limit right after this acquire's write,
         other clients' takes included (for a sharded entity, its shard's figure times the
         shard count). None when the acquire wrote nothing for the entity: served from this
-        client's token reserve, a new bucket, or a lease that holds nothing."""
+        client's token reserve, or a lease that holds nothing."""
         own = self._state.acquired.own()
         return own.remaining() if own is not None else None
 

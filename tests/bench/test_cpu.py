@@ -32,3 +32,14 @@ def test_section_runs_both_paths_and_faces_on_moto(
     by = {(r.face, r.path): r.cpu_ms for r in results}
     assert set(by) == {(f, p) for f in cpu.FACES for p in ("regular", "lean")}
     assert all(ms > 0 for ms in by.values())  # figures only: the report compares them
+
+
+def test_lean_call_alone_runs_the_hot_paths_update_on_moto(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from zae_limiter.bench import lean_call
+
+    lean_call.main([MOTO, "40"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["moto sync", "moto async"]
+    assert all(len(line.split(": ")[-1].split()) == 3 for line in lines)  # three rounds

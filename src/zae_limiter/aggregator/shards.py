@@ -30,8 +30,8 @@ from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Write
 from zae_limiter.aggregator.records import Change
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Call
-from zae_limiter.flows.context import WindowSeen
-from zae_limiter.flows.take import EVIDENCE_SIGMAS, partition_bound
+from zae_limiter.flows.context import DEFAULT_PARTITION_WCU
+from zae_limiter.flows.take import EVIDENCE_SIGMAS, partition_bound, window_seen
 
 Group = tuple[str, str, str]
 
@@ -76,13 +76,7 @@ def proven_hot(shards: Mapping[int, Sequence[Change]], threshold: float, now_ms:
             if new is None:
                 continue
             at = change.time_ms if change.time_ms is not None else now_ms
-            window = WindowSeen(
-                keys.get_n(new, keys.A_WINDOW_START, at),
-                keys.get_n(new, keys.A_WINDOW_WRITES),
-                at,
-                keys.partition_wcu(new),
-                keys.get_n(new, keys.A_SHARD_COUNT, 1),
-            )
+            window = window_seen(new, at, DEFAULT_PARTITION_WCU)
             if partition_bound(window, threshold, EVIDENCE_SIGMAS):
                 return True
     return False

@@ -14,20 +14,25 @@ from typing import Any
 
 import boto3
 
+from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
 from zae_limiter.bench.engines import create_table, running
+from zae_limiter.flows.bucket_write import stored_config
 from zae_limiter.wire import lean_client
 
+LIMIT = Limit.per_second("rps", 1_000_000)  # never binds: every call succeeds
+ENTITY, RESOURCE = "lean-call", "bench"
 
-def _params(table: str) -> dict[str, Any]:
-    return {
-        "TableName": table,
-        "Key": {"PK": {"S": "bench#lean"}, "SK": {"S": "#B"}},
-        "UpdateExpression": "ADD #t :one SET #u = :now",
-        "ExpressionAttributeNames": {"#t": "tk", "#u": "up"},
-        "ExpressionAttributeValues": {":one": {"N": "1"}, ":now": {"N": "123"}},
-        "ReturnValues": "ALL_NEW",
-        "ReturnConsumedCapacity": "INDEXES",
-    }
+
+def _params(url: str, table: str) -> dict[str, Any]:
+    """The hot path's own UpdateItem (a speculative take of one unit), on a bucket that
+    one acquire created first."""
+    with SyncRepository.open(name=table, endpoint_url=url, reserve=False) as repo:
+        with SyncRateLimiter(repo).acquire(ENTITY, RESOURCE, {LIMIT.name: 1}, limits=[LIMIT]):
+            pass
+        key = keys.bucket_key(repo.state.namespace, ENTITY, RESOURCE, 0)
+    configs = {LIMIT.name: stored_config(LIMIT)}
+    params = keys.speculative_consume(table, key, {LIMIT.name: 1000}, configs)
+    return {**params, "ReturnConsumedCapacity": "INDEXES"}
 
 
 def _cpu() -> float:
@@ -35,10 +40,9 @@ def _cpu() -> float:
     return times.user + times.system
 
 
-def sync_rounds(url: str, table: str, calls: int) -> list[float]:
+def sync_rounds(url: str, params: dict[str, Any], calls: int) -> list[float]:
     make: Any = boto3.session.Session().client
     lean = lean_client(make("dynamodb", endpoint_url=url), asynchronous=False)
-    params = _params(table)
     for _ in range(100):
         lean.update_item(**params)
     rounds = []
@@ -51,10 +55,9 @@ def sync_rounds(url: str, table: str, calls: int) -> list[float]:
     return rounds
 
 
-async def async_rounds(url: str, table: str, calls: int) -> list[float]:
+async def async_rounds(url: str, params: dict[str, Any], calls: int) -> list[float]:
     from aiobotocore.session import get_session
 
-    params = _params(table)
     async with get_session().create_client("dynamodb", endpoint_url=url) as client:
         lean = lean_client(client, asynchronous=True)
         for _ in range(100):
@@ -73,9 +76,10 @@ def main(argv: list[str]) -> None:
     engine = argv[0] if argv else "dynamodb-local"
     calls = int(argv[1]) if len(argv) > 1 else 2000
     with running(engine) as server:
-        table = create_table(server.endpoint_url)
-        sync = sync_rounds(server.endpoint_url, table, calls)
-        asyn = asyncio.run(async_rounds(server.endpoint_url, table, calls))
+        url = server.endpoint_url
+        params = _params(url, create_table(url))
+        sync = sync_rounds(url, params, calls)
+        asyn = asyncio.run(async_rounds(url, params, calls))
     for face, rounds in (("sync", sync), ("async", asyn)):
         shown = " ".join(f"{r:.3f}" for r in rounds)
         print(f"{engine} {face}: CPU ms per lean UpdateItem, 3 rounds of {calls}: {shown}")

@@ -60,25 +60,16 @@ class Taken:
         """Whole tokens each limit had left right after this write (other clients' writes
         included), refilled to the write's time, plus what the write moved into this
         client's reserve; a shard's figure scaled to the entity by the shard count. None
-        when no write was made (served from a reserve) or the item did not say."""
-        item = self.after
-        if not item:
+        when no write was made (served from a reserve). Decodes the item: only on demand."""
+        if not self.after:
             return None
-        count = max(1, keys.get_n(item, keys.A_SHARD_COUNT, 1))
-        refill_ms = keys.get_n(item, keys.A_REFILL)
+        shard = keys.decode_bucket(self.after)
+        count = shard.shard_count
         out: dict[str, int] = {}
         for limit in self.limits:
-            tokens = item.get(keys.limit_attr(limit.name, "tk"))
-            if tokens is None:
-                return None
-            share = effective(limit, count)
-            now = LimitState(
-                int(tokens["N"]) + self.held_milli.get(limit.name, 0),
-                share.capacity_milli,
-                share.refill_amount_milli,
-                share.refill_period_ms,
-            ).refilled(refill_ms, self.at_ms)
-            out[limit.name] = max(0, min(limit.capacity, now.tokens_milli * count // 1000))
+            _share, now = _current(shard, limit, self.at_ms)
+            left = now.tokens_milli + self.held_milli.get(limit.name, 0)
+            out[limit.name] = max(0, min(limit.capacity, left * count // 1000))
         return out
 
 

@@ -95,12 +95,14 @@ def keep(
     for level, outcome in zip(levels, outcomes, strict=False):
         if level.flush is None:
             continue
-        # A write that happened without the flush (on another shard, or creating the
-        # bucket) did not carry it either.
-        wrote = isinstance(outcome, Taken)
-        if (wrote and not getattr(outcome, "flushed", False)) or (
-            not wrote and _not_applied(outcome)
-        ):
+        # A write that happened says whether it carried the flush (not on another shard,
+        # nor when it created the bucket); a failed one may have, unless it was certainly
+        # not applied.
+        if isinstance(outcome, Taken):
+            may_have_carried = outcome.flushed
+        else:
+            may_have_carried = not _not_applied(outcome)
+        if not may_have_carried:
             book.unflush(_key(level), level.flush, now_ms)
     for outcome in outcomes:
         if isinstance(outcome, Taken) and outcome.held_milli:
@@ -162,10 +164,13 @@ def give_back_reserves(
     book = state.reserves
     if book is None or not items:
         return
-    spent_all = [(key, held) for key, held in items if _settled(held)]
-    for _key, held in spent_all:  # spent to the last token and reported: nothing to write
-        book.returned(held, {})
-    items = [(key, held) for key, held in items if not _settled(held)]
+    pending = []
+    for key, held in items:
+        if _settled(held):  # spent to the last token and reported: nothing to write
+            book.returned(held, {})
+        else:
+            pending.append((key, held))
+    items = pending
     if not items:
         return
     planned = [return_call(state, key, held, now_ms) for key, held in items]

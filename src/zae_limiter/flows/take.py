@@ -321,20 +321,25 @@ def _after_write(
     if meta is None:
         return None
     count = meta.shard_counts.get(level.resource, 1)
-    recorded = keys.get_n(attributes, keys.A_SHARD_COUNT, 1)
-    if level.shard_id and recorded < count:
+    seen = window_seen(attributes, now_ms, state.partition_wcu)
+    if level.shard_id and seen.shard_count < count:
         return _propagate(state, level, count)
-    seen = WindowSeen(
-        keys.get_n(attributes, keys.A_WINDOW_START, now_ms),
-        keys.get_n(attributes, keys.A_WINDOW_WRITES),
-        now_ms,
-        keys.partition_wcu(attributes, state.partition_wcu),
-        recorded,
-    )
     meta.seen_windows[(level.resource, level.shard_id)] = seen
     if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
         return double(state, level.entity_id, level.resource, now_ms, seen.start_ms)
     return None
+
+
+def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> WindowSeen:
+    """A shard's write-rate window as an image of its item shows it at `seen_ms`
+    (`partition_wcu`: the write limit when the item does not record one)."""
+    return WindowSeen(
+        keys.get_n(item, keys.A_WINDOW_START, seen_ms),
+        keys.get_n(item, keys.A_WINDOW_WRITES),
+        seen_ms,
+        keys.partition_wcu(item, partition_wcu),
+        keys.get_n(item, keys.A_SHARD_COUNT, 1),
+    )
 
 
 def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
