@@ -121,6 +121,7 @@ class _SyncView:
 def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterator[Api]:
     """A limiter on a fresh table: sync on in-process moto, async on a moto server."""
     from zae_limiter import RateLimiter, Repository, SyncRateLimiter, SyncRepository
+    from zae_limiter.repository import LOCAL_TIMEOUT
 
     opened: list[Any] = []
     if request.param == "sync":
@@ -130,6 +131,10 @@ def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterat
 
             def make_sync(**options: Any) -> Api:
                 speculative = options.pop("speculative_writes", True)
+                # In-process moto has no loopback endpoint to earn a local engine's patient
+                # deadline (the moto server of the async face gets it): give it the same, so
+                # a busy CI machine's stall is not read as DynamoDB being unavailable.
+                options.setdefault("timeout", LOCAL_TIMEOUT)
                 repo = SyncRepository.open(
                     name=table_name, create_table=True, clock=clock, **options
                 )

@@ -94,11 +94,13 @@ def test_consumption_is_metered(api: Api) -> None:
 
 
 def test_client_timeouts_and_no_sdk_retries(api: Api) -> None:
-    config = api.repo.client.meta.config
+    # The library's own default (the fixture gives in-process moto a patient one).
+    default = api.new_client(timeout=None)
+    config = default.repo.client.meta.config
     # The sync face runs on in-process moto (an AWS-like endpoint: 1 s); the async face on
     # a moto server on loopback, where the default is the patient local one.
     bound = DEFAULT_TIMEOUT if api.kind == "sync" else LOCAL_TIMEOUT
-    assert api.repo.timeout == bound
+    assert default.repo.timeout == bound
     assert (config.connect_timeout, config.read_timeout) == pytest.approx(
         (0.3 * bound, 0.5 * bound)
     )
