@@ -121,8 +121,6 @@ class _SyncView:
 def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterator[Api]:
     """A limiter on a fresh table: sync on in-process moto, async on a moto server."""
     from zae_limiter import RateLimiter, Repository, SyncRateLimiter, SyncRepository
-    from zae_limiter.repository import LOCAL_TIMEOUT
-
     opened: list[Any] = []
     if request.param == "sync":
         from moto import mock_aws
@@ -131,10 +129,6 @@ def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterat
 
             def make_sync(**options: Any) -> Api:
                 speculative = options.pop("speculative_writes", True)
-                # In-process moto has no loopback endpoint to earn a local engine's patient
-                # deadline (the moto server of the async face gets it): give it the same, so
-                # a busy CI machine's stall is not read as DynamoDB being unavailable.
-                options.setdefault("timeout", LOCAL_TIMEOUT)
                 repo = SyncRepository.open(
                     name=table_name, create_table=True, clock=clock, **options
                 )
@@ -166,6 +160,19 @@ def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterat
     for repo in opened:
         loop.run_until_complete(repo.close())
     loop.close()
+
+
+@pytest.fixture(autouse=True)
+def _patient_default_deadline(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process moto answers on AWS's own endpoint names, so a client opened there without a
+    timeout gets the 1 s deadline meant for DynamoDB; a busy CI machine stalls a first call
+    past it. Give every test the local engines' deadline unless it checks the AWS default."""
+    if request.node.get_closest_marker("aws_deadline") is None:
+        from zae_limiter import repository
+
+        monkeypatch.setattr(repository, "DEFAULT_TIMEOUT", repository.LOCAL_TIMEOUT)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -93,8 +93,8 @@ def test_consumption_is_metered(api: Api) -> None:
     assert (after.waits, after.refusals, after.wcu_rate) == (0, 0, None)
 
 
+@pytest.mark.aws_deadline
 def test_client_timeouts_and_no_sdk_retries(api: Api) -> None:
-    # The library's own default (the fixture gives in-process moto a patient one).
     default = api.new_client(timeout=None)
     config = default.repo.client.meta.config
     # The sync face runs on in-process moto (an AWS-like endpoint: 1 s); the async face on
@@ -110,6 +110,7 @@ def test_client_timeouts_and_no_sdk_retries(api: Api) -> None:
     assert (config.connect_timeout, config.read_timeout) == pytest.approx((1.2, 2.0))
 
 
+@pytest.mark.aws_deadline
 @pytest.mark.parametrize(
     ("endpoint", "expected"),
     [
