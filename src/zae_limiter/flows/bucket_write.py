@@ -67,7 +67,7 @@ class Taken:
         count = shard.shard_count
         out: dict[str, int] = {}
         for limit in self.limits:
-            _share, now = _current(shard, limit, self.at_ms)
+            _share, now = share_now(shard, limit, self.at_ms)
             left = now.tokens_milli + self.held_milli.get(limit.name, 0)
             out[limit.name] = max(0, min(limit.capacity, left * count // 1000))
         return out
@@ -150,7 +150,7 @@ def _status(
     )
 
 
-def _current(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState, LimitState]:
+def share_now(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState, LimitState]:
     """(the shard's share of `limit` holding the stored tokens, the same refilled to now).
 
     Tokens held in reserves count against the capacity: a shard refilled while reserves
@@ -216,7 +216,7 @@ def plan_write(
     fresh: dict[str, LimitState] = {}
     configs: dict[str, LimitState] = {}
     violations: list[LimitStatus] = []
-    states = {limit.name: _current(bucket, limit, new_rf) for limit in level.limits}
+    states = {limit.name: share_now(bucket, limit, new_rf) for limit in level.limits}
     refilled_all = {name: refilled for name, (_cfg, refilled) in states.items()}
     granted = grant(
         level.hold_milli,

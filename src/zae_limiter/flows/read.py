@@ -10,7 +10,7 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.acquire import validate_amounts
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.bucket_write import effective
+from zae_limiter.flows.bucket_write import share_now
 from zae_limiter.flows.config import require_limits, resolve
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
@@ -53,26 +53,14 @@ def _limits(
 
 
 def _tokens_now(limit: Limit, shards: Sequence[BucketState], now_ms: int) -> tuple[int, LimitState]:
-    """Millitokens across shards at `now_ms`, and the limit as one combined bucket."""
+    """Millitokens across shards at `now_ms`, and the limit as one combined bucket.
+
+    Tokens held in reserves are not available to anyone else (docs/reserves.md).
+    """
     whole = LimitState(0, limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms)
     if not shards:
         return limit.capacity_milli, whole
-    total = 0
-    for shard in shards:
-        cfg = effective(limit, shard.shard_count)
-        stored = shard.limits.get(limit.name)
-        if stored is None:
-            total += cfg.capacity_milli
-            continue
-        # Tokens held in reserves are not available to anyone else (docs/reserves.md).
-        held = keys.held_milli(shard.reserved.get(limit.name, {}), now_ms)
-        here = LimitState(
-            stored.tokens_milli,
-            cfg.capacity_milli - held,
-            cfg.refill_amount_milli,
-            cfg.refill_period_ms,
-        )
-        total += here.refilled(shard.last_refill_ms, now_ms).tokens_milli
+    total = sum(share_now(shard, limit, now_ms)[1].tokens_milli for shard in shards)
     return total, whole
 
 

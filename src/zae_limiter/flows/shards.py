@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from zae_limiter import keys
-from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Flow
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.bucket_write import effective
+from zae_limiter.flows.bucket_write import share_now
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.entities import entity_bucket_keys
 from zae_limiter.limits import Limit
@@ -37,16 +36,10 @@ def shard_info(bucket: BucketState, now_ms: int, item_rate: float) -> ShardInfo:
             max(1, stored.refill_amount_milli // 1000),
             max(1, stored.refill_period_ms // 1000),
         )
-        cfg = effective(limit, bucket.shard_count)
+        cfg, now = share_now(bucket, limit, now_ms)
         held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
-        here = LimitState(
-            stored.tokens_milli,
-            cfg.capacity_milli - held,
-            cfg.refill_amount_milli,
-            cfg.refill_period_ms,
-        )
         capacity[name] = cfg.capacity_milli // 1000
-        tokens[name] = here.refilled(bucket.last_refill_ms, now_ms).tokens_milli // 1000
+        tokens[name] = now.tokens_milli // 1000
         if held:
             reserved[name] = held // 1000
     return ShardInfo(
