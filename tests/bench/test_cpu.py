@@ -32,6 +32,9 @@ def test_section_runs_both_paths_and_faces_on_moto(
     by = {(r.face, r.path): r.cpu_ms for r in results}
     assert set(by) == {(f, p) for f in cpu.FACES for p in ("regular", "lean")}
     assert all(ms > 0 for ms in by.values())  # figures only: the report compares them
+    for r in results:  # the figure shown is the median round's
+        assert len(r.rounds) == cpu.ROUNDS
+        assert r.cpu_ms == sorted(r.rounds)[len(r.rounds) // 2]
 
 
 def test_lean_call_alone_runs_the_hot_paths_update_on_moto(

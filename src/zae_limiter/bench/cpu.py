@@ -4,7 +4,9 @@ against the published zae-limiter, on a moto server and on DynamoDB Local.
 One entity acquires 1 unit of a limit that never binds, back to back (token reserves
 off, so every acquire is one UpdateItem). `time.process_time()` over the acquires after
 a warm-up, divided by their number: the engine runs in another process, so only this
-client's CPU is counted (user and system, all threads).
+client's CPU is counted (user and system, all threads). Each path runs ROUNDS rounds and
+reports the median: on two cores a round that shares them with the engine's garbage
+collector or JIT compiler reads high, the median of three does not follow it.
 
 The published library runs in its own virtualenv (it has the same import name):
 `ZAEL_PUBLISHED_PYTHON`, else `<out>/published-venv/bin/python`, created with
@@ -18,6 +20,7 @@ import asyncio
 import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -33,7 +36,8 @@ from zae_limiter.bench.engines import running as running_engine
 PUBLISHED_VERSION = "0.17.0"
 PUBLISHED_SCRIPT = Path(__file__).with_name("published_cpu.py")
 LIMITS = [Limit.per_second("rps", 1_000_000)]
-CALLS = {False: 1500, True: 400}
+CALLS = {False: 1000, True: 300}  # per round
+ROUNDS = 3
 WARMUP = 50
 FACES = ("sync", "async")
 
@@ -44,7 +48,8 @@ class CpuResult:
     face: str
     path: str  # "lean", "regular" or "published"
     calls: int
-    cpu_ms: float
+    cpu_ms: float  # the median round's
+    rounds: tuple[float, ...] = ()
 
 
 def _open_options(opener: Callable[..., Any], lean: bool) -> dict[str, Any]:
@@ -54,7 +59,8 @@ def _open_options(opener: Callable[..., Any], lean: bool) -> dict[str, Any]:
     return options
 
 
-def measure_sync(url: str, table: str, lean: bool, calls: int) -> float:
+def measure_sync(url: str, table: str, lean: bool, calls: int) -> list[float]:
+    """CPU ms per acquire in each of ROUNDS rounds of `calls`."""
     with SyncRepository.open(
         name=table, endpoint_url=url, **_open_options(SyncRepository.open, lean)
     ) as repo:
@@ -63,14 +69,17 @@ def measure_sync(url: str, table: str, lean: bool, calls: int) -> float:
         for _ in range(WARMUP):
             with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
                 pass
-        start = time.process_time()
-        for _ in range(calls):
-            with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
-                pass
-        return 1000 * (time.process_time() - start) / calls
+        rounds = []
+        for _ in range(ROUNDS):
+            start = time.process_time()
+            for _ in range(calls):
+                with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
+                    pass
+            rounds.append(1000 * (time.process_time() - start) / calls)
+        return rounds
 
 
-async def measure_async(url: str, table: str, lean: bool, calls: int) -> float:
+async def measure_async(url: str, table: str, lean: bool, calls: int) -> list[float]:
     options = _open_options(Repository.open, lean)
     async with await Repository.open(name=table, endpoint_url=url, **options) as repo:
         limiter = RateLimiter(repo)
@@ -78,11 +87,18 @@ async def measure_async(url: str, table: str, lean: bool, calls: int) -> float:
         for _ in range(WARMUP):
             async with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
                 pass
-        start = time.process_time()
-        for _ in range(calls):
-            async with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
-                pass
-        return 1000 * (time.process_time() - start) / calls
+        rounds = []
+        for _ in range(ROUNDS):
+            start = time.process_time()
+            for _ in range(calls):
+                async with limiter.acquire(entity, "bench", {"rps": 1}, limits=LIMITS):
+                    pass
+            rounds.append(1000 * (time.process_time() - start) / calls)
+        return rounds
+
+
+def result(engine: str, face: str, path: str, calls: int, rounds: list[float]) -> CpuResult:
+    return CpuResult(engine, face, path, calls, statistics.median(rounds), tuple(rounds))
 
 
 def published_python(out_dir: Path, log: Callable[[str], None]) -> tuple[str | None, str]:
@@ -107,17 +123,17 @@ def published_python(out_dir: Path, log: Callable[[str], None]) -> tuple[str | N
     return str(python), f"published zae-limiter {PUBLISHED_VERSION} in {venv}"
 
 
-def measure_published(python: str, url: str, face: str, calls: int) -> float:
+def measure_published(python: str, url: str, face: str, calls: int) -> list[float]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [python, str(PUBLISHED_SCRIPT), url, face, str(calls), str(WARMUP)],
+        [python, str(PUBLISHED_SCRIPT), url, face, str(calls), str(WARMUP), str(ROUNDS)],
         capture_output=True,
         text=True,
         timeout=900,
         env=env,
         check=True,
     )
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms"])
+    return [float(ms) for ms in json.loads(done.stdout.strip().splitlines()[-1])["rounds"]]
 
 
 def run(
@@ -136,12 +152,12 @@ def run(
                 path = "lean" if lean else "regular"
                 sync_ms = measure_sync(url, table, lean, calls)
                 async_ms = asyncio.run(measure_async(url, table, lean, calls))
-                results.append(CpuResult(engine, "sync", path, calls, sync_ms))
-                results.append(CpuResult(engine, "async", path, calls, async_ms))
+                results.append(result(engine, "sync", path, calls, sync_ms))
+                results.append(result(engine, "async", path, calls, async_ms))
             if published is not None:
                 for face in FACES:
                     ms = measure_published(published, url, face, calls)
-                    results.append(CpuResult(engine, face, "published", calls, ms))
+                    results.append(result(engine, face, "published", calls, ms))
     return results
 
 
@@ -150,7 +166,8 @@ def markdown(results: list[CpuResult], note: str) -> str:
     lines = [
         "## Client CPU per steady acquire (lean path)",
         "",
-        f"`bench.cpu`: {note}. CPU ms per acquire (`time.process_time`), token reserves off.",
+        f"`bench.cpu`: {note}. CPU ms per acquire (`time.process_time`), the median of "
+        f"{ROUNDS} rounds, token reserves off.",
         "",
         "| engine | face | published | regular | lean | lean / published | lean / regular |",
         "|---|---|---|---|---|---|---|",

@@ -16,7 +16,7 @@ warnings.simplefilter("ignore")
 from zae_limiter import Limit, RateLimiter, Repository, SyncRateLimiter, SyncRepository  # noqa: E402
 
 
-def main(url: str, face: str, calls: int, warmup: int) -> None:
+def main(url: str, face: str, calls: int, warmup: int, rounds: int) -> None:
     name = f"zael-pub-{uuid.uuid4().hex[:8]}"
     limits = [Limit.per_second("rps", 1_000_000)]
     # The table alone: the published stack template does not deploy on moto.
@@ -33,13 +33,15 @@ def main(url: str, face: str, calls: int, warmup: int) -> None:
 
         for _ in range(warmup):
             one()
-        start = time.process_time()
-        for _ in range(calls):
-            one()
-        cpu = time.process_time() - start
+        took = []
+        for _ in range(rounds):
+            start = time.process_time()
+            for _ in range(calls):
+                one()
+            took.append(time.process_time() - start)
     else:
 
-        async def run() -> float:
+        async def run() -> list:
             arepo = Repository(
                 name, region="us-east-1", endpoint_url=url, _skip_deprecation_warning=True
             )
@@ -51,14 +53,17 @@ def main(url: str, face: str, calls: int, warmup: int) -> None:
 
             for _ in range(warmup):
                 await one()
-            start = time.process_time()
-            for _ in range(calls):
-                await one()
-            return time.process_time() - start
+            took = []
+            for _ in range(rounds):
+                start = time.process_time()
+                for _ in range(calls):
+                    await one()
+                took.append(time.process_time() - start)
+            return took
 
-        cpu = asyncio.run(run())
-    print(json.dumps({"cpu_ms": 1000 * cpu / calls, "calls": calls}))
+        took = asyncio.run(run())
+    print(json.dumps({"rounds": [1000 * cpu / calls for cpu in took], "calls": calls}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -86,11 +86,10 @@ class Signer:
         self.host = host_of(url)
         self.region = region
         self.service = service
-        # (secret, day, HMAC keyed with the signing key, credential scope); the keyed HMAC
-        # is copied per request, which skips re-deriving its inner and outer pads.
-        self._key: tuple[str, str, Any, str] = ("", "", None, "")
+        # (secret, day, signing key, credential scope): the key is derived once a day.
+        self._key: tuple[str, str, bytes, str] = ("", "", b"", "")
 
-    def _signing_key(self, secret: str, day: str) -> tuple[Any, str]:
+    def _signing_key(self, secret: str, day: str) -> tuple[bytes, str]:
         cached = self._key
         if cached[1] == day and cached[0] == secret:
             return cached[2], cached[3]
@@ -98,9 +97,8 @@ class Signer:
         for part in (self.region, self.service, "aws4_request"):
             key = _hmac(key, part)
         scope = f"{day}/{self.region}/{self.service}/aws4_request"
-        keyed = hmac.new(key, digestmod=hashlib.sha256)
-        self._key = (secret, day, keyed, scope)
-        return keyed, scope
+        self._key = (secret, day, key, scope)
+        return key, scope
 
     def _canonical_headers(self, headers: dict[str, str]) -> tuple[str, str]:
         """The canonical header block and the signed names, for any header set."""
@@ -135,11 +133,11 @@ class Signer:
         else:
             block, signed_names = self._canonical_headers(headers)
         canonical = f"POST\n/\n\n{block}\n{signed_names}\n{hashlib.sha256(body).hexdigest()}"
-        keyed, scope = self._signing_key(credentials.secret_key, when[:8])
+        key, scope = self._signing_key(credentials.secret_key, when[:8])
         digest = hashlib.sha256(canonical.encode()).hexdigest()
-        mac = keyed.copy()
-        mac.update(f"{ALGORITHM}\n{when}\n{scope}\n{digest}".encode())
-        signature = mac.hexdigest()
+        # One-shot HMAC: a single call into OpenSSL, where a keyed copy takes several
+        # Python-level steps (hmac.HMAC.copy, update, hexdigest).
+        signature = _hmac(key, f"{ALGORITHM}\n{when}\n{scope}\n{digest}").hex()
         headers["Authorization"] = (
             f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
             f"SignedHeaders={signed_names}, Signature={signature}"

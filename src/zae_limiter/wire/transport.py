@@ -118,7 +118,7 @@ class SyncTransport:
         if not self._kernel:
             return not wait_for_read(sock, timeout=0.0)
         try:
-            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            sock.recv(1, _PEEK_NOW)
         except BlockingIOError:
             return True
         except OSError:
@@ -176,6 +176,10 @@ class SyncTransport:
             idle, self._idle = self._idle, []
         for sock in idle:
             sock.close()
+
+
+#: Flags combined once: an IntFlag `|` runs three Python-level calls in enum.
+_PEEK_NOW = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)
 
 
 def _receive(sock: socket.socket) -> tuple[Head, bytes]:
