@@ -58,6 +58,17 @@ def test_demo_shows_a_rejection_with_retry_after(
 
 
 @pytest.mark.slow
+def test_demo_one_call_shows_in_the_cascade_parent(
+    demo_run: subprocess.CompletedProcess[str],
+) -> None:
+    found = re.search(r"acme \(cascade parent\) tpm available (\d+) -> (\d+)", demo_run.stdout)
+    assert found, demo_run.stdout
+    before, after = int(found.group(1)), int(found.group(2))
+    # The call's 320 tokens, less what the parent's slow daily budget refilled meanwhile.
+    assert before - 320 <= after < before
+
+
+@pytest.mark.slow
 def test_demo_hot_entity_doubles_its_shards(demo_run: subprocess.CompletedProcess[str]) -> None:
     counts = [int(c) for c in re.findall(r"globex-batch shard count: (\d+)", demo_run.stdout)]
     assert counts, demo_run.stdout
