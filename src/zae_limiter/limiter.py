@@ -314,9 +314,12 @@ class _Acquiring(Generic[RepoT]):
         return flow
 
     def _settle(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
-        """What the lease holds, what it starts from, and why it holds nothing."""
+        """What the lease holds, what it starts from, and why it holds nothing; the
+        reserves are tended after an acquire that reached DynamoDB's answer."""
         decisions, resource = self._face._decisions, self._args[1]
         held, why = decisions.settle(resource, self._started, self._policy, acquired, error)
+        if error is None:
+            self._repo.tend_reserves()
         return held, _consumed(held, self._args[2]), why
 
 
@@ -327,14 +330,10 @@ class AsyncAcquiring(_Acquiring[Repository]):
 
     async def __aenter__(self) -> Lease:
         repo = self._repo
-        flow = self._begin()
         try:
-            acquired = await repo.run(flow, repo.timeout)
+            parts = self._settle(await repo.run(self._begin(), repo.timeout), None)
         except _FAILED as error:
             parts = self._settle(None, error)
-        else:
-            parts = self._settle(acquired, None)
-            repo.tend_reserves()
         self._lease = Lease(repo, *parts)
         return self._lease
 
@@ -349,14 +348,10 @@ class SyncAcquiring(_Acquiring[SyncRepository]):
 
     def __enter__(self) -> SyncLease:
         repo = self._repo
-        flow = self._begin()
         try:
-            acquired = repo.run(flow, repo.timeout)
+            parts = self._settle(repo.run(self._begin(), repo.timeout), None)
         except _FAILED as error:
             parts = self._settle(None, error)
-        else:
-            parts = self._settle(acquired, None)
-            repo.tend_reserves()
         self._lease = SyncLease(repo, *parts)
         return self._lease
 
