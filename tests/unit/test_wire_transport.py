@@ -222,6 +222,40 @@ def test_the_callers_deadline_is_a_builtin_timeout_and_the_connection_goes(
     asyncio.run(run())
 
 
+def first_then_stall(conn: socket.socket, n: int) -> bool:
+    if n == 1:
+        conn.sendall(ok())
+        return True
+    threading.Event().wait(3.0)  # then closes: an exchange not cut by then fails otherwise
+    return False
+
+
+@pytest.mark.parametrize("server", [first_then_stall], indirect=True)
+def test_one_alarm_cuts_each_exchange_at_its_own_deadline(server: Server) -> None:
+    """The transport's one timer outlives an exchange that ended in time: a later
+    exchange with a later deadline is not cut early by it, and exchanges in flight
+    together are each cut at their own deadline."""
+
+    async def cut_after(transport: AsyncTransport, seconds: float) -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(TimeoutError):
+            await transport.send({}, b"{}", deadline=start + seconds)
+        return loop.time() - start
+
+    async def run() -> None:
+        transport = AsyncTransport(server.endpoint(read_timeout=5.0))
+        loop = asyncio.get_running_loop()
+        status, _, _ = await transport.send({}, b"{}", deadline=loop.time() + 0.2)
+        assert status == 200  # the alarm stays armed for this one's deadline
+        assert await cut_after(transport, 0.5) >= 0.5  # not by the first one's alarm
+        late, early = await asyncio.gather(cut_after(transport, 0.7), cut_after(transport, 0.2))
+        assert early >= 0.2
+        assert late >= 0.7  # the alarm re-armed for it after cutting the early one
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("server", [stall], indirect=True)
 def test_a_read_timeout_sooner_than_the_deadline_is_botocores(server: Server) -> None:
     async def run() -> None:

@@ -1,4 +1,4 @@
-"""Keep-alive connections to one endpoint for asyncio, with one timer per exchange.
+"""Keep-alive connections to one endpoint for asyncio, with one timer per transport.
 
 A plain-HTTP endpoint given as an IP address (DynamoDB Local, a moto server, a local
 proxy to DynamoDB) gets connections of our own: a non-blocking socket connected with
@@ -7,9 +7,10 @@ costs about a fifth of a call when each call opens a connection (moto closes eve
 one): address checks, a transport object and several `call_soon` hops. Host names and
 TLS keep asyncio's own transports (resolution and the TLS handshake are its job).
 
-One timer per exchange: the earliest of the caller's deadline and the current phase's
-timeout (connect, then read), re-armed only when a later phase needs an earlier time.
-When the caller's deadline cut the exchange the builtin `TimeoutError` is raised; the
+One timer per transport, not per exchange: each exchange is cut at the earliest of the
+caller's deadline and the current phase's timeout (connect, then read), and the timer is
+armed for the earliest such time of all exchanges, re-armed lazily (`_Alarm`). When
+the caller's deadline cut the exchange the builtin `TimeoutError` is raised; the
 connect and read timeouts raise botocore's types, as the sync transport does. A
 connection an exchange did not finish is closed, never reused.
 """
@@ -38,19 +39,62 @@ CONNECT, READ, DEADLINE = "connect", "read", "deadline"
 _PENDING = (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN)
 
 
-class _Watch:
-    """The one timer of an exchange; on expiry it fails the future being awaited."""
+class _Alarm:
+    """One timer for every exchange of a transport on one loop.
 
-    __slots__ = ("cause", "deadline", "future", "limit", "loop", "stage", "timer")
+    Armed for the earliest time an exchange must be cut, and not cancelled when that
+    exchange ends in time: the next ones (each 1 s or so from its start) need no earlier
+    wake-up, so back-to-back calls share one timer a second instead of arming and
+    cancelling one each. When it fires it cuts what is due and re-arms for the rest.
+    """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float | None) -> None:
+    __slots__ = ("at", "loop", "timer", "watches")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.watches: set[_Watch] = set()
+        self.timer: asyncio.TimerHandle | None = None
+        self.at = 0.0  # when `timer` fires
+
+    def need(self, at: float) -> None:
+        """Some exchange must be woken by loop time `at`."""
+        timer = self.timer
+        if timer is not None:
+            if self.at <= at:
+                return  # it fires earlier and re-arms for what is left
+            timer.cancel()
+        self.at = at
+        self.timer = self.loop.call_at(at, self._fire, at)
+
+    def _fire(self, at: float) -> None:
+        self.timer = None
+        later: float | None = None
+        for watch in list(self.watches):
+            limit = watch.limit
+            if limit is None:
+                continue
+            if limit <= at:
+                watch.expire()
+            elif later is None or limit < later:
+                later = limit
+        if later is not None:
+            self.need(later)
+
+
+class _Watch:
+    """What cuts one exchange: the earliest of the caller's deadline and the current
+    phase's timeout (connect, then read). On expiry it fails the future being awaited."""
+
+    __slots__ = ("alarm", "cause", "deadline", "future", "limit", "stage")
+
+    def __init__(self, alarm: _Alarm, deadline: float | None) -> None:
+        self.alarm = alarm
         self.deadline = deadline  # loop time, or None
         self.limit: float | None = None  # when the current phase expires
         self.stage = CONNECT  # what the exchange is doing
-        self.cause = DEADLINE  # what ends it if the timer fires
+        self.cause = DEADLINE  # what ends it if the alarm fires
         self.future: asyncio.Future[Any] | None = None
-        self.timer: asyncio.TimerHandle | None = None
+        alarm.watches.add(self)
 
     def phase(self, now: float, timeout: float | None, cause: str) -> None:
         self.stage = cause
@@ -59,35 +103,20 @@ class _Watch:
         if deadline is not None and (at is None or deadline <= at):
             at, cause = deadline, DEADLINE
         self.limit, self.cause = at, cause
-        if at is None:
-            return
-        timer = self.timer
-        if timer is None or at < timer.when():
-            if timer is not None:
-                timer.cancel()
-            self.timer = self.loop.call_at(at, self._fire, at)
-        # else the timer fires earlier than needed and re-arms itself for `limit`
+        if at is not None:
+            self.alarm.need(at)
 
-    def _fire(self, at: float) -> None:
-        self.timer = None
-        limit = self.limit
-        if limit is None:
-            return
-        if at < limit:  # armed for an earlier phase
-            self.timer = self.loop.call_at(limit, self._fire, limit)
-            return
+    def expire(self) -> None:
         future = self.future
         if future is not None and not future.done():
             future.set_exception(TimeoutError(self.cause))
 
     def wait(self) -> asyncio.Future[Any]:
-        self.future = future = self.loop.create_future()
+        self.future = future = self.alarm.loop.create_future()
         return future
 
     def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.alarm.watches.discard(self)
 
 
 class _Receiver:
@@ -280,6 +309,7 @@ class AsyncTransport:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self._idle: list[_Receiver] = []
+        self._alarm: _Alarm | None = None
         host = endpoint.address[0]
         # Windows' default (proactor) loop has no reader callbacks: asyncio's transports.
         own = endpoint.tls is None and sys.platform != "win32"
@@ -310,7 +340,10 @@ class AsyncTransport:
         """One exchange; `deadline`: the loop time by which it must end (TimeoutError)."""
         ep = self.endpoint
         loop = asyncio.get_running_loop()
-        watch = _Watch(loop, deadline)
+        alarm = self._alarm
+        if alarm is None or alarm.loop is not loop:
+            self._alarm = alarm = _Alarm(loop)
+        watch = _Watch(alarm, deadline)
         connection = self._checkout()
         try:
             if connection is None:
