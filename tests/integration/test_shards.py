@@ -82,6 +82,24 @@ def test_a_new_shard_takes_half_of_its_siblings_tokens(api: Api, clock: Clock) -
     assert 1000 - taken - 2 < total_tokens(hot) <= 1000 - taken
 
 
+def test_a_share_not_yet_split_off_counts_where_it_is(api: Api, clock: Clock) -> None:
+    """Between a doubling and the first acquire on shard 1, shard 0 holds both shares:
+    reads count them all, and `get_shards` shows shard 0 with both."""
+    hot = api.new_client(partition_wcu=10, reserve=False)
+    limits = [Limit.custom("rpm", 1000, 1, 3600)]  # no refill to speak of
+    taken = 0
+    while taken == 0 or hot.get_shards("hot", "api")[0].shard_count == 1:
+        assert taken < 3 * HEAT, "never doubled"
+        clock.advance(0.04)
+        with hot.acquire("hot", "api", {"rpm": 1}, limits=limits):
+            taken += 1
+    (shard0,) = hot.get_shards("hot", "api")  # shard 1 is made by its first acquire
+    assert shard0.shard_count == 2
+    assert shard0.capacity == {"rpm": 1000} and shard0.tokens == {"rpm": 1000 - taken}
+    assert hot.available("hot", "api", limits=limits) == {"rpm": 1000 - taken}
+    assert hot.time_until_available("hot", "api", {"rpm": 1000 - taken}, limits=limits) == 0
+
+
 def test_a_drained_shard_is_retried_on_another(api: Api, clock: Clock) -> None:
     hot = api.new_client(partition_wcu=10, reserve=False)
     limits = [Limit.custom("rpm", 100, 1, 3600)]

@@ -25,15 +25,18 @@ from zae_limiter.flows.bucket_write import (
     Level,
     Rejected,
     WritePlan,
+    donor_of,
     effective,
     learn,
     local_rejection,
     new_bucket,
     plan_write,
     remember,
+    shares_held,
 )
 from zae_limiter.flows.context import Exhausted, RepoState
 from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState
 
 
 # ---------------------------------------------------------------- plan_write rejections
@@ -254,3 +257,22 @@ def test_effective_divides_application_limits_but_never_to_zero() -> None:
     assert effective(RPM, 4) == LimitState(0, 2500, 2500, 60_000)
     tiny = Limit.per_minute("one", 1)
     assert effective(tiny, 4096) == LimitState(0, 1, 1, 60_000)
+
+
+# ---------------------------------------------------------------- shares not yet split off
+def _shards(count: int, present: list[int]) -> list[BucketState]:
+    return [BucketState("e", "r", i, count, T0, {}) for i in present]
+
+
+def test_each_shard_holds_the_shares_of_the_shards_not_yet_made_from_it() -> None:
+    assert [donor_of(k) for k in range(1, 8)] == [0, 0, 1, 0, 1, 2, 3]
+    assert shares_held(_shards(1, [0])) == {0: 1}
+    assert shares_held(_shards(4, [0, 1, 2, 3])) == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert shares_held(_shards(4, [0, 1])) == {0: 2, 1: 2}  # just doubled from 2
+    assert shares_held(_shards(4, [0])) == {0: 4}
+    # Shard 6's donor (2) was never made, so 6 took from shard 0; 2 and 4 are still there.
+    assert shares_held(_shards(8, [0, 1, 3, 5, 6, 7])) == {0: 3, 1: 1, 3: 1, 5: 1, 6: 1, 7: 1}
+    # A missing donor's share goes to shard 0, as create_split_shard takes it.
+    assert shares_held(_shards(8, [0, 1, 3])) == {0: 4, 1: 2, 3: 2}
+    assert shares_held(_shards(2, [1])) == {1: 1}  # no shard 0: nothing to go by
+    assert sum(shares_held(_shards(8, [0, 5])).values()) == 8

@@ -5,7 +5,7 @@ No requests are made here; `flows.take` runs the state machine that uses these p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -150,17 +150,21 @@ def _status(
     )
 
 
-def share_now(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState, LimitState]:
+def share_now(
+    bucket: BucketState, limit: Limit, now_ms: int, shares: int = 1
+) -> tuple[LimitState, LimitState]:
     """(the shard's share of `limit` holding the stored tokens, the same refilled to now).
 
     Tokens held in reserves count against the capacity: a shard refilled while reserves
     are out holds at most its capacity less what they hold, so no more than the capacity
-    can ever be spent from it in all.
+    can ever be spent from it in all. `shares`: how many shards' shares it holds (reads
+    only; see `shares_held`).
     """
     cfg = effective(limit, bucket.shard_count)
     stored = bucket.limits.get(limit.name)
     held = keys.held_milli(bucket.reserved.get(limit.name, {}), now_ms)
-    room = cfg.capacity_milli - held if held > 0 else cfg.capacity_milli
+    capacity = cfg.capacity_milli if shares == 1 else cfg.capacity_milli * shares
+    room = capacity - held if held > 0 else capacity
     current = LimitState(
         cfg.capacity_milli if stored is None else stored.tokens_milli,
         room,
@@ -169,6 +173,28 @@ def share_now(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitStat
     )
     refilled = current.refilled(bucket.last_refill_ms, now_ms) if stored else current
     return cfg, refilled
+
+
+def donor_of(shard_id: int) -> int:
+    """The shard a new shard `shard_id` >= 1 splits its share off: its sibling before the
+    doubling that made it (shard k - n after n -> 2n shards)."""
+    return shard_id - (1 << (shard_id.bit_length() - 1))
+
+
+def shares_held(shards: Sequence[BucketState]) -> dict[int, int]:
+    """How many shards' shares each shard read holds. After a doubling, a shard is made
+    by its first acquire, which splits its share off its donor (or off shard 0 when the
+    donor was never made either); until then that share is still in the donor."""
+    present = {bucket.shard_id: bucket for bucket in shards}
+    shard0 = present.get(0)
+    held = dict.fromkeys(present, 1)
+    if shard0 is None:
+        return held
+    for shard_id in range(1, shard0.shard_count):
+        if shard_id not in present:
+            donor = donor_of(shard_id)
+            held[donor if donor in present else 0] += 1
+    return held
 
 
 #: A reserve that the bucket can only grant below this share of what was asked is not

@@ -23,6 +23,7 @@ from zae_limiter.flows.bucket_write import (
     Rejected,
     Taken,
     WritePlan,
+    donor_of,
     learn,
     new_bucket,
     plan_write,
@@ -210,7 +211,7 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
             f"shard {level.shard_id} does not exist",
             code=SHARD_NOT_FOUND,
         )
-    donor_id = level.shard_id - (1 << (level.shard_id.bit_length() - 1))
+    donor_id = donor_of(level.shard_id)
     donor = shard0
     if donor_id:
         read = yield from _read_shard(state, level, donor_id)
