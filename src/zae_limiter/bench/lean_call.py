@@ -7,6 +7,7 @@ What `wire/` costs without the library's flows and driver: compare builds with i
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import boto3
 
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
-from zae_limiter.bench.engines import create_table, running
+from zae_limiter.bench.engines import DYNAMODB_LOCAL, MOTO, create_table, running
 from zae_limiter.flows.bucket_write import stored_config
 from zae_limiter.wire import lean_client
 
@@ -73,8 +74,16 @@ async def async_rounds(url: str, params: dict[str, Any], calls: int) -> list[flo
 
 
 def main(argv: list[str]) -> None:
-    engine = argv[0] if argv else "dynamodb-local"
-    calls = int(argv[1]) if len(argv) > 1 else 2000
+    parser = argparse.ArgumentParser(
+        prog="python -m zae_limiter.bench.lean_call",
+        description="Client CPU of one lean UpdateItem, alone, sync and async.",
+    )
+    parser.add_argument("engine", nargs="?", default=DYNAMODB_LOCAL, choices=(MOTO, DYNAMODB_LOCAL))
+    parser.add_argument("calls", nargs="?", default=2000, type=int, help="calls per round")
+    args = parser.parse_args(argv)
+    engine, calls = args.engine, args.calls
+    if calls < 1:
+        parser.error("calls must be at least 1")
     with running(engine) as server:
         url = server.endpoint_url
         params = _params(url, create_table(url))
