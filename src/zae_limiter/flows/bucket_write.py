@@ -171,8 +171,14 @@ def share_now(
         cfg.refill_amount_milli,
         cfg.refill_period_ms,
     )
-    refilled = current.refilled(bucket.last_refill_ms, now_ms) if stored else current
-    return cfg, refilled
+    if stored is None:
+        return cfg, current
+    if stored.tokens_milli > room and stored.capacity_milli == limit.capacity_milli:
+        # More than the room under an unchanged limit: a share not yet split off after a
+        # doubling (its shard's first acquire takes it) or reserves granted before it.
+        # Kept whole, not refilled; only a lowered limit brings tokens down to it.
+        return cfg, current
+    return cfg, current.refilled(bucket.last_refill_ms, now_ms)
 
 
 def donor_of(shard_id: int) -> int:
