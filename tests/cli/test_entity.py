@@ -230,9 +230,10 @@ def test_shards_show_table_and_warning(zae: Zae) -> None:
     assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
     shard0 = next(line for line in lines if re.match(r"^│\s+0\s", line))
-    # shard 0 counts 4 shards: 25 of 100/4; shard 1 still counts 2: 30 of 100/2
-    assert re.search(r"│\s+4\s+│\s+25/25\s+│", shard0)
-    assert any(re.search(r"total\s.*55/75", line) for line in lines)
+    # Shard 0 counts 4 shards; shards 2 and 3 are not made yet, so their shares of
+    # 100/4 are still in their donors, shards 0 and 1: each holds 50.
+    assert re.search(r"│\s+4\s+│\s+25/50\s+│", shard0)
+    assert any(re.search(r"total\s.*55/100", line) for line in lines)
     assert "disagree about the shard count (2, 4)" in done.stderr
 
 

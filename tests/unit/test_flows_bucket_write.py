@@ -31,6 +31,7 @@ from zae_limiter.flows.bucket_write import (
     local_rejection,
     new_bucket,
     plan_write,
+    read_shares,
     remember,
     shares_held,
 )
@@ -291,4 +292,15 @@ def test_each_shard_holds_the_shares_of_the_shards_not_yet_made_from_it() -> Non
     # A missing donor's share goes to shard 0, as create_split_shard takes it.
     assert shares_held(_shards(8, [0, 1, 3])) == {0: 4, 1: 2, 3: 2}
     assert shares_held(_shards(2, [1])) == {1: 1}  # no shard 0: nothing to go by
+
+
+def test_reads_measure_a_shard_in_shard_zeros_shares() -> None:
+    stale = [replace(b, shard_count=2) if b.shard_id else b for b in _shards(4, [0, 1])]
+    counted = read_shares(stale)  # shard 1 has not seen the doubling to 4 yet
+    assert [(b.shard_id, b.shard_count, n) for b, n in counted] == [(0, 4, 2), (1, 4, 2)]
+    merging = _shards(2, [0]) + _shards(4, [1, 2, 3])[0:3]  # shards 2, 3: beyond the count
+    counted = read_shares(merging)
+    assert [(b.shard_id, b.shard_count, n) for b, n in counted] == [
+        (0, 2, 1), (1, 2, 1), (2, 4, 1), (3, 4, 1),
+    ]  # fmt: skip
     assert sum(shares_held(_shards(8, [0, 5])).values()) == 8

@@ -6,7 +6,7 @@ No requests are made here; `flows.take` runs the state machine that uses these p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -188,9 +188,10 @@ def donor_of(shard_id: int) -> int:
 
 
 def shares_held(shards: Sequence[BucketState]) -> dict[int, int]:
-    """How many shards' shares each shard read holds. After a doubling, a shard is made
-    by its first acquire, which splits its share off its donor (or off shard 0 when the
-    donor was never made either); until then that share is still in the donor."""
+    """How many of shard 0's shares (1 / its count) each shard read holds. After a
+    doubling, a shard is made by its first acquire, which splits its share off its donor
+    (or off shard 0 when the donor was never made either); until then that share is
+    still in the donor."""
     present = {bucket.shard_id: bucket for bucket in shards}
     shard0 = present.get(0)
     held = dict.fromkeys(present, 1)
@@ -201,6 +202,22 @@ def shares_held(shards: Sequence[BucketState]) -> dict[int, int]:
             donor = donor_of(shard_id)
             held[donor if donor in present else 0] += 1
     return held
+
+
+def read_shares(shards: Sequence[BucketState]) -> list[tuple[BucketState, int]]:
+    """Each shard read as reads count it, with how many shares it holds: measured in
+    shard 0's shares when shard 0 counts it (a shard that has not seen the latest
+    doubling yet still records the older count); a shard beyond shard 0's count (a
+    merge under way) by its own count."""
+    held = shares_held(shards)
+    count = next((b.shard_count for b in shards if b.shard_id == 0), None)
+    counted = []
+    for bucket in shards:
+        shares = held[bucket.shard_id]
+        if count is not None and bucket.shard_id < count and bucket.shard_count != count:
+            bucket = replace(bucket, shard_count=count)
+        counted.append((bucket, shares))
+    return counted
 
 
 #: A reserve that the bucket can only grant below this share of what was asked is not

@@ -10,7 +10,7 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.acquire import validate_amounts
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.bucket_write import share_now, shares_held
+from zae_limiter.flows.bucket_write import read_shares, share_now
 from zae_limiter.flows.config import require_limits, resolve
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
@@ -60,10 +60,9 @@ def _tokens_now(limit: Limit, shards: Sequence[BucketState], now_ms: int) -> tup
     whole = LimitState(0, limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms)
     if not shards:
         return limit.capacity_milli, whole
-    shares = shares_held(shards)
     total = sum(
-        share_now(shard, limit, now_ms, shares[shard.shard_id])[1].tokens_milli
-        for shard in shards
+        share_now(shard, limit, now_ms, shares)[1].tokens_milli
+        for shard, shares in read_shares(shards)
     )
     return total, whole
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zae_limiter import keys
 from zae_limiter.flows import Flow
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.bucket_write import share_now, shares_held
+from zae_limiter.flows.bucket_write import read_shares, share_now
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.entities import entity_bucket_keys
 from zae_limiter.limits import Limit
@@ -25,9 +25,15 @@ def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[lis
     return sorted((keys.decode_bucket(i) for i in items.values()), key=lambda b: b.shard_id)
 
 
-def shard_info(bucket: BucketState, now_ms: int, item_rate: float, shares: int = 1) -> ShardInfo:
-    """One shard as shown: capacity and tokens of the `shares` it holds (see
-    `bucket_write.shares_held`)."""
+def shard_info(
+    bucket: BucketState,
+    now_ms: int,
+    item_rate: float,
+    counted: tuple[BucketState, int] | None = None,
+) -> ShardInfo:
+    """One shard as shown: the count it records, and the capacity and tokens of the
+    shares it holds, `counted` as reads count them (`bucket_write.read_shares`)."""
+    measured, shares = counted or (bucket, 1)
     capacity: dict[str, int] = {}
     tokens: dict[str, int] = {}
     reserved: dict[str, int] = {}
@@ -38,7 +44,7 @@ def shard_info(bucket: BucketState, now_ms: int, item_rate: float, shares: int =
             max(1, stored.refill_amount_milli // 1000),
             max(1, stored.refill_period_ms // 1000),
         )
-        cfg, now = share_now(bucket, limit, now_ms, shares)
+        cfg, now = share_now(measured, limit, now_ms, shares)
         held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
         capacity[name] = cfg.capacity_milli * shares // 1000
         tokens[name] = now.tokens_milli // 1000
@@ -65,9 +71,8 @@ def get_shards(
     found = yield from entity_bucket_keys(state, entity_id, resource)
     items = list((yield from batch_get(state, found)).values())
     buckets = [keys.decode_bucket(item) for item in items]
-    shares = shares_held(buckets)
     infos = [
-        shard_info(bucket, now_ms, keys.write_rate(item, now_ms), shares[bucket.shard_id])
-        for bucket, item in zip(buckets, items, strict=True)
+        shard_info(bucket, now_ms, keys.write_rate(item, now_ms), counted)
+        for bucket, item, counted in zip(buckets, items, read_shares(buckets), strict=True)
     ]
     return sorted(infos, key=lambda info: info.shard_id)
