@@ -121,6 +121,7 @@ class _SyncView:
 def api(request: pytest.FixtureRequest, table_name: str, clock: Clock) -> Iterator[Api]:
     """A limiter on a fresh table: sync on in-process moto, async on a moto server."""
     from zae_limiter import RateLimiter, Repository, SyncRateLimiter, SyncRepository
+
     opened: list[Any] = []
     if request.param == "sync":
         from moto import mock_aws

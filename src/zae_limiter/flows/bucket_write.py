@@ -174,9 +174,10 @@ def share_now(
     if stored is None:
         return cfg, current
     if stored.tokens_milli > room and stored.capacity_milli == limit.capacity_milli:
-        # More than the room under an unchanged limit: a share not yet split off after a
-        # doubling (its shard's first acquire takes it) or reserves granted before it.
-        # Kept whole, not refilled; only a lowered limit brings tokens down to it.
+        # More than the room under an unchanged limit: after a doubling, the share of a
+        # shard not made yet (its first acquire splits it off), or tokens that reserves
+        # granted before the doubling now crowd. Kept whole, not refilled; only a
+        # lowered limit brings tokens down to it.
         return cfg, current
     return cfg, current.refilled(bucket.last_refill_ms, now_ms)
 

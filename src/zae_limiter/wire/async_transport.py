@@ -64,10 +64,10 @@ class _Alarm:
                 return  # it fires earlier and re-arms for what is left
             timer.cancel()
         self.at = at
-        self.timer = self.loop.call_at(at, self._fire, at)
+        self.timer = self.loop.call_at(at, self._fire)
 
-    def _fire(self, at: float) -> None:
-        self.timer = None
+    def _fire(self) -> None:
+        self.timer, at = None, self.at
         later: float | None = None
         for watch in list(self.watches):
             limit = watch.limit
