@@ -82,22 +82,6 @@ def test_refill_up_to_now_is_counted_before_rejecting() -> None:
     assert outcome.retry_after_ms == 6000
 
 
-def test_a_share_not_yet_split_off_is_kept_by_a_write() -> None:
-    """Just doubled to 2 shards, shard 1 not made yet: shard 0 still holds its share.
-    A write on shard 0 takes only what it consumes (no clamp to its new half), and it
-    does not refill past its own half."""
-    stored = bucket(T0 - 60_000, {"rpm": 9000, "tpm": 0}, shard_count=2)  # half: 5000
-    outcome = plan_write(stored, make_level({"rpm": 1000, "tpm": 0}, shard_count=2), T0, TABLE, KEY)
-    assert isinstance(outcome, WritePlan)
-    assert value_of(outcome.params, "b_rpm_tk", "UpdateExpression") == -1000
-    # A lowered limit still brings the tokens down to it.
-    lowered = (Limit.per_minute("rpm", 4), TPM)
-    level = Level("e1", "gpt", lowered, {"rpm": 1000}, shard_count=2)
-    outcome = plan_write(stored, level, T0, TABLE, KEY)
-    assert isinstance(outcome, WritePlan)
-    assert value_of(outcome.params, "b_rpm_tk", "UpdateExpression") == 2000 - 9000 - 1000
-
-
 def test_debt_blocks_even_an_unconsumed_limit() -> None:
     stored = bucket(T0, {"rpm": 10_000, "tpm": -3000})
     outcome = plan_write(stored, make_level({"rpm": 1000}), T0, TABLE, KEY)

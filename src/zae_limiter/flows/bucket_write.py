@@ -171,15 +171,7 @@ def share_now(
         cfg.refill_amount_milli,
         cfg.refill_period_ms,
     )
-    if stored is None:
-        return cfg, current
-    if stored.tokens_milli > room and stored.capacity_milli == limit.capacity_milli:
-        # More than the room under an unchanged limit: after a doubling, the share of a
-        # shard not made yet (its first acquire splits it off), or tokens that reserves
-        # granted before the doubling now crowd. Kept whole, not refilled; only a
-        # lowered limit brings tokens down to it.
-        return cfg, current
-    return cfg, current.refilled(bucket.last_refill_ms, now_ms)
+    return cfg, current.refilled(bucket.last_refill_ms, now_ms) if stored else current
 
 
 def donor_of(shard_id: int) -> int:
