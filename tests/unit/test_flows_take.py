@@ -267,7 +267,7 @@ def test_noise_at_half_the_limit_rarely_counts_as_evidence() -> None:
 def test_fenced_write_failure_retries_on_all_old_without_reading() -> None:
     state = make_state()
     first = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
-    second = item(T0 - 12_000, {"rpm": 1000, "tpm": 400_000})
+    second = item(T0 - 12_000, {"rpm": 500, "tpm": 400_000})
     outcome, log = drive(
         take(state, make_level(), T0, True),
         [failed(first), failed(second), None, ok()],
@@ -278,8 +278,62 @@ def test_fenced_write_failure_retries_on_all_old_without_reading() -> None:
     assert isinstance(log[2], Sleep) and 0 <= log[2].ms <= 200
     retry = log[3].params
     assert retry["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0 - 12_000)}
-    # 12 s bring 2 rpm tokens: 1000 + 2000 - 1000
+    assert retry["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
+    # 12 s bring 2 rpm tokens: 500 + 2000 - 1000 (500 stored do not cover 1000)
     assert value_of(retry, "b_rpm_tk", "UpdateExpression") == 1000
+
+
+def _slow_path_write(stored: dict[str, int], refilled_ms: int) -> dict[str, Any]:
+    """The write the slow path plans from `stored` (tokens, milli) last refilled then."""
+    _, log = drive(
+        take(make_state(), make_level(), T0, False),
+        [Result({"Item": item(refilled_ms, stored)}), ok()],
+    )
+    params: dict[str, Any] = log[1].params
+    return params
+
+
+def test_a_refill_that_can_wait_is_left_for_a_later_write() -> None:
+    # The stored tokens cover the request and 12 s of refill would not fill the bucket:
+    # consuming first loses nothing, so the write is an ADD that only checks `rf`.
+    params = _slow_path_write({"rpm": 5000, "tpm": 500_000}, T0 - 12_000)
+    values = params["ExpressionAttributeValues"]
+    assert values[":old_rf"] == {"N": str(T0 - 12_000)} and ":rf" not in values
+    assert "#rf = :old_rf" in params["ConditionExpression"]
+    assert "#rf = :rf" not in params["UpdateExpression"]
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == -1000
+    assert value_of(params, "b_tpm_tk", "UpdateExpression") == -100_000
+
+
+def test_a_refill_that_would_fill_the_bucket_is_written_now() -> None:
+    # 9,500 stored cover the request, but 12 s bring 2,000 of a 10,000 capacity: waiting
+    # would count the 1,500 the bucket cannot hold after the next consume.
+    params = _slow_path_write({"rpm": 9500, "tpm": 500_000}, T0 - 12_000)
+    assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 10_000 - 9500 - 1000
+
+
+def test_a_refill_the_request_needs_is_written_now() -> None:
+    params = _slow_path_write({"rpm": 500, "tpm": 500_000}, T0 - 12_000)
+    assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 2000 - 1000
+
+
+def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
+    from dataclasses import replace
+
+    level = replace(make_level(), hold_milli={"rpm": 2000})
+    image = item(T0, {"rpm": 8000, "tpm": 800_000})
+    _, log = drive(
+        take(make_state(), level, T0, False),
+        [Result({"Item": image}), failed(image), None, ok()],
+    )
+    first, retry = log[1].params, log[3].params
+    # A reserve needs as much again behind: the floor is 1,000 + 2 x 2,000.
+    assert value_of(first, "b_rpm_tk >=", "ConditionExpression") == 5000
+    assert "#h0" in first["UpdateExpression"]
+    assert value_of(retry, "b_rpm_tk >=", "ConditionExpression") == 1000
+    assert "#h0" not in retry["UpdateExpression"]
 
 
 def test_lost_create_race_continues_on_the_winner_item() -> None:
@@ -296,8 +350,8 @@ def test_lost_create_race_continues_on_the_winner_item() -> None:
         "sleep",
         "update_item",
     ]
-    # The winner's item is full at T0: nothing to refill, so the write is not fenced on rf.
-    assert ":old_rf" not in log[3].params["ExpressionAttributeValues"]
+    # The winner's item is full at T0: nothing to refill, so the write leaves `rf` alone.
+    assert ":rf" not in log[3].params["ExpressionAttributeValues"]
 
 
 def test_contention_gives_up_after_max_attempts() -> None:

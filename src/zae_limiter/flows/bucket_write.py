@@ -248,40 +248,43 @@ def plan_write(
     moved_milli: Mapping[str, int] | None = None,
     shard_count: int | None = None,
 ) -> WritePlan | Rejected:
-    """Refill every limit to `now_ms` and consume; a plan to write, or a rejection."""
+    """Refill every limit to `now_ms` and consume; a plan to write, or a rejection.
+
+    The refill is written (moving `rf`, fenced on it) only when it must be: when the
+    stored tokens do not cover the request, when it would clamp (a refill that fills the
+    bucket is lost if it waits), or when a config changes. Otherwise it waits for a later
+    write: refill is additive over any split of time, so consuming first loses nothing,
+    and the write is an ADD that only checks `rf` is unchanged. Concurrent writers of
+    that kind never invalidate each other; only a refill written in between does.
+    """
     new_rf = max(bucket.last_refill_ms, now_ms)
-    # Unfenced when nothing refills and no config changes: then the write is a plain
-    # conditional ADD that concurrent writers cannot invalidate.
-    fenced = shard_count is not None or bool(moved_milli)
-    deltas: dict[str, int] = {}
-    floors: dict[str, int] = {}
-    fresh: dict[str, LimitState] = {}
-    configs: dict[str, LimitState] = {}
-    violations: list[LimitStatus] = []
     states = {limit.name: share_now(bucket, limit, new_rf) for limit in level.limits}
     refilled_all = {name: refilled for name, (_cfg, refilled) in states.items()}
+    fenced = (
+        shard_count is not None
+        or bool(moved_milli)
+        or not _refill_can_wait(bucket, level, states, new_rf)
+    )
+    if not fenced:
+        # The write leaves the refill for later: what it may take is what is stored.
+        refilled_all = {name: bucket.limits[name] for name in refilled_all}
     granted = grant(
         level.hold_milli,
         {name: state.tokens_milli for name, state in refilled_all.items()},
         level.consume_milli,
     )
+    deltas: dict[str, int] = {}
+    floors: dict[str, int] = {}
+    fresh: dict[str, LimitState] = {}
+    configs: dict[str, LimitState] = {}
+    violations: list[LimitStatus] = []
     wait = 0
     for limit in level.limits:
-        cfg, refilled = states[limit.name]
+        cfg = states[limit.name][0]
+        refilled = refilled_all[limit.name]
         configs[limit.name] = stored_config(limit)
         need = level.consume_milli.get(limit.name, 0)
         stored = bucket.limits.get(limit.name)
-        if (
-            stored is None
-            or refilled.tokens_milli != stored.tokens_milli
-            or (stored.capacity_milli, stored.refill_amount_milli, stored.refill_period_ms)
-            != (
-                limit.capacity_milli,
-                limit.refill_amount_milli,
-                limit.refill_period_ms,
-            )
-        ):
-            fenced = True
         if refilled.tokens_milli < need or refilled.tokens_milli < 0:
             ms = refilled.ms_until(max(need, 0), new_rf, new_rf)
             # More than this shard can ever hold: come back after a full refill period,
@@ -323,6 +326,33 @@ def plan_write(
         flush=level.flush,
     )
     return WritePlan(params, granted, keys.reserve_epoch(new_rf))
+
+
+def _refill_can_wait(
+    bucket: BucketState,
+    level: Level,
+    states: Mapping[str, tuple[LimitState, LimitState]],
+    now_ms: int,
+) -> bool:
+    """Whether every limit's stored config is current, its stored tokens cover the
+    request, and its refill to `now_ms` would not clamp (fill the shard's room)."""
+    for limit in level.limits:
+        stored = bucket.limits.get(limit.name)
+        if stored is None or (
+            stored.capacity_milli,
+            stored.refill_amount_milli,
+            stored.refill_period_ms,
+        ) != (limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms):
+            return False
+        cfg, refilled = states[limit.name]
+        need = max(level.consume_milli.get(limit.name, 0), 0)
+        if stored.tokens_milli < need:
+            return False
+        # `refilled` is clamped to the room: it shows the whole gain only when none is lost.
+        gain = cfg.refill_gain(bucket.last_refill_ms, now_ms)
+        if stored.tokens_milli + gain > refilled.capacity_milli:
+            return False
+    return True
 
 
 def _reserve_attrs(bucket: BucketState) -> dict[str, dict[str, str]]:

@@ -132,6 +132,11 @@ def take(
                 flushed = level.flush is not None
                 return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
             item = result.old
+            if level.hold_milli:
+                # A reserve is granted only if as much again stays behind: its floor is
+                # about all the shard holds, which any concurrent take breaks. A shard
+                # this contended is no place for a reserve: take only what is needed.
+                level = replace(level, hold_milli={})
         yield from pause(_backoff_ms(attempt))
     raise RateLimiterUnavailable(
         f"bucket {level.entity_id}/{level.resource} is too contended: "

@@ -215,12 +215,14 @@ def refill_and_consume(
     remove: Sequence[str] = (),
     flush: Flush | None = None,
 ) -> dict[str, Any]:
-    """The slow path's write: refill and consume, fenced on `rf`.
+    """The slow path's write: refill and consume, conditioned on `rf` as it was read.
 
     Existing limits change by ADD, so speculative writes that land between our read and
     this write (they never touch `rf`) still count; `floor_milli` fails the write rather
-    than let such a write drive a consumed limit below zero. Limits new to the item are
-    SET whole (`new_limits`), and every limit's stored config is brought up to date.
+    than let such a write drive a consumed limit below zero. A `fenced` write moves `rf`
+    to `new_refill_ms`, SETs limits new to the item whole (`new_limits`) and brings every
+    limit's stored config up to date; an unfenced one leaves `rf` (the refill waits) and
+    fails only if another write moved it meanwhile.
     `hold_milli` adds a reserve to this epoch's held count (the tokens themselves are in
     `token_delta_milli`); `remove` drops held counts that no reader counts any more;
     `flush` reports what the client's reserve spent since its last write.
@@ -241,12 +243,12 @@ def refill_and_consume(
     }
     removed = [f"#x{i}" for i in range(len(remove))]
     names.update(zip(removed, remove, strict=True))
+    names["#rf"] = A_REFILL
+    conds.append("#rf = :old_rf")
+    values[":old_rf"] = n(old_refill_ms)
     if fenced:
-        # Only a write that moves `rf` (or SETs whole values) must not race another one.
         sets.append("#rf = :rf")
-        names["#rf"] = A_REFILL
-        conds.append("#rf = :old_rf")
-        values.update({":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)})
+        values[":rf"] = n(new_refill_ms)
     if shard_count is not None:
         sets.append("#sc = :sc")
         names["#sc"] = A_SHARD_COUNT
