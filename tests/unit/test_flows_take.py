@@ -55,7 +55,7 @@ def test_speculative_success_is_one_update() -> None:
     [call] = log
     assert isinstance(call, Call) and call.op == "update_item"
     assert call.params["Key"] == KEY
-    assert call.params["ConditionExpression"].count("_tk >=") == 2
+    assert call.params["ConditionExpression"].count(">=") == 2
     assert value_of(call.params, "b_rpm_tk >=", "ConditionExpression") == 1000
     assert value_of(call.params, "b_tpm_tk >=", "ConditionExpression") == 100_000
     assert value_of(call.params, "b_rpm_cp =", "ConditionExpression") == 10_000
@@ -123,21 +123,13 @@ def test_refill_helps_one_fenced_write() -> None:
     assert "#rf = :old_rf" in params["ConditionExpression"]
     assert params["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0 - 30_000)}
     assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
-    # rpm: 0 + 5000 refill - 1000 taken, added: concurrent takes still count
+    # rpm: 0 + 5000 refill - 1000 taken; tpm: refilled to full (capped), minus 100 tokens
     assert value_of(params, "b_rpm_tk", "UpdateExpression") == 4000
+    assert value_of(params, "b_tpm_tk", "UpdateExpression") == 1_000_000 - 500_000 - 100_000
     assert value_of(params, "b_rpm_tc", "UpdateExpression") == 1000
-    # the floor keeps concurrent speculative writes from driving tokens below zero; the
-    # refill must not clamp: tokens (given back meanwhile) and this epoch's held count
-    # (reserves taken meanwhile) share the 5,000 of room it leaves
+    # the floors keep concurrent speculative writes from driving tokens below zero
     assert value_of(params, "b_rpm_tk >=", "ConditionExpression") == -4000
-    assert value_of(params, "b_rpm_tk <=", "ConditionExpression") == 2500
-    held = keys.reserve_attr("rpm", keys.reserve_epoch(T0))
-    bound = next(k for k, v in params["ExpressionAttributeNames"].items() if v == held)
-    assert value_of(params, f"{bound} <=", "ConditionExpression") == 2500
-    # tpm: 30 s refill fill the bucket, whatever was taken meanwhile: set to full - 100
-    assert value_of(params, "b_tpm_tk =", "UpdateExpression") == 1_000_000 - 100_000
-    assert value_of(params, "b_tpm_tk >=", "ConditionExpression") == 1_000_000 - 500_000
-    assert value_of(params, "b_tpm_tc", "UpdateExpression") == 100_000
+    assert value_of(params, "b_tpm_tk >=", "ConditionExpression") == -400_000
 
 
 def test_refill_uses_the_shard_share_of_the_stored_shard_count() -> None:
@@ -146,7 +138,7 @@ def test_refill_uses_the_shard_share_of_the_stored_shard_count() -> None:
     _, log = drive(take(state, make_level(), T0, True), [failed(old), ok()])
     params = log[1].params
     # capacity per shard is 5 tokens: a full shard gains nothing, then gives 1 token
-    assert value_of(params, "b_rpm_tk =", "UpdateExpression") == 4000
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == -1000
 
 
 def test_refill_does_not_help_rejects_and_remembers() -> None:
@@ -318,9 +310,7 @@ def test_a_refill_that_would_fill_the_bucket_is_written_now() -> None:
     # would count the 1,500 the bucket cannot hold after the next consume.
     params = _slow_path_write({"rpm": 9500, "tpm": 500_000}, T0 - 12_000)
     assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
-    # Full whatever concurrent takes left, as long as they left at least 8,000.
-    assert value_of(params, "b_rpm_tk =", "UpdateExpression") == 10_000 - 1000
-    assert value_of(params, "b_rpm_tk >=", "ConditionExpression") == 10_000 - 2000
+    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 10_000 - 9500 - 1000
 
 
 def test_a_refill_the_request_needs_is_written_now() -> None:
@@ -438,8 +428,8 @@ def test_split_shard_takes_half_of_its_sibling_and_the_sibling_keeps_half() -> N
     created = keys.decode_bucket(put.params["Item"])
     assert created.shard_id == 1
     assert created.limits["rpm"].tokens_milli == 5000
-    donor_keeps = value_of(move.params, "b_rpm_tk =", "UpdateExpression")
-    assert donor_keeps + created.limits["rpm"].tokens_milli == 10_000
+    donor_delta = value_of(move.params, "b_rpm_tk", "UpdateExpression")
+    assert 10_000 + donor_delta + created.limits["rpm"].tokens_milli == 10_000
 
 
 def test_a_write_knows_what_the_bucket_had_left_after_it() -> None:

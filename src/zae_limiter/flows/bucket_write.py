@@ -259,40 +259,53 @@ def plan_write(
     """
     new_rf = max(bucket.last_refill_ms, now_ms)
     states = {limit.name: share_now(bucket, limit, new_rf) for limit in level.limits}
+    refilled_all = {name: refilled for name, (_cfg, refilled) in states.items()}
     fenced = (
         shard_count is not None
         or bool(moved_milli)
         or not _refill_can_wait(bucket, level, states, new_rf)
     )
-    # A write that leaves the refill for later may take only what is stored.
-    tokens = {
-        name: (refilled if fenced else bucket.limits[name]).tokens_milli
-        for name, (_cfg, refilled) in states.items()
-    }
-    granted = grant(level.hold_milli, tokens, level.consume_milli)
-    parts = _Parts()
+    if not fenced:
+        # The write leaves the refill for later: what it may take is what is stored.
+        refilled_all = {name: bucket.limits[name] for name in refilled_all}
+    granted = grant(
+        level.hold_milli,
+        {name: state.tokens_milli for name, state in refilled_all.items()},
+        level.consume_milli,
+    )
+    deltas: dict[str, int] = {}
+    floors: dict[str, int] = {}
+    fresh: dict[str, LimitState] = {}
+    configs: dict[str, LimitState] = {}
     violations: list[LimitStatus] = []
     wait = 0
     for limit in level.limits:
-        cfg, refilled = states[limit.name]
+        cfg = states[limit.name][0]
+        refilled = refilled_all[limit.name]
+        configs[limit.name] = stored_config(limit)
         need = level.consume_milli.get(limit.name, 0)
-        have = tokens[limit.name]
-        if have < need or have < 0:
-            ms = replace(refilled, tokens_milli=have).ms_until(max(need, 0), new_rf, new_rf)
+        stored = bucket.limits.get(limit.name)
+        if refilled.tokens_milli < need or refilled.tokens_milli < 0:
+            ms = refilled.ms_until(max(need, 0), new_rf, new_rf)
             # More than this shard can ever hold: come back after a full refill period,
             # by when the count may have changed (never a tight retry loop).
             ms = cfg.refill_period_ms if ms < 0 else max(1, ms)
             wait = max(wait, ms)
-            violations.append(_status(level, limit.name, cfg, have, need, ms))
+            violations.append(_status(level, limit.name, cfg, refilled.tokens_milli, need, ms))
             continue
-        gain = cfg.refill_gain(bucket.last_refill_ms, new_rf)
-        moved = moved_milli.get(limit.name, 0) if moved_milli else 0
-        reserve = granted.get(limit.name, 0)
-        stored = bucket.limits.get(limit.name)
-        held = _held_seen(bucket, limit.name, new_rf)
-        parts.add(limit.name, stored, refilled, gain, fenced, need, reserve, moved, held)
+        extra = granted.get(limit.name, 0)
+        if stored is None:
+            fresh[limit.name] = LimitState(refilled.tokens_milli - need - extra, 0, 0, 1, need)
+            continue
+        delta = refilled.tokens_milli - stored.tokens_milli - need - extra
+        if moved_milli:
+            delta -= moved_milli.get(limit.name, 0)
+        deltas[limit.name] = delta
+        if need or extra or (moved_milli and moved_milli.get(limit.name)):
+            # A reserve is granted only if as much again stays behind.
+            floors[limit.name] = extra - delta
     if violations:
-        memory = Exhausted(new_rf + wait, new_rf, {n: s for n, (_c, s) in states.items()})
+        memory = Exhausted(new_rf + wait, new_rf, refilled_all)
         return Rejected(level.entity_id, level.resource, tuple(violations), wait, memory)
     consumed = {name: need for name, need in level.consume_milli.items() if need}
     params = keys.refill_and_consume(
@@ -300,93 +313,19 @@ def plan_write(
         key,
         old_refill_ms=bucket.last_refill_ms,
         new_refill_ms=new_rf,
-        token_delta_milli=parts.deltas,
-        consumed_milli={n: v for n, v in consumed.items() if n not in parts.fresh},
-        floor_milli=parts.floors,
-        new_limits=parts.fresh,
-        configs={limit.name: stored_config(limit) for limit in level.limits},
+        token_delta_milli=deltas,
+        consumed_milli={n: v for n, v in consumed.items() if n not in fresh},
+        floor_milli=floors,
+        new_limits=fresh,
+        configs=configs,
         reset_window=reset_window,
         shard_count=shard_count,
         fenced=fenced,
         hold_milli=granted,
         remove=keys.stale_reserve_attrs(_reserve_attrs(bucket), new_rf) if fenced else (),
         flush=level.flush,
-        full_milli=parts.full,
-        ceiling_milli=parts.ceilings,
-        held_bound=parts.held,
     )
     return WritePlan(params, granted, keys.reserve_epoch(new_rf))
-
-
-@dataclass(slots=True)
-class _Parts:
-    """Each limit's part of a planned write."""
-
-    deltas: dict[str, int] = field(default_factory=dict)
-    floors: dict[str, int] = field(default_factory=dict)
-    ceilings: dict[str, int] = field(default_factory=dict)
-    full: dict[str, tuple[int, int]] = field(default_factory=dict)
-    fresh: dict[str, LimitState] = field(default_factory=dict)
-    held: dict[str, int] = field(default_factory=dict)
-
-    def add(
-        self,
-        name: str,
-        stored: LimitState | None,
-        refilled: LimitState,
-        gain: int,
-        applied: bool,
-        need: int,
-        reserve: int,
-        moved: int,
-        held: tuple[tuple[str, int], tuple[str, int]],
-    ) -> None:
-        """One limit: `refilled` to now (its capacity is the shard's room), `gain` the
-        refill since `rf` (`applied`: this write adds it); `need`, a `reserve` and tokens
-        `moved` to another shard leave `tk`; `held`: the held counts readers count now,
-        (attribute, as read) for this epoch and the one before."""
-        room = refilled.capacity_milli
-        taken = need + reserve + moved
-        (now_attr, now_held), (before_attr, before_held) = held
-        self.held[before_attr] = before_held  # reserves are taken in this epoch only
-        if stored is None:
-            self.fresh[name] = LimitState(refilled.tokens_milli - taken, 0, 0, 1, need)
-            self.held[now_attr] = now_held
-        elif applied and stored.tokens_milli + gain >= room:
-            # The refill fills the shard: whatever ADDs landed since the read, it is full
-            # now while `tk` is still at least `room - gain`; so its value is SET, for the
-            # room as read (a reserve taken since would have left less).
-            self.full[name] = (room - taken, room - gain)
-            self.held[now_attr] = now_held
-        else:
-            delta = (gain if applied else 0) - taken
-            self.deltas[name] = delta
-            # The refill must not clamp: `tk` and this epoch's held count share the room
-            # it leaves (other clients' reserves may grow that count meanwhile).
-            self.ceilings[name], self.held[now_attr] = share_slack(
-                stored.tokens_milli, now_held, room - gain - stored.tokens_milli
-            )
-            if taken:
-                # A reserve is granted only if as much again stays behind.
-                self.floors[name] = reserve - delta
-
-
-def share_slack(tokens: int, held: int, slack: int) -> tuple[int, int]:
-    """Bounds on a shard's tokens and on this epoch's held count that together leave a
-    refill no more than `slack` (>= 0) of room to lose: half each."""
-    return tokens + slack // 2, held + slack - slack // 2
-
-
-def _held_seen(
-    bucket: BucketState, name: str, now_ms: int
-) -> tuple[tuple[str, int], tuple[str, int]]:
-    """(attribute, held count read) for the two epochs readers count at `now_ms`."""
-    epoch = keys.reserve_epoch(now_ms)
-    held = bucket.reserved.get(name, {})
-    return (
-        (keys.reserve_attr(name, epoch), held.get(epoch, 0)),
-        (keys.reserve_attr(name, epoch - 1), held.get(epoch - 1, 0)),
-    )
 
 
 def _refill_can_wait(

@@ -5,9 +5,7 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
@@ -76,8 +74,6 @@ class RepoState:
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
     #: Token reserves of hot buckets (None: reserves off, one write per acquire).
     reserves: ReserveBook | None = None
-    #: The last item image seen per (entity, resource, shard): flows/speculative.py.
-    images: dict[tuple[str, str, int], Mapping[str, Any]] = field(default_factory=dict)
 
     def learn_entity(self, entity_id: str, cascade: bool, parent_id: str | None) -> EntityMeta:
         meta = self.entities.get(entity_id)

@@ -28,9 +28,9 @@ from zae_limiter.flows.bucket_write import (
     new_bucket,
     plan_write,
     remember,
+    stored_config,
 )
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.speculative import keep_image, speculative_write
 from zae_limiter.models import BucketState
 
 MAX_WRITE_ATTEMPTS = 6
@@ -72,13 +72,20 @@ def take(
     """
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
-    params: dict[str, Any] | None = None
-    held: Mapping[str, int] = {}
-    if speculative and prefetched is NOT_FETCHED:
-        params, held, image = speculative_write(state, level, key, now_ms, reset)
-        if params is None:
-            prefetched = image  # the refill is written from the image, fenced on its `rf`
-    if params is not None:
+    if prefetched is not NOT_FETCHED:
+        item = prefetched
+    elif speculative:
+        configs = {limit.name: stored_config(limit) for limit in level.limits}
+        params = keys.speculative_consume(
+            state.table,
+            key,
+            level.consume_milli,
+            configs,
+            now_ms=now_ms,
+            reset_window=reset,
+            hold_milli=level.hold_milli,
+            flush=level.flush,
+        )
         wanted = _pending_doubling(state, level)
         if wanted is not None:
             params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
@@ -87,31 +94,24 @@ def take(
             state.entities[level.entity_id].want_double.pop(level.resource, None)
         if result.ok:
             after = result.attributes
-            keep_image(state, level, after)
             more = _after_write(state, level, after, now_ms)
             if more is not None:
                 yield from more
-            epoch = keys.reserve_epoch(now_ms) if held else 0
-            return _taken(level, after, now_ms, level.flush is not None, held, epoch)
+            epoch = keys.reserve_epoch(now_ms) if level.hold_milli else 0
+            return _taken(level, after, now_ms, level.flush is not None, level.hold_milli, epoch)
         item = result.old
-        if item:
-            _learn_count(state, level, item)
-    elif prefetched is not NOT_FETCHED:
-        item = prefetched
     else:
         read = yield from one(
             Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
         )
         item = read.item
     for attempt in range(MAX_WRITE_ATTEMPTS):
-        keep_image(state, level, item)
         if not item:
             level = yield from _with_entity_facts(state, level)
             result, item = yield from _create(state, level, key, now_ms)
             if result is None:
                 continue  # a split shard was just created: consume from it at once
             if result.ok:
-                keep_image(state, level, item)
                 return _taken(level, item, now_ms, False)  # a new item: no reserve to report
         else:
             bucket = keys.decode_bucket(item)
@@ -126,7 +126,6 @@ def take(
             result = yield from one(Call("update_item", plan.params))
             if result.ok:
                 after = result.attributes
-                keep_image(state, level, after)
                 more = _after_write(state, level, after, now_ms)
                 if more is not None:
                     yield from more
@@ -447,15 +446,6 @@ def _still_due(
         meta.shard_counts[resource] = shard0.shard_count
         return False
     return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since
-
-
-def _learn_count(state: RepoState, level: Level, item: Mapping[str, Any]) -> None:
-    """A write that checked the shard count failed: shard 0's ALL_OLD says the count it
-    has now (the fallback write that would teach it may be throttled on a hot shard)."""
-    count = keys.get_n(item, keys.A_SHARD_COUNT, 1)
-    meta = state.entities.get(level.entity_id)
-    if level.shard_id == 0 and meta is not None and count > level.shard_count:
-        meta.shard_counts[level.resource] = count
 
 
 def _with_shard_count(level: Level, bucket: BucketState) -> Level:

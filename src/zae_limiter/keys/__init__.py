@@ -11,6 +11,5 @@ from zae_limiter.keys.buckets import *  # noqa: F403
 from zae_limiter.keys.core import *  # noqa: F403
 from zae_limiter.keys.entities import *  # noqa: F403
 from zae_limiter.keys.reserves import *  # noqa: F403
-from zae_limiter.keys.takes import *  # noqa: F403
 from zae_limiter.keys.usage import *  # noqa: F403
 from zae_limiter.keys.version import *  # noqa: F403
