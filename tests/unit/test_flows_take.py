@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -320,8 +321,6 @@ def test_a_refill_the_request_needs_is_written_now() -> None:
 
 
 def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
-    from dataclasses import replace
-
     level = replace(make_level(), hold_milli={"rpm": 2000})
     image = item(T0, {"rpm": 8000, "tpm": 800_000})
     _, log = drive(

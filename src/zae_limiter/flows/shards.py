@@ -29,11 +29,11 @@ def shard_info(
     bucket: BucketState,
     now_ms: int,
     item_rate: float,
-    counted: tuple[BucketState, int] | None = None,
+    counted: tuple[BucketState, int],
 ) -> ShardInfo:
     """One shard as shown: the count it records, and the capacity and tokens of the
     shares it holds, `counted` as reads count them (`bucket_write.read_shares`)."""
-    measured, shares = counted or (bucket, 1)
+    measured, shares = counted
     capacity: dict[str, int] = {}
     tokens: dict[str, int] = {}
     reserved: dict[str, int] = {}
