@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zae_limiter import infra
+from zae_limiter.cli import render
 from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.infra.options import StackOptions
@@ -126,7 +127,8 @@ class Progress:
         )
         if event.reason:
             line += f" [dim]{escape(event.reason)}[/]"
-        self.console.print(line, highlight=False)
+        # A log line: off a terminal it runs on rather than wrap at 80 columns.
+        self.console.print(line, highlight=False, soft_wrap=not self.console.is_terminal)
 
 
 def _emit_json(payload: dict[str, Any]) -> None:
@@ -155,7 +157,7 @@ def _kv_table(rows: dict[str, Any], title: str | None = None) -> Table:
 
 def _approver(yes: bool, err: Console) -> infra.deploy.Approve:
     def approve(changes: Sequence[ResourceChange]) -> bool:
-        err.print(_changes_table(changes, "Changes"))
+        render.print_fitted(err, _changes_table(changes, "Changes"))
         return yes or click.confirm("Apply these changes?", default=False, err=True)
 
     return approve
@@ -211,7 +213,8 @@ def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
     out = Console()
     if result.action == "plan":
         verb = "create" if result.status is None else "update"
-        out.print(_changes_table(result.changes, f"Plan to {verb} stack {result.stack_name}"))
+        title = f"Plan to {verb} stack {result.stack_name}"
+        render.print_fitted(out, _changes_table(result.changes, title))
         out.print("Nothing was changed (--plan).")
         return
     if result.action == "declined":
@@ -226,7 +229,7 @@ def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
     if result.version_written:
         out.print("Wrote the schema version record.")
     if result.outputs:
-        out.print(_kv_table(result.outputs, "Outputs"))
+        render.print_fitted(out, _kv_table(result.outputs, "Outputs"))
 
 
 def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console) -> bool:
@@ -245,7 +248,7 @@ def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console)
     if target.json:
         _emit_json(result.as_dict())
     else:
-        Console().print(_kv_table(result.as_dict(), f"Table {target.name}"))
+        render.print_fitted(Console(), _kv_table(result.as_dict(), f"Table {target.name}"))
     return False
 
 
@@ -301,9 +304,9 @@ def status_command(target: Target) -> None:
     if report.stack_reason:
         rows["stack reason"] = report.stack_reason
     out = Console()
-    out.print(_kv_table(rows, f"zae-limiter {target.name}"))
+    render.print_fitted(out, _kv_table(rows, f"zae-limiter {target.name}"))
     if report.outputs:
-        out.print(_kv_table(report.outputs, "Outputs"))
+        render.print_fitted(out, _kv_table(report.outputs, "Outputs"))
     if report.schema_mismatch:
         Console(stderr=True).print(f"[yellow]warning:[/] {report.schema_mismatch}")
 
