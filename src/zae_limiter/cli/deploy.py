@@ -62,6 +62,18 @@ _STACK_OPTIONS: tuple[Callable[[F], F], ...] = (
                  metavar="LIST", help="Usage snapshot windows the aggregator keeps."),
     click.option("--usage-retention-days", type=int, default=90, show_default=True,
                  help="Days a usage snapshot is kept after its window ends."),
+    click.option("--dashboard/--no-dashboard", default=True, show_default=True,
+                 help="Add a CloudWatch dashboard: table and index units and throttles, "
+                      "the aggregator, its dead-letter queue."),
+    click.option("--contributor-insights/--no-contributor-insights", default=True,
+                 show_default=True,
+                 help="Contributor Insights on the table: its most accessed and most "
+                      "throttled partition keys (billed per event)."),
+    click.option("--audit-archive/--no-audit-archive", default=True, show_default=True,
+                 help="Archive expired audit events to an S3 bucket of the stack (written "
+                      "by the aggregator)."),
+    click.option("--audit-archive-glacier-days", type=int, default=90, show_default=True,
+                 help="Days before archived audit events move to Glacier Instant Retrieval."),
 )  # fmt: skip
 
 
@@ -72,6 +84,7 @@ def stack_options(func: F) -> F:
         "log_retention_days", "lambda_memory", "lambda_timeout", "batch_size",
         "batching_window", "max_retry_attempts", "deletion_protection",
         "pitr_recovery_days", "namespace_policies", "usage_windows", "usage_retention_days",
+        "dashboard", "contributor_insights", "audit_archive", "audit_archive_glacier_days",
     )  # fmt: skip
 
     @functools.wraps(func)
@@ -104,6 +117,10 @@ def build_options(name: str, kw: dict[str, Any]) -> StackOptions:
         namespace_policies=tuple(kw["namespace_policies"]),
         usage_windows=tuple(w.strip() for w in kw["usage_windows"].split(",") if w.strip()),
         usage_retention_days=kw["usage_retention_days"],
+        dashboard=kw["dashboard"],
+        contributor_insights=kw["contributor_insights"],
+        audit_archive=kw["audit_archive"],
+        audit_archive_glacier_days=kw["audit_archive_glacier_days"],
     )
 
 
