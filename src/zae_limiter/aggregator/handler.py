@@ -14,6 +14,7 @@ Configuration (environment):
   ZAEL_REFILL                 proactive refill on/off (default 1)
   ZAEL_MERGE_QUIET_SECONDS    quiet period before shards are merged (default 600; 0: never)
   ZAEL_MAX_SHARDS             highest shard count proactive doubling goes to (default 64)
+  ZAEL_AUDIT_ARCHIVE_BUCKET   S3 bucket for audit events the TTL expires (unset: none)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 
 from zae_limiter import keys
 from zae_limiter.aggregator.apply import execute
+from zae_limiter.aggregator.archive import S3Archive, plan_archive
 from zae_limiter.aggregator.plan import DEFAULT_WINDOWS, AggregatorConfig
 from zae_limiter.aggregator.processor import process
 from zae_limiter.flows import Flow
@@ -64,11 +66,17 @@ def _table_from_records(records: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def process_batch(
-    records: Sequence[Mapping[str, Any]], config: AggregatorConfig, run: Run, now_ms: int
+    records: Sequence[Mapping[str, Any]],
+    config: AggregatorConfig,
+    run: Run,
+    now_ms: int,
+    archive: S3Archive | None = None,
 ) -> list[str]:
     """Plan and perform one batch; the sequence numbers to report as failed."""
     plan = process(records, config, now_ms)
     failed: list[str] = run(execute(plan, config, now_ms))
+    if archive is not None:
+        failed += [seq for seq in archive.put(plan_archive(records)) if seq not in failed]
     log.info(
         "batch: %d records, %d bucket changes, %d writes, %d merges, %d failed",
         len(records), plan.changes, len(plan.writes), len(plan.merges), len(failed),
@@ -105,4 +113,22 @@ def handler(event: Mapping[str, Any], context: object = None) -> dict[str, Any]:
         return batch_response([])
     config = config_from_env(records=records)
     runner = sync_runner(config.table)
-    return batch_response(process_batch(records, config, runner.run, wall_clock_ms()))
+    archive = archive_from_env()
+    return batch_response(process_batch(records, config, runner.run, wall_clock_ms(), archive))
+
+
+def archive_from_env(
+    env: Mapping[str, str] | None = None, endpoint_url: str | None = None
+) -> S3Archive | None:
+    """The audit archive named by ZAEL_AUDIT_ARCHIVE_BUCKET (its client kept while warm)."""
+    bucket = (os.environ if env is None else env).get("ZAEL_AUDIT_ARCHIVE_BUCKET")
+    if not bucket:
+        return None
+    cache_key = f"s3|{bucket}|{endpoint_url}"
+    archive = _runners.get(cache_key)
+    if archive is None:
+        import boto3
+
+        client = boto3.session.Session().client("s3", endpoint_url=endpoint_url)
+        archive = _runners[cache_key] = S3Archive(client, bucket)
+    return archive

@@ -41,7 +41,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from zae_limiter.aggregator.handler import process_batch
+from zae_limiter.aggregator.archive import S3Archive
+from zae_limiter.aggregator.handler import archive_from_env, process_batch
 from zae_limiter.aggregator.plan import AggregatorConfig
 from zae_limiter.errors import RateLimiterUnavailable, TableNotFoundError, ZaeLimiterError
 
@@ -85,6 +86,8 @@ class StreamPoller:
     finished: set[str] = field(default_factory=set)
     stats: PollStats = field(default_factory=PollStats)
     stream_arn: str | None = None
+    #: Where expired audit events go (ZAEL_AUDIT_ARCHIVE_BUCKET); None: nowhere.
+    archive: S3Archive | None = None
 
     @classmethod
     def open(
@@ -108,6 +111,7 @@ class StreamPoller:
         runner = SyncRunner(dynamodb, CapacityMeter(), config.table)
         poller = cls(config, dynamodb, streams, runner.run, clock or wall_clock_ms)
         poller.checkpoint = checkpoint
+        poller.archive = archive_from_env(endpoint_url=endpoint_url)
         poller.load()
         return poller
 
@@ -237,7 +241,7 @@ class StreamPoller:
         self.stats.records += len(records)
         batch = records
         for attempt in range(self.max_retries + 1):
-            failed = process_batch(batch, self.config, self.run, self.clock())
+            failed = process_batch(batch, self.config, self.run, self.clock(), self.archive)
             if not failed:
                 return
             first = min(int(seq) for seq in failed)

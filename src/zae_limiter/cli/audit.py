@@ -1,6 +1,7 @@
 """`zae-limiter audit list`: who changed which configuration, and when.
 
 zae-limiter audit list [--entity E] [--since T] [--limit N] [--table-level] [-o json]
+zae-limiter audit list --archived [--archive-bucket B] ...   (expired events, from S3)
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from typing import Any
 
 import click
 
+from zae_limiter import infra
 from zae_limiter.cli import render
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows.usage import parse_time
+from zae_limiter.infra.archive import archive_bucket, archived_events
+from zae_limiter.keys import TABLE_NAMESPACE, validate_namespace
 from zae_limiter.models import AuditEvent
 
 _AGO = re.compile(r"^(\d+)([smhd])$")
@@ -64,6 +68,20 @@ def _what(event: AuditEvent) -> str:
     return "-"
 
 
+def _archived(
+    target: Target, bucket: str | None, entity_id: str | None, start: int, table_level: bool
+) -> list[AuditEvent]:
+    namespace = TABLE_NAMESPACE if table_level else validate_namespace(target.namespace)
+    aws = infra.Aws(target.region, target.endpoint_url)
+    return archived_events(
+        aws,
+        bucket or archive_bucket(aws, target.name),
+        namespace,
+        since_ms=start,
+        entity_id=entity_id,
+    )
+
+
 @click.group("audit")
 def audit_group() -> None:
     """Read the audit trail: every change of entities and limits, who made it, and when."""
@@ -78,18 +96,35 @@ def audit_group() -> None:
               help="Only the last N events.")  # fmt: skip
 @click.option("--table-level", is_flag=True,
               help="Table-level events instead (migrations, namespace deletions).")  # fmt: skip
+@click.option("--archived", is_flag=True,
+              help="Events the table's TTL expired, read back from the stack's S3 archive.")
+@click.option("--archive-bucket", default=None, metavar="B",
+              help="With --archived: the archive bucket (default: the stack's output "
+                   "AuditArchiveBucketName).")  # fmt: skip
 @target_options
 def list_command(
-    entity_id: str | None, since: str | None, limit: int | None, table_level: bool, target: Target
+    entity_id: str | None,
+    since: str | None,
+    limit: int | None,
+    table_level: bool,
+    archived: bool,
+    archive_bucket: str | None,
+    target: Target,
 ) -> None:
     """List recorded configuration changes, oldest first."""
     if table_level and entity_id is not None:
         raise click.UsageError("--table-level lists table events; it does not take --entity")
+    if archive_bucket is not None and not archived:
+        raise click.UsageError("--archive-bucket goes with --archived")
     start = since_ms(since, time.time_ns() // 1_000_000)
-    with render.open_limiter(target) as limiter:
-        events = limiter.get_audit_events(
-            entity_id, since_ms=start, limit=limit, table_level=table_level
-        )
+    if archived:
+        events = _archived(target, archive_bucket, entity_id, start, table_level)
+        events = events[-limit:] if limit else events
+    else:
+        with render.open_limiter(target) as limiter:
+            events = limiter.get_audit_events(
+                entity_id, since_ms=start, limit=limit, table_level=table_level
+            )
     if target.json:
         render.echo_json({"events": [e.to_dict() for e in events]})
         return

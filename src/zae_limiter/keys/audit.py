@@ -34,6 +34,7 @@ from zae_limiter.keys.core import (
     n,
     s,
 )
+from zae_limiter.keys.usage import STREAM_REMOVE
 from zae_limiter.models import AuditEvent
 
 A_ACTION = "action"
@@ -104,6 +105,29 @@ def decode_audit(item: Mapping[str, Any]) -> AuditEvent:
         before=None if before is None else json.loads(before),
         after=None if after is None else json.loads(after),
     )
+
+
+#: How a stream record says DynamoDB's TTL process deleted the item (not a caller).
+STREAM_USER_IDENTITY = "userIdentity"
+TTL_DELETER_TYPE = "Service"
+TTL_DELETER = "dynamodb.amazonaws.com"
+
+
+def expired_audit_image(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The old image of an audit event the table's TTL removed; None for any other record
+    (a user's delete of an audit item, e.g. with its namespace, is not an expiry)."""
+    if record.get("eventName") != STREAM_REMOVE:
+        return None
+    who = record.get(STREAM_USER_IDENTITY)
+    if not isinstance(who, Mapping):
+        return None
+    if who.get("type") != TTL_DELETER_TYPE or who.get("principalId") != TTL_DELETER:
+        return None
+    body = record.get("dynamodb")
+    old = body.get("OldImage") if isinstance(body, Mapping) else None
+    if not isinstance(old, Mapping) or get_s(old, A_KIND) != AUDIT_KIND:
+        return None
+    return old
 
 
 def audit_query_entity(table: str, ns: str, entity_id: str | None, since_ms: int) -> dict[str, Any]:
