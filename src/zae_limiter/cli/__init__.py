@@ -19,6 +19,7 @@ from zae_limiter.cli import limits as _limits
 from zae_limiter.cli import local as _local
 from zae_limiter.cli import migrate as _migrate
 from zae_limiter.cli import namespace as _namespace
+from zae_limiter.cli import top as _top
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,7 +36,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-for _module in (_deploy, _local, _migrate, _entity, _limits, _aggregator, _audit, _namespace):
+for _module in (_deploy, _local, _migrate, _entity, _limits, _aggregator, _audit, _namespace, _top):
     _module.register(cli)
 
 
