@@ -103,3 +103,57 @@ def test_top_says_clearly_when_the_table_has_no_stream(engine_env: EngineEndpoin
     _out, err = done.communicate(timeout=60)
     assert done.returncode == 1
     assert "has no stream" in err and "Traceback" not in err
+
+
+def _in_a_terminal(endpoint: EngineEndpoint, table: str) -> tuple[int, subprocess.Popen[bytes]]:
+    """`zae-limiter top` on a pseudo-terminal, as a user starts it; (pty fd, process)."""
+    import pty
+
+    assert EXECUTABLE is not None
+    primary, secondary = pty.openpty()
+    env = {**os.environ, **endpoint.env, "COLUMNS": "160", "LINES": "40", "TERM": "xterm"}
+    process = subprocess.Popen(
+        [EXECUTABLE, "top", "-n", table, "--endpoint-url", endpoint.url, "--interval", "0.3"],
+        stdin=secondary, stdout=secondary, stderr=secondary, env=env,
+    )  # fmt: skip
+    os.close(secondary)
+    return primary, process
+
+
+def _read_until(fd: int, needle: bytes, seconds: float) -> bytes:
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the process left and closed its terminal
+                break
+            seen += chunk
+    return seen
+
+
+def test_q_and_ctrl_c_leave_the_live_view_cleanly(moto_server: EngineEndpoint) -> None:
+    import signal
+
+    table = unique_name("live")
+    SyncRepository.open(name=table, create_table=True,
+                        endpoint_url=moto_server.url).close()  # fmt: skip
+    for leave in ("q", "ctrl-c"):
+        fd, process = _in_a_terminal(moto_server, table)
+        try:
+            shown = _read_until(fd, b"zae-limiter top", 60)
+            assert b"zae-limiter top" in shown, shown
+            if leave == "q":
+                os.write(fd, b"q")
+            else:
+                process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=20) == 0, leave
+            assert b"Traceback" not in _read_until(fd, b"\x00", 0.5)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            os.close(fd)
