@@ -71,3 +71,12 @@ def test_a_cell_past_the_widest_line_wraps_instead_of_running_on() -> None:
     out = io.StringIO()
     print_fitted(Console(file=out, width=80, force_terminal=False), _table(WIDEST * 2))
     assert max(len(line) for line in out.getvalue().splitlines()) == WIDEST
+
+
+def test_a_long_title_over_a_narrow_table_stays_on_one_line() -> None:
+    out = io.StringIO()
+    table = Table(title="usage summary (1 hourly snapshots, 80 events) of a tenant far away")
+    table.add_column("limit")
+    table.add_row("rpm")
+    print_fitted(Console(file=out, width=80, force_terminal=False), table)
+    assert table.title in out.getvalue()

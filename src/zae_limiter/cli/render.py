@@ -83,6 +83,9 @@ def print_fitted(console: Console, renderable: RenderableType) -> None:
     if console.is_terminal or os.environ.get("COLUMNS"):
         console.print(renderable)
         return
+    if isinstance(renderable, Table) and isinstance(renderable.title, str):
+        # rich wraps a title to its table's width; a short table would break its title.
+        renderable.min_width = max(renderable.min_width or 0, len(renderable.title))
     saved = console.width
     console.width = max(saved, natural_width(console, renderable))
     try:

@@ -144,7 +144,7 @@ def live_workload(out: view.View, url: str, seconds: float) -> workload.Stats:
     )
     for line in view.doubling_lines(stats):
         out.line(line)
-    out.console.print(view.shard_line(stats))
+    out.show(view.shard_line(stats))
     return stats
 
 

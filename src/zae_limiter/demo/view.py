@@ -33,7 +33,9 @@ class View:
             self.console.rule(f"[bold cyan]{number}. {title}", align="left")
 
     def line(self, text: str, style: str | None = None) -> None:
-        self.console.print(Text(text, style=style or ""))
+        # Off a terminal a line runs on: a file or a log has no width to wrap at.
+        soft = not self.console.is_terminal
+        self.console.print(Text(text, style=style or ""), soft_wrap=soft)
 
     def detail(self, renderable: RenderableType) -> None:
         if not self.quiet:
