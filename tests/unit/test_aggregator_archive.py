@@ -71,3 +71,15 @@ def test_an_expired_audit_item_that_cannot_be_read_is_reported_failed() -> None:
     plan = plan_archive([broken, removed(event("b"), 6)])
     assert plan.failed == ["5"]
     assert [o.sequence_numbers for o in plan.objects] == [("6",)]
+
+
+def test_the_handler_archives_only_when_a_bucket_is_named() -> None:
+    from zae_limiter.aggregator.handler import archive_from_env
+
+    assert archive_from_env({}) is None
+    archive = archive_from_env({"ZAEL_AUDIT_ARCHIVE_BUCKET": "trail"},
+                               endpoint_url="http://127.0.0.1:1")  # fmt: skip
+    assert archive is not None and archive.bucket == "trail"
+    again = archive_from_env({"ZAEL_AUDIT_ARCHIVE_BUCKET": "trail"},
+                             endpoint_url="http://127.0.0.1:1")  # fmt: skip
+    assert again is archive  # kept while the Lambda is warm
