@@ -24,6 +24,9 @@ VARIANTS: dict[str, StackOptions] = {
     ),
     "namespace-policies": StackOptions("demo", namespace_policies=("tenant-a", "b.c_d")),
     "deletion-protection": StackOptions("demo", deletion_protection=True),
+    "no-dashboard-no-insights": StackOptions("demo", dashboard=False, contributor_insights=False),
+    "no-audit-archive": StackOptions("demo", audit_archive=False),
+    "archive-glacier-now": StackOptions("demo", audit_archive_glacier_days=0),
     "tuned": StackOptions(
         "demo",
         log_retention_days=90,

@@ -22,6 +22,9 @@ from botocore.exceptions import ClientError
 from zae_limiter.errors import TableNotFoundError, ZaeLimiterError
 
 log = logging.getLogger("zae_limiter.top")
+# Unconfigured, a warning would go to stderr through logging's last resort and tear the
+# live view; the view counts the throttles in its title instead.
+log.addHandler(logging.NullHandler())
 
 #: What the stream answers when it is read too often.
 THROTTLED = frozenset(
