@@ -179,8 +179,9 @@ def test_plan_on_a_fresh_name_shows_dashboard_and_archive(moto: None) -> None:
     changes = {c["logical_id"]: c for c in planned["changes"]}  # type: ignore[attr-defined]
     assert changes["Dashboard"]["resource_type"] == "AWS::CloudWatch::Dashboard"
     assert changes["AuditArchiveBucket"]["resource_type"] == "AWS::S3::Bucket"
-    human = invoke("deploy", "-n", "fresh", "--plan")
+    human = invoke("deploy", "-n", "fresh", "--plan", "--audit-archive-glacier-days", "30")
     assert "AWS::CloudWatch::Dashboard" in human.stdout and "AuditArchiveBucket" in human.stdout
+    assert "lifecycle rule to GLACIER_IR after 30 days" in human.stdout
     bare = as_json(
         invoke("deploy", "-n", "fresh", "--plan", "--no-dashboard", "--no-audit-archive",
                "-o", "json")

@@ -221,17 +221,35 @@ def deploy_command(
     if target.json:
         _emit_json(result.as_dict())
     else:
-        _show_deploy_result(result, progress.elapsed())
+        _show_deploy_result(result, progress.elapsed(), options)
     if detailed_exitcode and result.pending:
         click.get_current_context().exit(EXIT_CHANGES)
 
 
-def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
+def _plan_notes(changes: Sequence[ResourceChange], options: StackOptions) -> list[str]:
+    """What a resource in the plan does that its line cannot say."""
+    touched = {change.logical_id for change in changes}
+    notes = []
+    if "AuditArchiveBucket" in touched:
+        notes.append(
+            "AuditArchiveBucket: expired audit events under audit/, lifecycle rule to "
+            f"GLACIER_IR after {options.audit_archive_glacier_days} days"
+        )
+    if "Dashboard" in touched:
+        notes.append(f"Dashboard: CloudWatch dashboard {options.name!r}")
+    return notes
+
+
+def _show_deploy_result(
+    result: infra.DeployResult, elapsed: float, options: StackOptions
+) -> None:
     out = Console()
     if result.action == "plan":
         verb = "create" if result.status is None else "update"
         title = f"Plan to {verb} stack {result.stack_name}"
         render.print_fitted(out, _changes_table(result.changes, title))
+        for note in _plan_notes(result.changes, options):
+            out.print(note, markup=False, highlight=False, soft_wrap=True)
         out.print("Nothing was changed (--plan).")
         return
     if result.action == "declined":
