@@ -35,14 +35,19 @@ from zae_limiter.capacity import (
     Cost,
     estimate,
 )
-from zae_limiter.errors import RateLimiterUnavailable, map_client_error
+from zae_limiter.errors import (
+    CAPACITY_EXHAUSTED,
+    CONDITION_FAILED,
+    CONDITION_FAILED_REASON,
+    TRANSACTION_CANCELLED,
+    RateLimiterUnavailable,
+    map_client_error,
+)
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
 from zae_limiter.wire import LEAN_OPS, OPERATIONS
 
 T = TypeVar("T")
 _FREE = Cost()
-CONDITION_FAILED = "ConditionalCheckFailedException"
-TRANSACTION_CANCELLED = "TransactionCanceledException"
 Outcome = Result | Exception | None
 
 
@@ -134,7 +139,7 @@ class _Runner:
         wait = self.admission.admit(total, self.clock(), cap)
         if wait == REFUSE:
             return [
-                _unavailable("the client's capacity budget is exhausted", "CapacityExhausted")
+                _unavailable("the client's capacity budget is exhausted", CAPACITY_EXHAUSTED)
                 for _ in steps
             ]
         return _Round(wait, costs, left)
@@ -189,7 +194,7 @@ def _cancelled_by_condition(code: str, response: Any) -> bool:
     if code != TRANSACTION_CANCELLED:
         return False
     reasons = response.get("CancellationReasons") or []
-    return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+    return any(r.get("Code") == CONDITION_FAILED_REASON for r in reasons)
 
 
 def _unavailable(message: str, code: str) -> RateLimiterUnavailable:

@@ -113,8 +113,6 @@ def get_audit_events(
         )
         wanted = [keys.item_key(i) for i in found]
         fetched = yield from batch_get(state, wanted)
-        items = [
-            fetched[k] for k in ((w[keys.PK]["S"], w[keys.SK]["S"]) for w in wanted) if k in fetched
-        ]
+        items = [fetched[k] for k in (keys.key_id(w) for w in wanted) if k in fetched]
     events = sorted((keys.decode_audit(i) for i in items), key=lambda e: (e.at_ms, e.event_id))
     return events if limit is None else events[-limit:]

@@ -15,7 +15,7 @@ from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor, commit, limits_json, too_busy
-from zae_limiter.flows.batch import batch_get, key_id
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
@@ -105,7 +105,7 @@ def resolve_and_fetch(
                 known[cache_key] = None
                 item_key = _item_key(state, cache_key)
                 fetch.append(item_key)
-                fetch_ids[key_id(item_key)] = cache_key
+                fetch_ids[keys.key_id(item_key)] = cache_key
         if entity_id not in state.entities:
             fetch.append(keys.entity_key(state.namespace, entity_id))
     found: dict[tuple[str, str], Any] = {}
@@ -119,7 +119,7 @@ def resolve_and_fetch(
             known[cache_key] = limits or None
             cache.store(cache_key, limits or None, now_ms)
         for entity_id, _resource in wanted:
-            meta_item = found.get(key_id(keys.entity_key(state.namespace, entity_id)))
+            meta_item = found.get(keys.key_id(keys.entity_key(state.namespace, entity_id)))
             # No META: an implicit entity, which never cascades. That is not cached, so
             # a later create_entity() is still seen.
             if meta_item is not None:
@@ -219,23 +219,13 @@ def get_limits(
     state: RepoState, entity_id: str | None, resource: str | None
 ) -> Flow[tuple[Limit, ...]]:
     validate_level(entity_id, resource)
-    result = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": config_key_for(state, entity_id, resource),
-                "ConsistentRead": True,
-            },
-        )
-    )
+    item_key = config_key_for(state, entity_id, resource)
+    result = yield from one(Call("get_item", keys.get_consistent(state.table, item_key)))
     return keys.decode_limits(result.item) if result.item else ()
 
 
 def _read_config(state: RepoState, item_key: keys.Item) -> Flow[keys.Item | None]:
-    result = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": item_key, "ConsistentRead": True})
-    )
+    result = yield from one(Call("get_item", keys.get_consistent(state.table, item_key)))
     return result.item
 
 
@@ -282,14 +272,7 @@ def delete_limits(
 def get_failure_policy(state: RepoState) -> Flow[FailurePolicy | None]:
     """Read the stored failure policy (consistent read); this client remembers it."""
     result = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": keys.system_config_key(state.namespace),
-                "ConsistentRead": True,
-            },
-        )
+        Call("get_item", keys.get_consistent(state.table, keys.system_config_key(state.namespace)))
     )
     learn_failure_policy(state, result.item)
     return stored_failure_policy(state)

@@ -24,16 +24,8 @@ from zae_limiter.models import Entity
 
 def get_entity(state: RepoState, entity_id: str) -> Flow[Entity | None]:
     keys.validate_id("entity_id", entity_id)
-    result = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": keys.entity_key(state.namespace, entity_id),
-                "ConsistentRead": True,
-            },
-        )
-    )
+    entity_key = keys.entity_key(state.namespace, entity_id)
+    result = yield from one(Call("get_item", keys.get_consistent(state.table, entity_key)))
     return keys.decode_entity(result.item) if result.item else None
 
 
@@ -97,13 +89,8 @@ def update_entity(
     """Change an entity's name, parent or cascade; its bucket shards follow the new links."""
     keys.validate_id("entity_id", entity_id)
     for _attempt in range(MAX_ATTEMPTS):
-        read = yield from one(
-            Call(
-                "get_item",
-                {"TableName": state.table, "Key": keys.entity_key(state.namespace, entity_id),
-                 "ConsistentRead": True},
-            )
-        )  # fmt: skip
+        entity_key = keys.entity_key(state.namespace, entity_id)
+        read = yield from one(Call("get_item", keys.get_consistent(state.table, entity_key)))
         if read.item is None:
             raise EntityNotFoundError(entity_id)
         before = keys.decode_entity(read.item)
@@ -189,7 +176,7 @@ def list_entities(state: RepoState) -> Flow[list[str]]:
     items = yield from paginate(
         Call("query", keys.namespace_query_entities(state.table, state.namespace))
     )
-    return sorted(keys.parse_entity_pk(i[keys.PK]["S"])[1] for i in items)
+    return sorted(keys.parse_entity_pk(keys.pk_of(i))[1] for i in items)
 
 
 def get_entities(state: RepoState, entity_ids: Sequence[str]) -> Flow[list[Entity]]:
@@ -198,7 +185,7 @@ def get_entities(state: RepoState, entity_ids: Sequence[str]) -> Flow[list[Entit
         keys.validate_id("entity_id", entity_id)
     wanted = [keys.entity_key(state.namespace, e) for e in entity_ids]
     found = yield from batch_get(state, wanted)
-    items = (found.get((k[keys.PK]["S"], k[keys.SK]["S"])) for k in wanted)
+    items = (found.get(keys.key_id(k)) for k in wanted)
     return [keys.decode_entity(item) for item in items if item is not None]
 
 
@@ -234,7 +221,7 @@ def delete_entity(state: RepoState, entity_id: str, auditor: Auditor) -> Flow[in
         Call("query", keys.entity_query_items(state.table, state.namespace, entity_id))
     )
     doomed = [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in own]
-    configured = [k for k in doomed if k[keys.SK]["S"] == keys.SK_META or keys.config_level(k)]
+    configured = [k for k in doomed if keys.key_id(k)[1] == keys.SK_META or keys.config_level(k)]
     if configured:
         yield from _delete_configured(state, entity_id, configured, auditor)
         doomed = [k for k in doomed if k not in configured]

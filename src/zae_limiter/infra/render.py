@@ -6,7 +6,6 @@ No AWS calls here: `zae-limiter render` and the tests use this alone.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import jinja2
 import yaml
 
 from zae_limiter import keys, table
+from zae_limiter.flows.version import client_version
 from zae_limiter.infra import options as opts
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.schema import SCHEMA_VERSION
@@ -54,10 +54,7 @@ def _environment() -> jinja2.Environment:
 
 
 def package_version() -> str:
-    try:
-        return metadata.version("zae-limiter")
-    except metadata.PackageNotFoundError:  # running from a bare source tree
-        return "0.0.0"
+    return client_version()
 
 
 def template_context(options: StackOptions) -> dict[str, Any]:
