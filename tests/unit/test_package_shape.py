@@ -67,8 +67,24 @@ def test_keys_names_the_module_each_name_comes_from() -> None:
         module = importlib.import_module(f"zae_limiter.keys.{info.name}")
         names = getattr(module, "__all__", None)
         assert names is not None, f"keys/{info.name}.py has no __all__"
+        public = _defined_names(Path(module.__file__ or ""))
+        assert public <= set(names), f"keys/{info.name}.py: add {public - set(names)} to __all__"
         for name in names:
             assert name not in exported, f"{name} in both {exported.get(name)} and {info.name}"
             exported[name] = info.name
             assert getattr(keys, name) is getattr(module, name)
     assert set(keys.__all__) == set(exported)
+
+
+def _defined_names(path: Path) -> set[str]:
+    """Public names a module defines at its top level (what it imports is not its own)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                names.update(e.id for e in elts if isinstance(e, ast.Name))
+    return {n for n in names if not n.startswith("_")}
