@@ -14,7 +14,7 @@ from zae_limiter import keys
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor, commit, limits_json, too_busy
+from zae_limiter.flows.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
@@ -195,8 +195,8 @@ def set_limits(
         config_key_for(state, entity_id, resource), checked, state.namespace, now_ms, kind, **extra
     )
     item_key = config_key_for(state, entity_id, resource)
-    for _attempt in range(MAX_ATTEMPTS):
-        before = yield from _read_config(state, item_key)
+
+    def plan(before: keys.Item | None) -> list[dict[str, Any]]:
         event = auditor.put(
             state,
             "set_limits",
@@ -206,10 +206,9 @@ def set_limits(
             after=_config_json(item),
         )
         put = keys.tx_put(state.table, item, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
-        if (yield from commit(state, [put, event])):
-            break
-    else:
-        raise too_busy(f"the limits at {item_key[keys.PK]['S']} {item_key[keys.SK]['S']}")
+        return [put, event]
+
+    yield from audited_change(state, item_key, _limits_at(item_key), plan)
     evict(state, entity_id, resource)
     if entity_id is None and resource is None:
         learn_failure_policy(state, item)
@@ -224,9 +223,9 @@ def get_limits(
     return keys.decode_limits(result.item) if result.item else ()
 
 
-def _read_config(state: RepoState, item_key: keys.Item) -> Flow[keys.Item | None]:
-    result = yield from one(Call("get_item", keys.get_consistent(state.table, item_key)))
-    return result.item
+def _limits_at(item_key: keys.Item) -> str:
+    pk, sk = keys.key_id(item_key)
+    return f"the limits at {pk} {sk}"
 
 
 def _config_json(item: keys.Item | None) -> dict[str, Any] | None:
@@ -245,11 +244,10 @@ def delete_limits(
     """Delete the limits of one level with its audit event; False when none were stored."""
     validate_level(entity_id, resource)
     item_key = config_key_for(state, entity_id, resource)
-    for _attempt in range(MAX_ATTEMPTS):
-        before = yield from _read_config(state, item_key)
+
+    def plan(before: keys.Item | None) -> list[dict[str, Any]] | None:
         if before is None:
-            deleted = False
-            break
+            return None
         event = auditor.put(
             state,
             "delete_limits",
@@ -258,11 +256,9 @@ def delete_limits(
             before=_config_json(before),
         )
         condition = keys.unchanged(before, keys.CONFIG_VERSION_ATTRS)
-        if (yield from commit(state, [keys.tx_delete(state.table, item_key, condition), event])):
-            deleted = True
-            break
-    else:
-        raise too_busy(f"the limits at {item_key[keys.PK]['S']} {item_key[keys.SK]['S']}")
+        return [keys.tx_delete(state.table, item_key, condition), event]
+
+    deleted = (yield from audited_change(state, item_key, _limits_at(item_key), plan)) is not None
     evict(state, entity_id, resource)
     if entity_id is None and resource is None:
         learn_failure_policy(state, None)

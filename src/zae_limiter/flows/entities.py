@@ -9,14 +9,7 @@ from typing import Any, Final
 from zae_limiter import keys
 from zae_limiter.errors import EntityExistsError, EntityNotFoundError, ValidationError
 from zae_limiter.flows import Call, Flow, one, paginate, pause
-from zae_limiter.flows.audit import (
-    MAX_ATTEMPTS,
-    Auditor,
-    commit,
-    entity_json,
-    limits_json,
-    too_busy,
-)
+from zae_limiter.flows.audit import Auditor, audited_change, commit, entity_json, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.models import Entity
@@ -88,16 +81,15 @@ def update_entity(
 ) -> Flow[Entity]:
     """Change an entity's name, parent or cascade; its bucket shards follow the new links."""
     keys.validate_id("entity_id", entity_id)
-    for _attempt in range(MAX_ATTEMPTS):
-        entity_key = keys.entity_key(state.namespace, entity_id)
-        read = yield from one(Call("get_item", keys.get_consistent(state.table, entity_key)))
-        if read.item is None:
+
+    def plan(read: keys.Item | None) -> Flow[list[dict[str, Any]]]:
+        if read is None:
             raise EntityNotFoundError(entity_id)
-        before = keys.decode_entity(read.item)
+        before = keys.decode_entity(read)
         after = _updated(before, name, parent_id, cascade)
         yield from _check_links(state, after)
         item = keys.encode_entity(state.namespace, after)
-        put = keys.tx_put(state.table, item, keys.unchanged(read.item, _ENTITY_ATTRS))
+        put = keys.tx_put(state.table, item, keys.unchanged(read, _ENTITY_ATTRS))
         event = auditor.put(
             state,
             "update_entity",
@@ -105,10 +97,14 @@ def update_entity(
             before=entity_json(before),
             after=entity_json(after),
         )
-        if (yield from commit(state, [put, event])):
-            break
-    else:
-        raise too_busy(f"entity {entity_id!r}")
+        return [put, event]
+
+    entity_key = keys.entity_key(state.namespace, entity_id)
+    replaced = yield from audited_change(state, entity_key, f"entity {entity_id!r}", plan)
+    if replaced is None:  # the plan refuses a missing entity: never here
+        raise EntityNotFoundError(entity_id)
+    before = keys.decode_entity(replaced)
+    after = _updated(before, name, parent_id, cascade)  # what the committed attempt wrote
     if (after.cascade, after.parent_id) != (before.cascade, before.parent_id):
         yield from _relink_buckets(state, after)
     state.entities.pop(entity_id, None)
