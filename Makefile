@@ -16,13 +16,15 @@ demo: $(STAMP)
 	$(BIN)/python -m zae_limiter.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/python -m tools.unasync --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/python -m tools.unasync --check
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 

@@ -36,6 +36,7 @@ from zae_limiter.capacity import (
     estimate,
 )
 from zae_limiter.errors import (
+    CALL_TIMEOUT,
     CAPACITY_EXHAUSTED,
     CONDITION_FAILED,
     CONDITION_FAILED_REASON,
@@ -126,7 +127,7 @@ class _Runner:
         left = deadline.remaining()
         if left is not None and left <= 0:
             deadline.cleanup = True
-            return [_unavailable("the call's deadline passed", "Timeout") for _ in steps]
+            return [_unavailable("the call's deadline passed", CALL_TIMEOUT) for _ in steps]
         costs = [estimate(s.op, s.params) if isinstance(s, Call) else _FREE for s in steps]
         if self.admission is None:
             return _Round(0, costs, left)
@@ -275,7 +276,7 @@ class AsyncRunner(_Runner):
         except (ClientError, BotoCoreError) as error:
             return self.failed(step, error, trip, cost)
         except TimeoutError:
-            return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", "Timeout")
+            return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", CALL_TIMEOUT)
         return self.done(step, response, trip, cost)
 
     async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
@@ -305,3 +306,8 @@ class AsyncRunner(_Runner):
                     )
                 )
             send = self.outcome(request, results, deadline)
+
+    def close(self) -> None:
+        """Close the lean transport; the aiobotocore client closes with its repository's
+        exit stack (it is an async context)."""
+        self.close_lean()

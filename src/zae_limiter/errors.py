@@ -114,6 +114,8 @@ REQUEST_LIMIT_EXCEEDED = "RequestLimitExceeded"
 # The library's own codes on a `RateLimiterUnavailable` (its `code`), for calls never sent.
 #: The client's capacity budget (`capacity=`) refused the call.
 CAPACITY_EXHAUSTED = "CapacityExhausted"
+#: The call's deadline passed before DynamoDB answered (or before the call was sent).
+CALL_TIMEOUT = "Timeout"
 #: An audited change kept losing to concurrent changes of the same item.
 CONCURRENT_CHANGE = "ConcurrentChange"
 
