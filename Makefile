@@ -24,7 +24,7 @@ typecheck: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -rs -p no:cacheprovider
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
