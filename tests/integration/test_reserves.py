@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
 
 from tests.conftest import Api, Clock
 from zae_limiter import Limit, RateLimitExceeded, keys
@@ -73,6 +75,35 @@ def test_exact_at_the_limit_and_conserved_after_return(api: Api) -> None:
     assert len(waits) == 40 and all(w > 0 for w in waits)
     give_back(api)
     assert tokens(api) == 0 and reserved(api) == 0
+
+
+def unknown_outcome_return(api: Api) -> None:
+    """A return DynamoDB applied but whose answer never came back (outcome unknown) is
+    counted as lost and never written again: a second ADD would create tokens."""
+    warm(api, SLOW, n=8)
+    assert reserved(api) > 0
+    answered: list[str] = []
+
+    def lose_the_answer(**kwargs: Any) -> None:
+        # after-call: the write was applied; the client is told it timed out.
+        answered.append("lost")
+        raise ReadTimeoutError(endpoint_url="the answer was lost")
+
+    events = api.repo.client.meta.events
+    events.register("after-call.dynamodb.UpdateItem", lose_the_answer)
+    give_back(api)
+    events.unregister("after-call.dynamodb.UpdateItem", lose_the_answer)
+    assert answered == ["lost"]
+    give_back(api)
+    give_back(api)
+    assert api.limiter.get_reserve_stats().lost == 1
+    # Applied once: the unspent tokens are back, none created, nothing still held.
+    assert reserved(api) == 0
+    assert tokens(api) == 100 - 8
+
+
+def test_a_return_whose_outcome_is_unknown_is_never_retried(api: Api) -> None:
+    unknown_outcome_return(api)
 
 
 def test_unspent_tokens_go_back_after_idle_time(api: Api, clock: Clock) -> None:

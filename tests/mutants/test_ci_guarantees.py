@@ -14,9 +14,16 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import pytest
+
+from tests.conftest import Api
+from tests.engine import test_wire_conformance as conformance
 from tests.integration import stall_cases
+from tests.integration import test_reserves as reserves_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from zae_limiter import drivers, repository
+from zae_limiter import drivers, errors, repository
+from zae_limiter.wire import protocol
+from zae_limiter.wire.base import LeanBase
 
 
 def _untimed(timeout: float | None) -> dict[str, Any]:
@@ -69,3 +76,51 @@ def test_async_is_cut_by_the_deadline_alone(moto_http: str, table_name: str) -> 
     # mutant above removes is the deadline, not something the socket would have done.
     with calls_not_bounded_by_the_timeout():
         stall_cases.take_stalls_after_warm_up("async", moto_http, table_name)
+
+
+# A return of a token reserve whose outcome is unknown (tests/integration/test_reserves.py):
+# treating every failure as a throttle (refused, so not applied) retries it.
+
+
+def test_unknown_return_test_catches_a_retried_return(api: Api) -> None:
+    always = property(lambda self: True)
+    with mutant(errors.RateLimiterUnavailable, "throttled", always):
+        must_fail(reserves_tests.unknown_outcome_return, api)
+
+
+# The lean path's parser (tests/engine/test_wire_conformance.py): the same raw bytes read
+# by botocore's parser and by ours.
+
+
+def _without_message(original: Any) -> Any:
+    def parse(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        parsed: dict[str, Any] = original(*args, **kwargs)
+        if "Error" in parsed:
+            parsed["Error"] = {k: v for k, v in parsed["Error"].items() if k != "Message"}
+        return parsed
+
+    return parse
+
+
+@pytest.fixture(scope="module")
+def raw_server() -> Iterator[Any]:
+    server = conformance.RawServer()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("answer", ["503-html", "400-typed-extra", "502-text"])
+def test_error_body_test_catches_a_parser_that_drops_the_message(
+    raw_server: Any, answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = conformance.test_error_bodies_read_as_botocores_own_parser_reads_them
+    with mutant_wrapping(protocol, "parse", _without_message):
+        must_fail(body, raw_server, answer, monkeypatch)
+
+
+def test_error_body_test_catches_a_parser_that_drops_the_failed_conditions_item(
+    raw_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = conformance.test_error_bodies_read_as_botocores_own_parser_reads_them
+    with mutant(LeanBase, "members", lambda self, code: ()):
+        must_fail(body, raw_server, "400-ccf-item", monkeypatch)
