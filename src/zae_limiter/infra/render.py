@@ -6,7 +6,6 @@ No AWS calls here: `zae-limiter render` and the tests use this alone.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import yaml
 
 from zae_limiter import keys, table
 from zae_limiter.aggregator.archive import ARCHIVE_PREFIX
+from zae_limiter.flows.version import client_version
 from zae_limiter.infra import options as opts
 from zae_limiter.infra.dashboard import dashboard_body
 from zae_limiter.infra.options import StackOptions
@@ -56,10 +56,7 @@ def _environment() -> jinja2.Environment:
 
 
 def package_version() -> str:
-    try:
-        return metadata.version("zae-limiter")
-    except metadata.PackageNotFoundError:  # running from a bare source tree
-        return "0.0.0"
+    return client_version()
 
 
 def template_context(options: StackOptions) -> dict[str, Any]:
