@@ -4,6 +4,7 @@ process makes it: the item is deleted, and the stream record names the service."
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -115,3 +116,48 @@ def test_archived_without_a_stack_says_how_to_name_the_bucket(zae: Zae) -> None:
     assert "does not exist" in done.stderr
     bad = zae("audit", "list", "--archive-bucket", "b")
     assert bad.code == 2 and "--archive-bucket goes with --archived" in bad.stderr
+
+
+# ---------------------------------------------------------------- mutation checks
+def _fresh(zae: Zae) -> Zae:
+    """The same table, a namespace of its own: each guarantee body runs on clean ground."""
+    from tests.cli.conftest import Zae as Fresh
+
+    return Fresh(zae.table, f"ns{uuid.uuid4().hex[:10]}")
+
+
+def _put_swallowing_errors(self: S3Archive, plan: Any) -> list[str]:
+    # The broken variant: a failed write is dropped instead of reported.
+    for obj in plan.objects:
+        with contextlib.suppress(Exception):
+            self.client.put_object(Bucket=self.bucket, Key=obj.key, Body=obj.body)
+    return []
+
+
+def _read_every_copy(self: S3Archive, namespace: str, **kw: Any) -> list[Any]:
+    from zae_limiter.aggregator.archive import decode
+
+    found = []
+    for key in self._keys(namespace, 0):
+        found += decode(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+    return found
+
+
+def _any_remove(record: Any) -> Any:
+    body = record.get("dynamodb") or {}
+    return body.get("OldImage") if record.get("eventName") == "REMOVE" else None
+
+
+def test_the_archive_tests_catch_a_lost_write_a_double_listing_and_a_user_delete(
+    zae: Zae,
+) -> None:
+    from tests.mutants import must_fail, mutant
+
+    with mutant(S3Archive, "put", _put_swallowing_errors):
+        must_fail(test_a_failed_s3_write_reports_the_item_and_a_rerun_archives_it_once,
+                  _fresh(zae))  # fmt: skip
+    with mutant(S3Archive, "read", _read_every_copy):
+        must_fail(test_a_failed_s3_write_reports_the_item_and_a_rerun_archives_it_once,
+                  _fresh(zae))  # fmt: skip
+    with mutant(keys, "expired_audit_image", _any_remove):
+        must_fail(test_a_delete_by_a_user_is_not_an_expiry, _fresh(zae))

@@ -107,3 +107,13 @@ def test_a_table_without_a_stream_is_a_clear_error(table_name: str) -> None:
         )  # fmt: skip
         with pytest.raises(NoStreamError, match="has no stream"):
             open_reader(table_name).open(T0)
+
+
+def test_the_throttle_test_catches_a_reader_that_does_not_wait(
+    limiter: SyncRateLimiter, table_name: str
+) -> None:
+    from tests.mutants import must_fail, mutant
+
+    with mutant(Backoff, "waiting", lambda self, now_ms: False):
+        must_fail(test_a_throttled_stream_is_read_again_after_a_growing_pause, limiter,
+                  table_name)  # fmt: skip
