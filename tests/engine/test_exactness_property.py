@@ -19,9 +19,6 @@ Run with a limit refilling per second and one refilling per minute (the same rat
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -29,35 +26,21 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from tests._servers import EngineEndpoint, unique_name
-from tests.exactness_model import OVER_ADMITS_AT_THE_TOP, Replay, SimClock
-from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
+from tests.engine.exactness_clients import CLIENTS, KINDS, Step, run_plan
+from tests.exactness_model import OVER_ADMITS_AT_THE_TOP
+from zae_limiter import Limit, SyncRepository
 
 pytestmark = pytest.mark.engine
 
-CLIENTS = 3
-RESOURCE = "api"
 LIMITS = [
     Limit.custom("rps", 40, 20, 1),  # 40 tokens, 20 per second
     Limit.custom("rpm", 40, 1200, 60),  # the same rate, refilled per minute
 ]
 
 
-class Boom(Exception):
-    """Raised inside a lease to roll it back."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    client: int
-    kind: str  # "take", "adjust", "rollback", "return-due", "return-all"
-    amount: int
-    delta: int  # for "adjust": added to the lease before it ends
-    advance_ms: int  # the clock moves this much before the step
-
-
 @st.composite
 def _step(draw: Any) -> Step:
-    kind = draw(st.sampled_from(["take"] * 4 + ["adjust", "rollback", "return-due", "return-all"]))
+    kind = draw(st.sampled_from(["take"] * 3 + list(KINDS)))
     amount = draw(st.integers(1, 6))
     delta = draw(st.integers(-amount, 6))
     advance = draw(st.one_of(st.integers(0, 60), st.integers(0, 60), st.integers(1000, 4000)))
@@ -81,68 +64,6 @@ def table(dynamodb_local: EngineEndpoint) -> str:
     name = unique_name()
     SyncRepository.open(name=name, endpoint_url=dynamodb_local.url, create_table=True).close()
     return name
-
-
-class Clients:
-    """CLIENTS repositories on one table and one simulated clock, and what they did."""
-
-    def __init__(self, url: str, table: str, limit: Limit) -> None:
-        self.clock = SimClock(1_700_000_000_000)
-        self.url, self.table = url, table
-        self.entity = f"prop-{uuid.uuid4().hex[:10]}"
-        self.limit = limit
-        self.repos = [
-            SyncRepository.open(name=table, endpoint_url=url, clock=self.clock)
-            for _ in range(CLIENTS)
-        ]
-        self.limiters = [SyncRateLimiter(repo) for repo in self.repos]
-        self.limiters[0].set_limits(self.entity, [limit], RESOURCE)
-        self.replay = Replay(limit, self.clock.now)
-
-    def play(self, step: Step) -> None:
-        self.clock.now += step.advance_ms
-        repo, limiter = self.repos[step.client], self.limiters[step.client]
-        if step.kind.startswith("return"):
-            repo.return_reserves(everything=step.kind == "return-all")
-            return
-        now, name = self.clock.now, self.limit.name
-        try:
-            with limiter.acquire(self.entity, RESOURCE, {name: step.amount}) as lease:
-                self.replay.take(step.amount, now, True)
-                if step.kind == "adjust":
-                    lease.adjust(**{name: step.delta})
-                    self.replay.adjust(step.delta, now)
-                if step.kind == "rollback":
-                    raise Boom
-        except RateLimitExceeded:
-            self.replay.take(step.amount, now, False)
-        except Boom:
-            self.replay.roll_back(step.amount, now)
-
-    def close(self) -> int:
-        """Close every client; the whole tokens the table reports now."""
-        for repo in self.repos:
-            repo.close()
-        with SyncRepository.open(
-            name=self.table, endpoint_url=self.url, clock=self.clock, reserve=False
-        ) as reader:
-            available = SyncRateLimiter(reader).available(self.entity, RESOURCE)
-        return available.get(self.limit.name, 0)
-
-
-@pytest.fixture
-def open_clients(dynamodb_local: EngineEndpoint, table: str) -> Iterator[Any]:
-    opened: list[Clients] = []
-
-    def make(limit: Limit) -> Clients:
-        clients = Clients(dynamodb_local.url, table, limit)
-        opened.append(clients)
-        return clients
-
-    yield make
-    for clients in opened:
-        for repo in clients.repos:
-            repo.close()
 
 
 @pytest.mark.parametrize(
@@ -171,11 +92,6 @@ def open_clients(dynamodb_local: EngineEndpoint, table: str) -> Iterator[Any]:
 @given(plan=steps)
 @example(plan=AFTER_IDLE)
 def test_clients_interleaving_never_beat_an_ideal_bucket(
-    open_clients: Any, limit: Limit, plan: list[Step]
+    dynamodb_local: EngineEndpoint, table: str, limit: Limit, plan: list[Step]
 ) -> None:
-    clients = open_clients(limit)
-    for step in plan:
-        clients.play(step)
-        assert not clients.replay.violations, clients.replay.violations
-    left = clients.close()
-    assert left <= clients.replay.tokens_at(clients.clock.now)
+    run_plan(dynamodb_local.url, table, limit, plan)
