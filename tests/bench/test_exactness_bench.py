@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import exactness
 from tests._servers import dynamodb_local_missing
-from zae_limiter.bench import exactness
 
 
 def _seen(admit_first: int) -> dict[str, list[list[object]]]:
@@ -53,6 +53,6 @@ def test_a_run_that_fails_fails_the_command(
     monkeypatch.setenv("ZAEL_PUBLISHED_PYTHON", str(tmp_path / "no-python"))
     monkeypatch.setattr(exactness, "RUNS", (("published", "published", False),))
     failures: list[str] = []
-    parts = exactness.run_section(tmp_path, True, ("exactness",), lambda _: None, failures)
+    parts = exactness.SECTION.run(tmp_path, True, ("exactness",), lambda _: None, failures)
     assert failures and failures[0].startswith("exactness (published)")
     assert "failed:" in parts["exactness"]

@@ -6,6 +6,9 @@ DynamoDB Local, with a plan that passes on the real code.
   condition asks for `need + reserve` instead of `need + 2 x reserve`);
 - a reserve that serves acquires without spending (its tokens are never subtracted);
 - a take without its availability condition (`tk >= need` dropped from the write).
+
+Each check first runs on the real code (it must pass there: a check that fails anyway
+proves nothing), then under the mutant, where it must fail.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pytest
 
 from tests._servers import EngineEndpoint, unique_name
 from tests.engine.exactness_clients import CLIENTS, Step, run_plan
-from tests.mutants.framework import assert_killed
+from tests.mutants import must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
 from zae_limiter import keys as keys_package
 from zae_limiter.flows import reserve as reserve_module
@@ -34,6 +37,13 @@ BUSY = [Step(i % CLIENTS, "take", 1 + i % 3, 0, 4) for i in range(120)]
 #: enough for reserves to be granted again near the top, and spent down to empty.
 BUSY_TWICE = [*BUSY, *[Step(c, "return-all", 1, 0, 0) for c in range(CLIENTS)],
               Step(0, "take", 1, 0, 1500), *BUSY]  # fmt: skip
+
+
+def _killed(check: Callable[[], object], owner: Any, name: str, make: Any) -> str:
+    """The failure `check` raised under the mutant, after passing on the real code."""
+    check()
+    with mutant_wrapping(owner, name, make):
+        return str(must_fail(check))
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +109,7 @@ def test_a_reserve_granted_without_as_much_again_behind_is_caught(
     dynamodb_local: EngineEndpoint, table: str
 ) -> None:
     check = _guarantee(dynamodb_local.url, table, BUSY_TWICE)
-    killed = assert_killed(check, keys_package, "speculative_consume", _greedy_reserve)
+    killed = _killed(check, keys_package, "speculative_consume", _greedy_reserve)
     assert "behind" in killed
 
 
@@ -108,7 +118,7 @@ def test_a_reserve_spend_that_does_not_subtract_is_caught(
 ) -> None:
     check = _guarantee(dynamodb_local.url, table, BUSY)
     owner = reserve_module.ReserveBook
-    killed = assert_killed(check, owner, "spend", _spend_keeps_tokens)
+    killed = _killed(check, owner, "spend", _spend_keeps_tokens)
     assert "admitted" in killed
 
 
@@ -117,5 +127,5 @@ def test_a_take_without_its_availability_condition_is_caught(
 ) -> None:
     # Reserves off: every take is the conditional write itself.
     check = _guarantee(dynamodb_local.url, table, BUSY, reserve=False)
-    killed = assert_killed(check, buckets_module, "_consume_expression", _no_availability_condition)
+    killed = _killed(check, buckets_module, "_consume_expression", _no_availability_condition)
     assert "admitted" in killed

@@ -25,12 +25,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from benchmarks.engines import DYNAMODB_LOCAL, create_table, dynamodb_local_missing
+from benchmarks.engines import running as running_engine
+from benchmarks.sections import Section
 from zae_limiter import Limit
-from zae_limiter.bench.engines import DYNAMODB_LOCAL, create_table, dynamodb_local_missing
-from zae_limiter.bench.engines import running as running_engine
 
 RUNNER = Path(__file__).with_name("exactness_run.py")
-INSTALL_PUBLISHED = Path(__file__).parents[3] / ".ci" / "install-published"
+INSTALL_PUBLISHED = Path(__file__).parents[1] / ".ci" / "install-published"
 #: A refill slower than issue 22's 10 per second: on a loaded machine a burst of 40 can
 #: last seconds, and a fast refill would hide an over-admission under a long burst.
 LIMIT = Limit.per_second("rps", 5, burst=10)
@@ -123,7 +124,7 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         "## Exact at the top of the bucket: bursts against an ideal token bucket",
         "",
-        f"`bench.exactness`: one limit ({data['limit']}) on DynamoDB Local, one client, real "
+        f"`benchmarks.exactness`: one limit ({data['limit']}) on DynamoDB Local, one client, real "
         f"time; a burst of {data['burst']} back-to-back acquires after each way of coming "
         "to it. `ideal`: what an ideal token bucket admits, fed the same acquire times.",
         "",
@@ -142,31 +143,23 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_section(
-    out_dir: Path,
-    quick: bool,
-    sections: tuple[str, ...],
-    log: Callable[[str], None],
-    failures: list[str] | None = None,
-) -> dict[str, str]:
-    """The `exactness` section of `make bench` (markdown by section name); {} when
-    skipped. The same scenarios run quick or not: about a minute and a half in all."""
-    if "exactness" not in sections:
-        return {}
-    failed: list[str] = [] if failures is None else failures
-    log("[bench] exactness ...")
-    try:
-        data = run(log, failed)
-    except Exception as error:
-        why = f"{type(error).__name__}: {error}"
-        failed.append(f"exactness: {why}")
-        return {"exactness": f"## Exact at the top of the bucket\n\nfailed: {why}\n"}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "exactness.json").write_text(json.dumps(data, indent=2) + "\n")
-    return {"exactness": markdown(data)}
+def _measure(
+    out_dir: Path, quick: bool, log: Callable[[str], None], failures: list[str]
+) -> dict[str, Any]:
+    # The same scenarios quick or not: about a minute and a half in all.
+    return run(log, failures)
 
 
-if __name__ == "__main__":  # python -m zae_limiter.bench.exactness
+def _render(data: dict[str, Any]) -> str:
+    if "results" not in data:
+        return f"## Exact at the top of the bucket\n\n{data.get('note', 'no figures')}\n"
+    return markdown(data)
+
+
+SECTION = Section("exactness", _measure, _render)
+
+
+if __name__ == "__main__":  # python -m benchmarks.exactness
     problems: list[str] = []
     print(markdown(run(print, problems)))
     for problem in problems:
