@@ -21,7 +21,7 @@ import time
 import pytest
 
 from tests._servers import EngineEndpoint, unique_name
-from tests.engine.burst_drivers import burst_worker, play_async, play_sync
+from tests.engine.burst_drivers import ENTITY, RESOURCE, burst_worker, play_async, play_sync
 from tests.exactness_model import OVER_ADMITS_AT_THE_TOP, burst_scenarios, fill_ms, judge
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
 
@@ -29,7 +29,9 @@ pytestmark = pytest.mark.engine
 
 PER_SECOND = Limit.per_second("rps", 10)  # capacity 10, fills in 1 s
 PER_MINUTE = Limit.per_minute("rpm", 10)  # capacity 10, fills in 60 s
-SLACK = 1  # an acquire whose clock read straddles a refill step may go either way
+#: The allowance issue 22 states. On a simulated clock a correct library needs none (the
+#: ideal is exact, the library rounds in its own favour); it keeps the test about bursts.
+SLACK = 1
 
 CASES = [
     (scenario, face, reserve, limit)
@@ -99,7 +101,7 @@ def test_processes_bursting_together_after_idle_get_the_capacity_and_its_refill(
     refilled between the burst's first acquire and its last answer."""
     limit = PER_SECOND
     with SyncRepository.open(name=table, endpoint_url=dynamodb_local.url) as repo:
-        with SyncRateLimiter(repo).acquire("burst-key", "api", {"rps": 1}, limits=[limit]):
+        with SyncRateLimiter(repo).acquire(ENTITY, RESOURCE, {limit.name: 1}, limits=[limit]):
             pass
     idle_from = time.monotonic()
     context = multiprocessing.get_context("spawn")
