@@ -21,6 +21,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
+#: True while the library over-admits at the top of the bucket (issue 22). The exactness
+#: tests that fail for that reason are strict xfails while it is set: the fix flips it to
+#: False, and a fix that lands without flipping it turns them red.
+OVER_ADMITS_AT_THE_TOP = True
+
 
 class LimitLike(Protocol):
     """What the model needs of a limit: this library's `Limit` and the published one fit."""
@@ -161,3 +166,41 @@ class SimClock:
 
     def __call__(self) -> int:
         return self.now
+
+
+class Replay:
+    """The ideal bucket fed what a real limiter decided, to judge each decision: every
+    take it admitted must have been there in a bucket that saw exactly the same admitted
+    history (`violations` lists those that were not). Adjustments are charged and given
+    back as they were written; a rolled-back take is given back."""
+
+    def __init__(self, limit: LimitLike, at_ms: int) -> None:
+        self.bucket = IdealBucket(limit, at_ms)
+        self.violations: list[str] = []
+        self.admitted = 0
+
+    def take(self, amount: int, at_ms: int, admitted: bool) -> None:
+        if not admitted:
+            return
+        self.bucket.refill(at_ms)
+        if self.bucket.tokens < amount:
+            self.violations.append(
+                f"admitted {amount} at {at_ms} ms holding {float(self.bucket.tokens):.3f}"
+            )
+        self.bucket.charge(amount, at_ms)
+        self.admitted += amount
+
+    def adjust(self, delta: int, at_ms: int) -> None:
+        if delta >= 0:
+            self.bucket.charge(delta, at_ms)
+        else:
+            self.bucket.give_back(-delta, at_ms)
+        self.admitted += delta
+
+    def roll_back(self, amount: int, at_ms: int) -> None:
+        self.bucket.give_back(amount, at_ms)
+        self.admitted -= amount
+
+    def tokens_at(self, at_ms: int) -> Fraction:
+        self.bucket.refill(at_ms)
+        return self.bucket.tokens

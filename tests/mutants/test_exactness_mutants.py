@@ -1,0 +1,131 @@
+"""Each mutant breaks one rule of exactness in the product; the exactness check of
+tests/engine/exactness_clients.py (the property test's body) must catch every one, on
+DynamoDB Local, with a plan that passes on the real code.
+
+- a reserve granted without "as much again stays behind" (the speculative write's
+  condition asks for `need + reserve` instead of `need + 2 x reserve`);
+- a reserve that serves acquires without spending (its tokens are never subtracted);
+- a take without its availability condition (`tk >= need` dropped from the write).
+
+Each check first runs on the real code (it must pass there: a check that fails anyway
+proves nothing), then under the mutant, where it must fail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from tests._servers import EngineEndpoint, unique_name
+from tests.engine.exactness_clients import CLIENTS, Step, run_plan
+from tests.mutants import must_fail, mutant_wrapping
+from zae_limiter import Limit, SyncRepository
+from zae_limiter import keys as keys_package
+from zae_limiter.flows import reserve as reserve_module
+from zae_limiter.keys import buckets as buckets_module
+
+pytestmark = pytest.mark.engine
+
+LIMIT = Limit.custom("rps", 40, 20, 1)
+#: Three hot clients take 1-3 tokens every 4 ms between them (about 500 per second offered
+#: against a refill of 20): reserves are taken and spent, then the limit binds.
+BUSY = [Step(i % CLIENTS, "take", 1 + i % 3, 0, 4) for i in range(120)]
+#: The same, then the clients hand their reserves back and the bucket refills a while:
+#: enough for reserves to be granted again near the top, and spent down to empty.
+BUSY_TWICE = [*BUSY, *[Step(c, "return-all", 1, 0, 0) for c in range(CLIENTS)],
+              Step(0, "take", 1, 0, 1500), *BUSY]  # fmt: skip
+
+
+def _killed(check: Callable[[], object], owner: Any, name: str, make: Any) -> str:
+    """The failure `check` raised under the mutant, after passing on the real code."""
+    check()
+    with mutant_wrapping(owner, name, make):
+        return str(must_fail(check))
+
+
+@pytest.fixture(scope="module")
+def table(dynamodb_local: EngineEndpoint) -> str:
+    name = unique_name()
+    SyncRepository.open(name=name, endpoint_url=dynamodb_local.url, create_table=True).close()
+    return name
+
+
+def _guarantee(
+    url: str, table: str, plan: list[Step], reserve: bool = True
+) -> Callable[[], object]:
+    def check() -> object:
+        clients = run_plan(url, table, LIMIT, plan, reserve)
+        if reserve:
+            # The plan really exercises reserves, or a reserve mutant could not be seen.
+            assert clients.reserve_takes > 0, "no reserve was taken"
+        return clients
+
+    return check
+
+
+def _greedy_reserve(original: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        params = original(*args, **kwargs)
+        consume: Mapping[str, int] = args[2]
+        hold: Mapping[str, int] = kwargs.get("hold_milli") or {}
+        values = params["ExpressionAttributeValues"]
+        for i, name in enumerate(args[3]):
+            values[f":c{i}"] = {"N": str(consume.get(name, 0) + hold.get(name, 0))}
+        return params
+
+    return broken
+
+
+def _spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., int | None]:
+    def broken(self: Any, key: Any, limits: Any, consume: Any, now_ms: int) -> int | None:
+        held = self.holding(key)
+        before = dict(held.left) if held is not None else None
+        shard = original(self, key, limits, consume, now_ms)
+        if shard is not None and held is not None and before is not None:
+            held.left.update(before)
+        return shard
+
+    return broken
+
+
+_AVAILABILITY = re.compile(r"\S+ >= (:c\d+)")
+
+
+def _no_availability_condition(
+    original: Callable[..., tuple[str, str]],
+) -> Callable[..., tuple[str, str]]:
+    def broken(*args: Any) -> tuple[str, str]:
+        update, condition = original(*args)
+        # Always true, and still uses the value (DynamoDB rejects unused values).
+        return update, _AVAILABILITY.sub(r"\1 = \1", condition)
+
+    return broken
+
+
+def test_a_reserve_granted_without_as_much_again_behind_is_caught(
+    dynamodb_local: EngineEndpoint, table: str
+) -> None:
+    check = _guarantee(dynamodb_local.url, table, BUSY_TWICE)
+    killed = _killed(check, keys_package, "speculative_consume", _greedy_reserve)
+    assert "behind" in killed
+
+
+def test_a_reserve_spend_that_does_not_subtract_is_caught(
+    dynamodb_local: EngineEndpoint, table: str
+) -> None:
+    check = _guarantee(dynamodb_local.url, table, BUSY)
+    owner = reserve_module.ReserveBook
+    killed = _killed(check, owner, "spend", _spend_keeps_tokens)
+    assert "admitted" in killed
+
+
+def test_a_take_without_its_availability_condition_is_caught(
+    dynamodb_local: EngineEndpoint, table: str
+) -> None:
+    # Reserves off: every take is the conditional write itself.
+    check = _guarantee(dynamodb_local.url, table, BUSY, reserve=False)
+    killed = _killed(check, buckets_module, "_consume_expression", _no_availability_condition)
+    assert "admitted" in killed
