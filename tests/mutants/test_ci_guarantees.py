@@ -19,9 +19,13 @@ import pytest
 from tests.conftest import Api
 from tests.engine import test_wire_conformance as conformance
 from tests.integration import stall_cases
+from tests.integration import test_audit as audit_tests
 from tests.integration import test_reserves as reserves_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from zae_limiter import drivers, errors, repository
+from zae_limiter import drivers, errors, keys, repository
+from zae_limiter.flows import Call, one
+from zae_limiter.flows import config as config_flows
+from zae_limiter.flows import entities as entity_flows
 from zae_limiter.wire import protocol
 from zae_limiter.wire.base import LeanBase
 
@@ -124,3 +128,22 @@ def test_error_body_test_catches_a_parser_that_drops_the_failed_conditions_item(
     body = conformance.test_error_bodies_read_as_botocores_own_parser_reads_them
     with mutant(LeanBase, "members", lambda self, code: ()):
         must_fail(body, raw_server, "400-ccf-item", monkeypatch)
+
+
+# Audit atomicity (tests/integration/test_audit.py): the change and its event go in one
+# transaction. The mutant writes them one after the other, each in its own transaction.
+
+
+def _split_commit(state: Any, items: Any) -> Any:
+    for item in items:
+        result = yield from one(Call("transact_write_items", keys.transact([item])))
+        if not result.ok:
+            return False
+    return True
+
+
+def test_audit_test_catches_a_change_written_apart_from_its_event(api: Api) -> None:
+    with mutant(config_flows, "commit", _split_commit), mutant(
+        entity_flows, "commit", _split_commit
+    ):
+        must_fail(audit_tests.failing_event_write_leaves_no_change, api)
