@@ -10,22 +10,27 @@ The bound on an acquire, against real stalls (tests/integration/stall_cases.py):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from tests.conftest import Api
 from tests.engine import test_wire_conformance as conformance
 from tests.integration import stall_cases
 from tests.integration import test_audit as audit_tests
+from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_reserves as reserves_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from zae_limiter import drivers, errors, keys, repository
 from zae_limiter.flows import Call, one
 from zae_limiter.flows import config as config_flows
 from zae_limiter.flows import entities as entity_flows
+from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
 from zae_limiter.wire.base import LeanBase
 
@@ -147,3 +152,31 @@ def test_audit_test_catches_a_change_written_apart_from_its_event(api: Api) -> N
         entity_flows, "commit", _split_commit
     ):
         must_fail(audit_tests.failing_event_write_leaves_no_change, api)
+
+
+# Migration resume (tests/integration/test_migrations.py): a run after a crash starts from
+# the saved cursor. The mutant forgets the saved phase, so the step starts over.
+
+
+def _forgetful(original: Any) -> Any:
+    def begin(*args: Any, **kwargs: Any) -> Any:
+        record = yield from original(*args, **kwargs)
+        if record is None:
+            return None
+        return dataclasses.replace(record, migration_step=None, cursor=None, done=0)
+
+    return begin
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+def test_resume_test_catches_a_migration_that_starts_over(
+    ddb: Any, table_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = migrations_tests.test_interrupted_migration_resumes_where_it_stopped
+    with mutant_wrapping(v0002, "begin_migration", _forgetful):
+        must_fail(body, ddb, table_name, monkeypatch)
