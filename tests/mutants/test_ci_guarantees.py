@@ -26,6 +26,7 @@ from tests.integration import test_audit as audit_tests
 from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_reserves as reserves_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
+from tests.unit import test_wire_transport as wire_transport_tests
 from zae_limiter import drivers, errors, keys, repository
 from zae_limiter.flows import Call, one
 from zae_limiter.flows import config as config_flows
@@ -180,3 +181,26 @@ def test_resume_test_catches_a_migration_that_starts_over(
     body = migrations_tests.test_interrupted_migration_resumes_where_it_stopped
     with mutant_wrapping(v0002, "begin_migration", _forgetful):
         must_fail(body, ddb, table_name, monkeypatch)
+
+
+# Hooks see the regular client's arguments (tests/unit/test_wire_transport.py): the mutant
+# shows `before-call` handlers the endpoint without botocore's trailing "/".
+
+
+def _bare_url(original: Any) -> Any:
+    def build(self: Any, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        request: dict[str, Any] = original(self, operation, params)
+        request["url"] = self.url
+        return request
+
+    return build
+
+
+def test_hook_test_catches_a_before_call_url_unlike_botocores() -> None:
+    server = wire_transport_tests.Server(wire_transport_tests.item)
+    try:
+        with mutant_wrapping(LeanBase, "build", _bare_url):
+            body = wire_transport_tests.test_hooks_get_the_arguments_the_regular_client_passes
+            must_fail(body, server)
+    finally:
+        server.sock.close()
