@@ -15,10 +15,10 @@ import multiprocessing
 
 import pytest
 
+from benchmarks import reserves_shared as shared
 from tests._servers import EngineEndpoint, unique_name
 from tests.integration import _contention_worker as worker
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
-from zae_limiter.bench import reserves_shared as shared
 
 pytestmark = pytest.mark.engine
 

@@ -98,6 +98,9 @@ class Hooks:
 class LeanBase:
     """The parts of a lean call that do no I/O; subclasses send and emit events."""
 
+    #: The face's own keep-alive transport (None: sends through the client's session).
+    transport: Any = None
+
     def __init__(self, client: Any) -> None:
         meta = client.meta
         self.regular = client
@@ -124,6 +127,10 @@ class LeanBase:
 
     def endpoint(self, connect: float | None, read: float | None) -> Endpoint:
         return Endpoint.of(self.url, self.session, connect, read)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
     def members(self, code: str) -> Collection[str]:
         """Modelled members of an error code (cached; unknown codes have none)."""
