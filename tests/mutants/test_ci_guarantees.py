@@ -29,7 +29,7 @@ from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit import test_wire_transport as wire_transport_tests
 from zae_limiter import drivers, errors, keys, repository
 from zae_limiter.flows import Call, one
-from zae_limiter.flows import config as config_flows
+from zae_limiter.flows import audit as audit_flows
 from zae_limiter.flows import entities as entity_flows
 from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
@@ -149,7 +149,9 @@ def _split_commit(state: Any, items: Any) -> Any:
 
 
 def test_audit_test_catches_a_change_written_apart_from_its_event(api: Api) -> None:
-    with mutant(config_flows, "commit", _split_commit), mutant(
+    # Every module that looks `commit` up: the audited change (limits, entity updates)
+    # and the entity flows (create, delete).
+    with mutant(audit_flows, "commit", _split_commit), mutant(
         entity_flows, "commit", _split_commit
     ):
         must_fail(audit_tests.failing_event_write_leaves_no_change, api)
