@@ -1,9 +1,12 @@
-"""The partition emulator in front of a real endpoint, driven with boto3 (retries off)."""
+"""The partition emulator in front of a real endpoint, driven with boto3 (retries off).
+
+The emulator's per-second accounting runs on a virtual clock here: a burst lands in one
+window however slowly a loaded machine sends it, and a new window is a step of the clock,
+never a sleep to the top of a wall-clock second."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,9 +23,27 @@ pytestmark = pytest.mark.engine
 LIMIT = 5
 
 
+class Seconds:
+    """Wall-clock seconds (as `time.time()` gives them) that move only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.25
+
+    def __call__(self) -> float:
+        return self.now
+
+    def next_window(self) -> None:
+        self.now += 1.0
+
+
 @pytest.fixture
-def emulator(engine_endpoint: EngineEndpoint) -> Iterator[PartitionEmulator]:
-    with PartitionEmulator(engine_endpoint.url, writes_per_second=LIMIT) as emu:
+def seconds() -> Seconds:
+    return Seconds()
+
+
+@pytest.fixture
+def emulator(engine_endpoint: EngineEndpoint, seconds: Seconds) -> Iterator[PartitionEmulator]:
+    with PartitionEmulator(engine_endpoint.url, writes_per_second=LIMIT, clock=seconds) as emu:
         yield emu
 
 
@@ -59,16 +80,15 @@ def _put(client: Any, table: str, pk: str, value: int) -> str:
     return "ok"
 
 
-def _burst_in_one_second(client: Any, table: str, pk: str, count: int) -> list[str]:
-    # Start at the top of a second so the burst does not straddle two windows.
-    time.sleep(1 - time.time() % 1 + 0.01)
+def _burst(client: Any, table: str, pk: str, count: int) -> list[str]:
+    """`count` writes to one partition, all inside the current (virtual) second."""
     return [_put(client, table, pk, i) for i in range(count)]
 
 
 def test_writes_past_the_limit_are_throttled_and_not_forwarded(
     client: Any, table: str, emulator: PartitionEmulator
 ) -> None:
-    results = _burst_in_one_second(client, table, "hot", LIMIT + 3)
+    results = _burst(client, table, "hot", LIMIT + 3)
     assert results[:LIMIT] == ["ok"] * LIMIT
     assert results[LIMIT:] == ["ProvisionedThroughputExceededException"] * 3
     item = client.get_item(TableName=table, Key={"PK": {"S": "hot"}}, ConsistentRead=True)
@@ -82,7 +102,7 @@ def test_writes_past_the_limit_are_throttled_and_not_forwarded(
 def test_reads_and_other_partitions_are_unaffected(
     client: Any, table: str, emulator: PartitionEmulator
 ) -> None:
-    _burst_in_one_second(client, table, "hot", LIMIT + 1)
+    _burst(client, table, "hot", LIMIT + 1)
     assert _put(client, table, "cool", 1) == "ok"
     for _ in range(3 * LIMIT):
         client.get_item(TableName=table, Key={"PK": {"S": "hot"}})
@@ -98,7 +118,6 @@ def test_transactions_count_each_item(client: Any, table: str, emulator: Partiti
     def put(pk: str) -> dict[str, Any]:
         return {"Put": {"TableName": table, "Item": {"PK": {"S": pk}}}}
 
-    time.sleep(1 - time.time() % 1 + 0.01)
     client.transact_write_items(TransactItems=[put("t1"), put("t2")])
     for i in range(LIMIT - 1):
         assert _put(client, table, "t1", i) == "ok"
@@ -113,7 +132,19 @@ def test_limit_can_change_while_running(
     client: Any, table: str, emulator: PartitionEmulator
 ) -> None:
     emulator.writes_per_second = 1000
-    assert _burst_in_one_second(client, table, "hot", 3 * LIMIT) == ["ok"] * 3 * LIMIT
+    assert _burst(client, table, "hot", 3 * LIMIT) == ["ok"] * 3 * LIMIT
+
+
+def test_a_new_second_is_a_new_window(
+    client: Any, table: str, emulator: PartitionEmulator, seconds: Seconds
+) -> None:
+    assert _burst(client, table, "hot", LIMIT + 1)[-1] == "ProvisionedThroughputExceededException"
+    seconds.next_window()
+    assert _burst(client, table, "hot", LIMIT + 1) == ["ok"] * LIMIT + [
+        "ProvisionedThroughputExceededException"
+    ]
+    by_second = emulator.stats()
+    assert by_second.by_partition["hot"].forwarded == 2 * LIMIT
 
 
 def test_stop_leaves_no_threads(engine_endpoint: EngineEndpoint) -> None:

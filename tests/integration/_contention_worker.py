@@ -1,23 +1,41 @@
-"""One process of the contention test: acquire 1 token N times, count what was admitted."""
+"""One process of the contention test: acquire 1 token N times, count the outcomes."""
 
 from __future__ import annotations
 
-from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
+from zae_limiter import (
+    Limit,
+    RateLimiterUnavailable,
+    RateLimitExceeded,
+    SyncRateLimiter,
+    SyncRepository,
+)
 
 CAPACITY = 1000
 #: One token per hour: nothing refills during the test.
 LIMITS = [Limit.custom("rpm", CAPACITY, 1, 3600)]
 
 
-def run(endpoint: str, table: str, entity: str, attempts: int, speculative: bool) -> int:
+OUTCOMES = ("admitted", "rejected", "unavailable")
+
+
+def run(
+    endpoint: str, table: str, entity: str, attempts: int, speculative: bool = True
+) -> dict[str, int]:
+    """{"admitted", "rejected", "unavailable"}: every attempt lands in exactly one. An
+    acquire that lost its races to other processes too often (`Contended`) or timed out
+    on a loaded machine is unavailable: nothing taken, counted, never an error of the pool.
+    Also the client's reserve stats, once it has closed: "hits", "takes", "lost"."""
     repo = SyncRepository.open(name=table, endpoint_url=endpoint)
     limiter = SyncRateLimiter(repo, speculative_writes=speculative)
-    admitted = 0
+    counts = {"admitted": 0, "rejected": 0, "unavailable": 0}
     for _ in range(attempts):
         try:
             with limiter.acquire(entity, "api", {"rpm": 1}):
-                admitted += 1
+                counts["admitted"] += 1
         except RateLimitExceeded:
-            pass
+            counts["rejected"] += 1
+        except RateLimiterUnavailable:
+            counts["unavailable"] += 1
     repo.close()
-    return admitted
+    stats = repo.get_reserve_stats()
+    return {**counts, "hits": stats.hits, "takes": stats.takes, "lost": stats.lost}

@@ -5,11 +5,12 @@ Both faces (sync on in-process moto, async on a moto server); STS answers from m
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from zae_limiter import EntityExistsError, Limit, RateLimiterUnavailable, ValidationError
+from zae_limiter import EntityExistsError, Limit, RateLimiterUnavailable, ValidationError, keys
 
 if TYPE_CHECKING:
     from tests.conftest import Api, Clock
@@ -105,30 +106,49 @@ def test_failed_change_writes_neither_the_change_nor_the_event(api: Api) -> None
     assert actions(api) == [("create_entity", "acme", None)]
 
 
-def test_a_failing_transaction_leaves_no_change_and_no_event(api: Api) -> None:
-    """The transaction is refused by DynamoDB (injected): neither item is written."""
+def failing_event_write_leaves_no_change(api: Api) -> None:
+    """DynamoDB refuses the write of the event (injected: a transaction carrying an audit
+    item is throttled; any other write passes): the change is not written either."""
     api.create_entity("acme")
-    fail_transactions(api)
+    refused = refuse_event_writes(api)
     with pytest.raises(RateLimiterUnavailable):
         api.set_limits("acme", [RPM])
     with pytest.raises(RateLimiterUnavailable):
         api.update_entity("acme", name="renamed")
+    with pytest.raises(RateLimiterUnavailable):
+        api.delete_entity("acme")
+    assert len(refused) == 3
     assert api.get_limits("acme") == ()
-    assert api.get_entity("acme").name is None
+    entity = api.get_entity("acme")
+    assert entity is not None, "deleted without its event"
+    assert entity.name is None
     assert actions(api) == [("create_entity", "acme", None)]
 
 
-def fail_transactions(api: Api) -> None:
-    """Every TransactWriteItems from now on fails as a throttled request would."""
+def test_a_failing_event_write_leaves_no_change_and_no_event(api: Api) -> None:
+    failing_event_write_leaves_no_change(api)
+
+
+def refuse_event_writes(api: Api) -> list[int]:
+    """Every TransactWriteItems that carries an audit event fails as a throttled request
+    would; returns the list of refusals (their item counts)."""
     from botocore.exceptions import ClientError
 
-    def refuse(**_kwargs: Any) -> None:
-        raise ClientError(
-            {"Error": {"Code": "ThrottlingException", "Message": "injected"}},
-            "TransactWriteItems",
-        )
+    refused: list[int] = []
+
+    def refuse(params: dict[str, Any], **_kwargs: Any) -> None:
+        body = params["body"]
+        items = json.loads(body.decode() if isinstance(body, bytes) else body)["TransactItems"]
+        sort_keys = [i["Put"]["Item"][keys.SK]["S"] for i in items if "Put" in i]
+        if any(sk.startswith(keys.AUDIT_SK_PREFIX) for sk in sort_keys):
+            refused.append(len(items))
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "injected"}},
+                "TransactWriteItems",
+            )
 
     api.repo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", refuse)
+    return refused
 
 
 def test_concurrent_change_is_seen_and_before_is_what_was_replaced(api: Api) -> None:

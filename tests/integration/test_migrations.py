@@ -241,7 +241,7 @@ def test_interrupted_migration_resumes_where_it_stopped(
         outcomes = repo.run(recorded(migrations.migrate(repo.state, plan, later, BY), calls))
         record = repo.run(check_version(repo.state, "0.1.0"))
     scans = [c for c in calls if not isinstance(c, tuple) and c.op == "scan"]
-    assert scans[0].params["ExclusiveStartKey"] == halfway_cursor(halfway)
+    assert scans[0].params.get("ExclusiveStartKey") == halfway_cursor(halfway)
     assert outcomes[0].items == total - len(expired)
     assert record is not None and record.schema_version == 2 and not record.migrating
     done = scan_all(ddb, table_name)

@@ -8,7 +8,7 @@ doubles the shard count and admits more than one partition could ever take.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -42,28 +42,55 @@ def _phase(name: str, seconds: float, pinned: bool) -> Phase:
     return Phase(name, f"hot-{name}", seconds, OFFERED, ROOMY, wcu, pinned, reserve=False)
 
 
-def test_one_partition_caps_admissions(bench: tuple[str, Any, str]) -> None:
+#: A phase whose clients could not offer the load is run again (on a fresh entity), at
+#: most this many times in all; then the test fails, saying so. Never a silent pass.
+TRIES = 3
+
+
+def offered(
+    bench: tuple[str, Any, str],
+    name: str,
+    seconds: float,
+    pinned: bool,
+    enough: Callable[[dict[str, Any]], bool],
+) -> dict[str, Any]:
+    """Run the phase until the clients offered `enough` load (a starved machine starts its
+    processes late and offers a fraction of the 6x asked); the run that did."""
     upstream, emu, table = bench
-    run = run_phase(emu, upstream, table, _phase("pinned", 3, pinned=True), PROCESSES)
+    runs = []
+    for attempt in range(TRIES):
+        phase = _phase(f"{name}-{attempt}", seconds, pinned)
+        run: dict[str, Any] = run_phase(emu, upstream, table, phase, PROCESSES)
+        if enough(run):
+            return run
+        runs.append(run["summary"]["attempted"])
+    pytest.fail(f"in {TRIES} runs the clients never offered enough load (attempts: {runs})")
+
+
+def test_one_partition_caps_admissions(bench: tuple[str, Any, str]) -> None:
+    def more_than_the_partition(run: dict[str, Any]) -> bool:
+        burst = PARTITION_LIMIT * (len(run["seconds"]) + 1)
+        return bool(run["summary"]["attempted"] > 1.2 * burst)
+
+    run = offered(bench, "pinned", 3, True, more_than_the_partition)
     rows, summary = run["seconds"], run["summary"]
     # The emulator's bucket starts full: one second's worth of burst on top of the rate.
     assert summary["admitted"] <= PARTITION_LIMIT * (len(rows) + 1), rows
     assert all(r["shard_count"] == 1 for r in rows), rows
-    # A starved machine may not even offer one partition's rate; when the clients did
-    # offer more than the partition took, the rest came back throttled.
-    burst = PARTITION_LIMIT * (len(rows) + 1)
-    if summary["attempted"] > 1.2 * burst:
-        assert summary["throttles"] > 0 and summary["unavailable"] > 0, summary
+    # The clients offered more than the partition took: the rest came back throttled.
+    assert summary["throttles"] > 0 and summary["unavailable"] > 0, summary
     assert summary["rejections"] == 0, summary  # the limit is far above the offered rate
 
 
 def test_shard_count_doubles_and_admissions_pass_one_partition(
     bench: tuple[str, Any, str],
 ) -> None:
-    upstream, emu, table = bench
     # 6x one partition needs 8 shards: three doublings, each on at least a second of
     # significant evidence; 14 s leaves the last three seconds past them on a busy machine.
-    run = run_phase(emu, upstream, table, _phase("free", 14, pinned=False), PROCESSES)
+    def more_than_a_partition_at_the_end(run: dict[str, Any]) -> bool:
+        return sum(r["attempted"] for r in run["seconds"][-3:]) > 3 * 1.2 * PARTITION_LIMIT
+
+    run = offered(bench, "free", 14, False, more_than_a_partition_at_the_end)
     rows, summary = run["seconds"], run["summary"]
     # The count follows the load the clients managed to offer (a busy machine offers
     # less than asked): past one partition's, it doubled; never past the rule's bound.
@@ -74,9 +101,10 @@ def test_shard_count_doubles_and_admissions_pass_one_partition(
     ), "the shard count only grows"
     last = rows[-3:]
     attempted, admitted = (sum(r[k] for r in last) for k in ("attempted", "admitted"))
+    # The offer passed one partition's rate by a margin (`offered` saw to it) and 90% of
+    # it is admitted, so more was admitted than one partition could ever take.
     assert admitted >= 0.9 * attempted, rows
-    if attempted > 3 * 1.2 * PARTITION_LIMIT:
-        assert admitted > 3 * PARTITION_LIMIT, rows  # more than one partition could take
+    assert admitted > 3 * PARTITION_LIMIT, rows
     # The limit is far above the offered rate, so every rejection is a false one; a few
     # are seen while shards split (a new shard can start nearly empty): bound them.
     assert summary["rejections"] <= 0.05 * summary["attempted"], summary

@@ -10,18 +10,28 @@ The bound on an acquire, against real stalls (tests/integration/stall_cases.py):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from tests.conftest import Api
 from tests.engine import test_wire_conformance as conformance
 from tests.integration import stall_cases
+from tests.integration import test_audit as audit_tests
+from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_reserves as reserves_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from zae_limiter import drivers, errors, repository
+from tests.unit import test_wire_transport as wire_transport_tests
+from zae_limiter import drivers, errors, keys, repository
+from zae_limiter.flows import Call, one
+from zae_limiter.flows import audit as audit_flows
+from zae_limiter.flows import entities as entity_flows
+from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
 from zae_limiter.wire.base import LeanBase
 
@@ -124,3 +134,75 @@ def test_error_body_test_catches_a_parser_that_drops_the_failed_conditions_item(
     body = conformance.test_error_bodies_read_as_botocores_own_parser_reads_them
     with mutant(LeanBase, "members", lambda self, code: ()):
         must_fail(body, raw_server, "400-ccf-item", monkeypatch)
+
+
+# Audit atomicity (tests/integration/test_audit.py): the change and its event go in one
+# transaction. The mutant writes them one after the other, each in its own transaction.
+
+
+def _split_commit(state: Any, items: Any) -> Any:
+    for item in items:
+        result = yield from one(Call("transact_write_items", keys.transact([item])))
+        if not result.ok:
+            return False
+    return True
+
+
+def test_audit_test_catches_a_change_written_apart_from_its_event(api: Api) -> None:
+    # Every module that looks `commit` up: the audited change (limits, entity updates)
+    # and the entity flows (create, delete).
+    with mutant(audit_flows, "commit", _split_commit), mutant(
+        entity_flows, "commit", _split_commit
+    ):
+        must_fail(audit_tests.failing_event_write_leaves_no_change, api)
+
+
+# Migration resume (tests/integration/test_migrations.py): a run after a crash starts from
+# the saved cursor. The mutant forgets the saved phase, so the step starts over.
+
+
+def _forgetful(original: Any) -> Any:
+    def begin(*args: Any, **kwargs: Any) -> Any:
+        record = yield from original(*args, **kwargs)
+        if record is None:
+            return None
+        return dataclasses.replace(record, migration_step=None, cursor=None, done=0)
+
+    return begin
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+def test_resume_test_catches_a_migration_that_starts_over(
+    ddb: Any, table_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = migrations_tests.test_interrupted_migration_resumes_where_it_stopped
+    with mutant_wrapping(v0002, "begin_migration", _forgetful):
+        must_fail(body, ddb, table_name, monkeypatch)
+
+
+# Hooks see the regular client's arguments (tests/unit/test_wire_transport.py): the mutant
+# shows `before-call` handlers the endpoint without botocore's trailing "/".
+
+
+def _bare_url(original: Any) -> Any:
+    def build(self: Any, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        request: dict[str, Any] = original(self, operation, params)
+        request["url"] = self.url
+        return request
+
+    return build
+
+
+def test_hook_test_catches_a_before_call_url_unlike_botocores() -> None:
+    server = wire_transport_tests.Server(wire_transport_tests.item)
+    try:
+        with mutant_wrapping(LeanBase, "build", _bare_url):
+            body = wire_transport_tests.test_hooks_get_the_arguments_the_regular_client_passes
+            must_fail(body, server)
+    finally:
+        server.sock.close()
