@@ -15,10 +15,13 @@ import yaml
 from zae_limiter import keys, table
 from zae_limiter.flows.version import client_version
 from zae_limiter.infra import options as opts
+from zae_limiter.infra.dashboard import dashboard_body
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.schema import SCHEMA_VERSION
 
 STACK_TEMPLATE = "stack.yaml.j2"
+#: Where archived audit events go in the archive bucket (the lifecycle rule's filter).
+AUDIT_ARCHIVE_PREFIX = "audit/"
 
 
 def templates_dir() -> Path:
@@ -69,6 +72,8 @@ def template_context(options: StackOptions) -> dict[str, Any]:
         "runtime": opts.LAMBDA_RUNTIME,
         "handler": opts.AGGREGATOR_HANDLER,
         "namespaces": options.scoped_policies,
+        "dashboard_body": dashboard_body(options),
+        "archive_prefix": AUDIT_ARCHIVE_PREFIX,
         "table": {
             "billing_mode": table.BILLING_MODE,
             "attribute_definitions": table.attribute_definitions(),

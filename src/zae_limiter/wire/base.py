@@ -145,7 +145,8 @@ class LeanBase:
         """The request as `before-call` handlers see it."""
         body = protocol.encode(params)
         headers = protocol.request_headers(operation, self.user_agent)
-        return protocol.request_dict(self.url, headers, body)
+        # The URL botocore shows handlers is the endpoint joined with the path, `/`.
+        return protocol.request_dict(self.target_url, headers, body)
 
     def sign(self, request: dict[str, Any], frozen: Any) -> dict[str, str]:
         """Sign the request with frozen credentials; its wire headers."""
