@@ -206,7 +206,88 @@ def _steps(request: Any) -> tuple[Step, ...]:
     return request if isinstance(request, tuple) else (request,)
 
 
-class SyncRunner(_Runner):
+# unasync: source
+class _AsyncLoop(_Runner):
+    """The run loop; the runner below it makes the calls, runs a round's calls
+    concurrently and sleeps."""
+
+    async def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
+        raise NotImplementedError
+
+    async def together(
+        self, steps: Sequence[Step], trip: int, costs: Sequence[Cost], left: float | None
+    ) -> Sequence[Outcome]:
+        raise NotImplementedError
+
+    async def sleep(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        deadline = _Deadline.start(timeout, cleanup)
+        send: Any = None
+        while True:
+            turn = self.turn(flow, send, deadline)
+            if isinstance(turn, _Done):
+                return turn.value  # type: ignore[no-any-return]
+            request, steps, trip, planned = turn
+            if isinstance(planned, list):
+                send = self.outcome(request, planned, deadline)
+                continue
+            left = planned.left
+            if planned.wait_ms:
+                await self.sleep(planned.wait_ms / 1000)
+                left = deadline.remaining()
+            if len(steps) == 1:  # the common round trip: nothing to run concurrently
+                only = await self.step(steps[0], trip, planned.costs[0], left)
+                results: Sequence[Outcome] = [only]
+            else:
+                results = await self.together(steps, trip, planned.costs, left)
+            send = self.outcome(request, results, deadline)
+
+
+# unasync: generated from the source above by tools/unasync.py; do not edit
+class _SyncLoop(_Runner):
+    """The run loop; the runner below it makes the calls, runs a round's calls
+    concurrently and sleeps."""
+
+    def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
+        raise NotImplementedError
+
+    def together(
+        self, steps: Sequence[Step], trip: int, costs: Sequence[Cost], left: float | None
+    ) -> Sequence[Outcome]:
+        raise NotImplementedError
+
+    def sleep(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        deadline = _Deadline.start(timeout, cleanup)
+        send: Any = None
+        while True:
+            turn = self.turn(flow, send, deadline)
+            if isinstance(turn, _Done):
+                return turn.value  # type: ignore[no-any-return]
+            request, steps, trip, planned = turn
+            if isinstance(planned, list):
+                send = self.outcome(request, planned, deadline)
+                continue
+            left = planned.left
+            if planned.wait_ms:
+                self.sleep(planned.wait_ms / 1000)
+                left = deadline.remaining()
+            if len(steps) == 1:  # the common round trip: nothing to run concurrently
+                only = self.step(steps[0], trip, planned.costs[0], left)
+                results: Sequence[Outcome] = [only]
+            else:
+                results = self.together(steps, trip, planned.costs, left)
+            send = self.outcome(request, results, deadline)
+
+
+# unasync: end
+
+
+class SyncRunner(_SyncLoop):
     """boto3: concurrent steps run on a small thread pool (boto3 clients are thread-safe)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -223,31 +304,16 @@ class SyncRunner(_Runner):
             return self.failed(step, error, trip, cost)
         return self.done(step, response, trip, cost)
 
-    def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
-        deadline = _Deadline.start(timeout, cleanup)
-        send: Any = None
-        while True:
-            turn = self.turn(flow, send, deadline)
-            if isinstance(turn, _Done):
-                return turn.value  # type: ignore[no-any-return]
-            request, steps, trip, planned = turn
-            if isinstance(planned, list):
-                send = self.outcome(request, planned, deadline)
-                continue
-            left = planned.left
-            if planned.wait_ms:
-                time.sleep(planned.wait_ms / 1000)
-                left = deadline.remaining()
-            if len(steps) == 1:
-                results: list[Outcome] = [self.step(steps[0], trip, planned.costs[0], left)]
-            else:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zae")
-                n = len(steps)
-                results = list(
-                    self._pool.map(self.step, steps, [trip] * n, planned.costs, [left] * n)
-                )
-            send = self.outcome(request, results, deadline)
+    def together(
+        self, steps: Sequence[Step], trip: int, costs: Sequence[Cost], left: float | None
+    ) -> Sequence[Outcome]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zae")
+        n = len(steps)
+        return list(self._pool.map(self.step, steps, [trip] * n, costs, [left] * n))
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def close(self) -> None:
         self.close_lean()
@@ -256,7 +322,7 @@ class SyncRunner(_Runner):
             self._pool = None
 
 
-class AsyncRunner(_Runner):
+class AsyncRunner(_AsyncLoop):
     """aiobotocore: concurrent steps run with asyncio.gather; calls are cut at the deadline."""
 
     async def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
@@ -279,33 +345,15 @@ class AsyncRunner(_Runner):
             return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", CALL_TIMEOUT)
         return self.done(step, response, trip, cost)
 
-    async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
-        deadline = _Deadline.start(timeout, cleanup)
-        send: Any = None
-        while True:
-            turn = self.turn(flow, send, deadline)
-            if isinstance(turn, _Done):
-                return turn.value  # type: ignore[no-any-return]
-            request, steps, trip, planned = turn
-            if isinstance(planned, list):
-                send = self.outcome(request, planned, deadline)
-                continue
-            left = planned.left
-            if planned.wait_ms:
-                await asyncio.sleep(planned.wait_ms / 1000)
-                left = deadline.remaining()
-            if len(steps) == 1:  # the common round trip: no tasks to gather
-                results: Sequence[Outcome] = [
-                    await self.step(steps[0], trip, planned.costs[0], left)
-                ]
-            else:
-                results = await asyncio.gather(
-                    *(
-                        self.step(s, trip, c, left)
-                        for s, c in zip(steps, planned.costs, strict=True)
-                    )
-                )
-            send = self.outcome(request, results, deadline)
+    async def together(
+        self, steps: Sequence[Step], trip: int, costs: Sequence[Cost], left: float | None
+    ) -> Sequence[Outcome]:
+        return await asyncio.gather(
+            *(self.step(s, trip, c, left) for s, c in zip(steps, costs, strict=True))
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
     def close(self) -> None:
         """Close the lean transport; the aiobotocore client closes with its repository's

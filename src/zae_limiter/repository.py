@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Self, TypeVar
 from urllib.parse import urlsplit
 
 from zae_limiter import identity, keys
@@ -247,7 +247,108 @@ class _Base:
             self._keeper.poke()
 
 
-class Repository(_Base):
+# unasync: source
+class _AsyncFace(_Base):
+    """What `Repository` does once open, through its runner."""
+
+    _runner: AsyncRunner
+    _keeper: AsyncKeeper | None
+
+    @property
+    def client(self) -> Any:
+        """The aiobotocore client (e.g. to register botocore event handlers)."""
+        return self._runner.client
+
+    async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
+        return await self._runner.run(flow, timeout, cleanup)
+
+    async def ensure_principal(self) -> str:
+        """The principal audit events name (STS is asked once, on the first change)."""
+        if self.principal is None:
+            self.principal = await identity.async_principal(*self.where)
+        return self.principal
+
+    async def invalidate_config_cache(self) -> None:
+        self.state.config_cache.clear()
+
+    async def return_reserves(self, everything: bool = True) -> None:
+        """Write back this client's token reserves now: all of them, or those due."""
+        flow = due_returns(self, everything)
+        if flow is not None:
+            await self.run(flow, self.timeout, cleanup=True)
+
+    async def close(self) -> None:
+        """Return every token reserve, then close the client."""
+        try:
+            if self._keeper is not None:
+                await self._keeper.close()
+        finally:
+            await self._release()
+
+    async def _release(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# unasync: generated from the source above by tools/unasync.py; do not edit
+class _SyncFace(_Base):
+    """What `SyncRepository` does once open, through its runner."""
+
+    _runner: SyncRunner
+    _keeper: SyncKeeper | None
+
+    @property
+    def client(self) -> Any:
+        """The boto3 client (e.g. to register botocore event handlers)."""
+        return self._runner.client
+
+    def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
+        """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
+        return self._runner.run(flow, timeout, cleanup)
+
+    def ensure_principal(self) -> str:
+        """The principal audit events name (STS is asked once, on the first change)."""
+        if self.principal is None:
+            self.principal = identity.sync_principal(*self.where)
+        return self.principal
+
+    def invalidate_config_cache(self) -> None:
+        self.state.config_cache.clear()
+
+    def return_reserves(self, everything: bool = True) -> None:
+        """Write back this client's token reserves now: all of them, or those due."""
+        flow = due_returns(self, everything)
+        if flow is not None:
+            self.run(flow, self.timeout, cleanup=True)
+
+    def close(self) -> None:
+        """Return every token reserve, then close the client."""
+        try:
+            if self._keeper is not None:
+                self._keeper.close()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# unasync: end
+
+
+class Repository(_AsyncFace):
     """Async repository on aiobotocore. Open with `await Repository.open(...)`."""
 
     def __init__(
@@ -263,7 +364,6 @@ class Repository(_Base):
         super().__init__(state, meter, clock, admission, timeout)
         self._runner = AsyncRunner(client, meter, state.table, admission, clock, timeout)
         self._stack = stack
-        self._keeper: AsyncKeeper | None = None
 
     @classmethod
     async def open(
@@ -316,46 +416,11 @@ class Repository(_Base):
             raise
         return repo
 
-    @property
-    def client(self) -> Any:
-        """The aiobotocore client (e.g. to register botocore event handlers)."""
-        return self._runner.client
-
-    async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
-        """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
-        return await self._runner.run(flow, timeout, cleanup)
-
-    async def ensure_principal(self) -> str:
-        """The principal audit events name (STS is asked once, on the first change)."""
-        if self.principal is None:
-            self.principal = await identity.async_principal(*self.where)
-        return self.principal
-
-    async def invalidate_config_cache(self) -> None:
-        self.state.config_cache.clear()
-
-    async def return_reserves(self, everything: bool = True) -> None:
-        """Write back this client's token reserves now: all of them, or those due."""
-        flow = due_returns(self, everything)
-        if flow is not None:
-            await self.run(flow, self.timeout, cleanup=True)
-
-    async def close(self) -> None:
-        """Return every token reserve, then close the client."""
-        try:
-            if self._keeper is not None:
-                await self._keeper.close()
-        finally:
-            await self._stack.aclose()
-
-    async def __aenter__(self) -> Repository:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def _release(self) -> None:
+        await self._stack.aclose()
 
 
-class SyncRepository(_Base):
+class SyncRepository(_SyncFace):
     """Sync repository on boto3. Open with `SyncRepository.open(...)`."""
 
     def __init__(
@@ -369,7 +434,6 @@ class SyncRepository(_Base):
         meter = CapacityMeter()
         super().__init__(state, meter, clock, admission, timeout)
         self._runner = SyncRunner(client, meter, state.table, admission, clock, timeout)
-        self._keeper: SyncKeeper | None = None
 
     @classmethod
     def open(
@@ -417,40 +481,5 @@ class SyncRepository(_Base):
             raise
         return repo
 
-    @property
-    def client(self) -> Any:
-        """The boto3 client (e.g. to register botocore event handlers)."""
-        return self._runner.client
-
-    def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
-        """Run a flow; `timeout` bounds it (wall clock), `cleanup` marks it as giving back."""
-        return self._runner.run(flow, timeout, cleanup)
-
-    def ensure_principal(self) -> str:
-        """The principal audit events name (STS is asked once, on the first change)."""
-        if self.principal is None:
-            self.principal = identity.sync_principal(*self.where)
-        return self.principal
-
-    def invalidate_config_cache(self) -> None:
-        self.state.config_cache.clear()
-
-    def return_reserves(self, everything: bool = True) -> None:
-        """Write back this client's token reserves now: all of them, or those due."""
-        flow = due_returns(self, everything)
-        if flow is not None:
-            self.run(flow, self.timeout, cleanup=True)
-
-    def close(self) -> None:
-        """Return every token reserve, then close the client."""
-        try:
-            if self._keeper is not None:
-                self._keeper.close()
-        finally:
-            self._runner.close()
-
-    def __enter__(self) -> SyncRepository:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _release(self) -> None:
+        self._runner.close()

@@ -193,7 +193,7 @@ def entity_bucket_keys(
             "query", keys.bucket_query_for_entity(state.table, state.namespace, entity_id, resource)
         )
     )
-    return [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in items]
+    return [keys.item_key(i) for i in items]
 
 
 #: A transaction holds 100 items: the event, the META item and this many configs.
@@ -216,7 +216,7 @@ def delete_entity(state: RepoState, entity_id: str, auditor: Auditor) -> Flow[in
     own = yield from paginate(
         Call("query", keys.entity_query_items(state.table, state.namespace, entity_id))
     )
-    doomed = [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in own]
+    doomed = [keys.item_key(i) for i in own]
     configured = [k for k in doomed if keys.key_id(k)[1] == keys.SK_META or keys.config_level(k)]
     if configured:
         yield from _delete_configured(state, entity_id, configured, auditor)
@@ -242,7 +242,7 @@ def _delete_configured(
     }
     before["limits"] = {}
     for (pk, sk), item in sorted(found.items()):
-        level = keys.config_level({keys.PK: {"S": pk}, keys.SK: {"S": sk}})
+        level = keys.config_level(keys.key(pk, sk))
         if level is not None:
             before["limits"][level[1] or "*"] = limits_json(keys.decode_limits(item))["limits"]
     deletes = [keys.tx_delete(state.table, k) for k in configured[: _CONFIGS_IN_TRANSACTION + 1]]

@@ -69,7 +69,7 @@ def _items(
     else:
         query = keys.usage_query_namespace(table, ns)
     found = yield from paginate(Call("query", query))
-    wanted = [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in found]
+    wanted = [keys.item_key(i) for i in found]
     items = yield from batch_get(state, wanted)
     return list(items.values())
 

@@ -108,6 +108,7 @@ from zae_limiter.keys.core import (
     get_n,
     get_s,
     is_bucket_pk,
+    item_key,
     key,
     key_id,
     limit_attr,
@@ -144,7 +145,6 @@ from zae_limiter.keys.entities import (
 from zae_limiter.keys.namespace_index import (
     index_kind,
     index_namespace,
-    item_key,
     namespace_query_keys,
     namespace_scan,
 )

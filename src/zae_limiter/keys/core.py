@@ -203,6 +203,11 @@ def get_bool(item: Mapping[str, Any], attr: str) -> bool:
     return bool(value and value.get("BOOL"))
 
 
+def item_key(item: Mapping[str, Any]) -> Item:
+    """The key of an item read (its PK and SK, nothing else)."""
+    return {PK: item[PK], SK: item[SK]}
+
+
 def key_id(item: Mapping[str, Any]) -> tuple[str, str]:
     """An item's (or an item key's) PK and SK as plain strings: to index items read."""
     return str(item[PK]["S"]), str(item[SK]["S"])
@@ -267,6 +272,7 @@ __all__ = [
     "get_n",
     "get_s",
     "is_bucket_pk",
+    "item_key",
     "key",
     "key_id",
     "limit_attr",

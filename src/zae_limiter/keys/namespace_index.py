@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zae_limiter.keys.core import GSI4, GSI4PK, GSI4SK, PK, SK, Item, get_s, s
+from zae_limiter.keys.core import GSI4, GSI4PK, GSI4SK, Item, get_s, s
 
 
 def namespace_query_keys(table: str, ns: str, start: Item | None = None) -> dict[str, Any]:
@@ -43,14 +43,9 @@ def index_namespace(item: Mapping[str, Any]) -> str:
     return get_s(item, GSI4PK) or ""
 
 
-def item_key(item: Mapping[str, Any]) -> Item:
-    return {PK: item[PK], SK: item[SK]}
-
-
 __all__ = [
     "index_kind",
     "index_namespace",
-    "item_key",
     "namespace_query_keys",
     "namespace_scan",
 ]
