@@ -11,5 +11,32 @@ from zae_limiter.keys.buckets import *  # noqa: F403
 from zae_limiter.keys.core import *  # noqa: F403
 from zae_limiter.keys.entities import *  # noqa: F403
 from zae_limiter.keys.reserves import *  # noqa: F403
+from zae_limiter.keys.takes import (
+    ADD as ADD,
+)
+from zae_limiter.keys.takes import (
+    CHECK as CHECK,
+)
+from zae_limiter.keys.takes import (
+    GIVE as GIVE,
+)
+from zae_limiter.keys.takes import (
+    REBASE as REBASE,
+)
+from zae_limiter.keys.takes import (
+    SET as SET,
+)
+from zae_limiter.keys.takes import (
+    LimitWrite as LimitWrite,
+)
+from zae_limiter.keys.takes import (
+    give_back_write as give_back_write,
+)
+from zae_limiter.keys.takes import (
+    set_shard_count as set_shard_count,
+)
+from zae_limiter.keys.takes import (
+    take_write as take_write,
+)
 from zae_limiter.keys.usage import *  # noqa: F403
 from zae_limiter.keys.version import *  # noqa: F403
