@@ -54,8 +54,13 @@ def test_a_bucket_short_of_full_is_taken_with_a_bounded_add() -> None:
     assert v["v"] == 1000 * UNIT
     now_ra = T0 * 10_000
     assert v["n"] == now_ra
-    # the take leaves 3 tokens: the bound allows exactly a full-at time 9 tokens ahead
-    assert v["b"] == now_ra + (10_000 - 1000) * UNIT
+    # the take leaves 3 tokens; half of them are headroom for reserves other clients take
+    # meanwhile (the held count may grow by 1.5 tokens), so the full-at time may be at
+    # most 10 - 1 - 1.5 tokens ahead
+    assert v["b"] == now_ra + (10_000 - 1000 - 1500) * UNIT
+    epoch = keys.reserve_epoch(T0)
+    assert plan.params["ExpressionAttributeNames"]["#h0_0"] == keys.reserve_attr("rpm", epoch)
+    assert plan.params["ExpressionAttributeValues"][":h0_0"] == {"N": "1500"}
     assert v["t"] == 1000
     assert "#f0 > :n0" in plan.params["ConditionExpression"]
 
@@ -70,7 +75,7 @@ def test_a_full_bucket_is_taken_with_a_set_from_now() -> None:
     # tpm is not consumed here: a check that it is not in debt, nothing written
     form, v = limit_part(plan.params, "tpm")
     assert form == "check"
-    assert v["b"] == T0 * 1_000_000 + 1_000_000 * UNIT
+    assert v["b"] == T0 * 1_000_000 + (1_000_000 - 500_000) * UNIT  # half is headroom
 
 
 def test_a_reserve_leaves_through_the_held_count_and_needs_as_much_again_behind() -> None:
@@ -93,8 +98,9 @@ def test_a_reserve_on_a_bucket_short_of_full_is_bounded_twice() -> None:
     level = replace(make_level({"rpm": 1000}), hold_milli={"rpm": 3000})
     form, v = limit_part(_plan(stored, level).params, "rpm")
     assert form == "add"
-    # after the write: room 10 - 3 held, deficit 1 + 1 taken, and 3 must stay behind
-    assert v["b"] == T0 * 10_000 + (10_000 - 3000 - 3000 - 1000) * UNIT
+    # after the write: room 10 - 3 held, deficit 1 + 1 taken, 3 must stay behind, and
+    # half of the 2 left over is headroom for other clients' reserves
+    assert v["b"] == T0 * 10_000 + (10_000 - 3000 - 3000 - 1000 - 1000) * UNIT
 
 
 def test_a_flush_moves_spent_tokens_from_the_held_count_to_the_full_at_time() -> None:
@@ -106,8 +112,10 @@ def test_a_flush_moves_spent_tokens_from_the_held_count_to_the_full_at_time() ->
     form, v = limit_part(plan.params, "rpm")
     assert form == "add"
     assert v["v"] == 3000 * UNIT and v["t"] == 3000
-    # the flush itself changes no tokens: the bound is the take's alone
-    assert v["b"] == T0 * 10_000 + (10_000 - 4000 - 1000 + 2000 - 2000) * UNIT
+    # the flush itself changes no tokens: 1 token there (room 10 - 4 held, 5 short), the
+    # take leaves none, so no headroom either: the held count goes down by 2, the deficit
+    # up by 1 + 2, and the bound is the take's alone
+    assert v["b"] == T0 * 10_000 + (10_000 - 4000 + 2000 - 3000) * UNIT
 
 
 def test_an_unconfirmed_image_never_rejects_the_conditions_do() -> None:

@@ -14,9 +14,6 @@ from zae_limiter.flows.shares import tokens_now
 from zae_limiter.limits import Limit
 from zae_limiter.models import LimitStatus
 
-MAX_WRITE_ATTEMPTS = 6
-
-
 @dataclass(frozen=True, slots=True)
 class Level:
     """What to take from one entity's bucket."""

@@ -199,18 +199,27 @@ def _limit_write(
     spare = state.room(count, held) - moved - reserve
     now_ra = now_ms * state.refill_amount_milli
     unit = state.unit(count)
-    known = tuple((e, reserved.get(e, 0)) for e in (epoch, epoch - 1))
     config = config_of(state)
     if rebase and confirmed:
-        return _rebase(bucket, name, state, charge, now_ms, count, known)
+        exact = tuple((e, reserved.get(e, 0)) for e in (epoch, epoch - 1))
+        return _rebase(bucket, name, state, charge, now_ms, count, exact)
+    # Reserves other clients take meanwhile raise this epoch's held count and fail the
+    # condition. Half of what the write leaves over is headroom for them: the bound
+    # assumes it taken, the condition allows it. Near empty, there is none: exact.
+    left = state.tokens(now_ms, count, held) - moved - reserve - charge
+    slack = max(0, left // 2)
+    spare -= slack
+    known = ((epoch, reserved.get(epoch, 0) + slack), (epoch - 1, reserved.get(epoch - 1, 0)))
     bounded = need > 0 or reserve > 0
     if not bounded and charge == 0:
         return keys.LimitWrite(
             name, keys.CHECK, now_ra, bound=now_ra + spare * unit, held=known, config=config
         )
-    if state.is_full(now_ms):
+    if state.is_full(now_ms) and not (bounded and spare < charge):
         form, amount = keys.SET, now_ra + charge * unit
     else:
+        # Short of full, or a take that even a full room would not cover (an image not
+        # confirmed: the bound then fails the write, and ALL_OLD decides).
         form, amount = keys.ADD, charge * unit
     return keys.LimitWrite(
         name,

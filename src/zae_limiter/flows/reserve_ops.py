@@ -105,7 +105,7 @@ def keep(
         else:
             may_have_carried = not _not_applied(outcome)
         if not may_have_carried:
-            book.unflush(_key(level), level.flush, now_ms)
+            book.unflush(_key(level), level.flush, now_ms, level.limits)
     for outcome in outcomes:
         if isinstance(outcome, Taken) and outcome.held_milli:
             book.install(

@@ -26,7 +26,11 @@ from zae_limiter.flows.shares import current, donor_of, stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 
-MAX_WRITE_ATTEMPTS = 6
+#: A lost race is retried from ALL_OLD. Near empty, with reserves out, other clients'
+#: flushes move the full-at time (spent reserve tokens leave the held count for it) and
+#: fail a bounded take whose tokens are still there: each retry sees them, so allow more
+#: than the handful a bucket without reserves needs.
+MAX_WRITE_ATTEMPTS = 10
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000
 #: After a throttled doubling try, this client may try again this soon (not a full window).
