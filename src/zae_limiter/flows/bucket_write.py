@@ -14,6 +14,7 @@ from zae_limiter.flows.shares import tokens_now
 from zae_limiter.limits import Limit
 from zae_limiter.models import LimitStatus
 
+
 @dataclass(frozen=True, slots=True)
 class Level:
     """What to take from one entity's bucket."""
