@@ -154,7 +154,7 @@ def plan_write(
         )
         for limit in level.limits
     ]
-    remove = keys.stale_reserve_attrs(_reserve_attrs(bucket), now_ms)
+    remove = _stale(bucket, now_ms) if confirmed and bucket.reserved else []
     legacy = bucket.last_refill_ms if bucket.legacy_tokens else None
     params = keys.take_write(
         table,
@@ -259,10 +259,13 @@ def _rebase(
     )
 
 
-def _reserve_attrs(bucket: BucketState) -> dict[str, dict[str, str]]:
-    """The held counts of a decoded bucket, as item attributes again."""
-    return {
-        keys.reserve_attr(name, epoch): {"N": str(milli)}
+def _stale(bucket: BucketState, now_ms: int) -> list[str]:
+    """Held counts older than any reader or converter looks at, holding nothing (a
+    positive one is a crashed client's, charged first: keys.expired_counts)."""
+    oldest = keys.reserve_epoch(now_ms) - 2
+    return [
+        keys.reserve_attr(name, epoch)
         for name, epochs in bucket.reserved.items()
-        for epoch, milli in epochs.items()
-    }
+        for epoch, value in epochs.items()
+        if epoch < oldest and value <= 0
+    ]

@@ -64,18 +64,6 @@ def expired_counts(name: str, reserved: Mapping[int, int], now_ms: int) -> dict[
     return {reserve_attr(name, e): v for e, v in reserved.items() if e < current - 1 and v > 0}
 
 
-def stale_reserve_attrs(item: Mapping[str, Any], now_ms: int) -> list[str]:
-    """Expired held-count attributes holding nothing (to be removed by the next write);
-    a positive one is charged first (`expired_counts`)."""
-    current = reserve_epoch(now_ms)
-    return [
-        reserve_attr(name, epoch)
-        for name, epochs in decode_reserved(item).items()
-        for epoch, value in epochs.items()
-        if epoch < current - 2 and value <= 0
-    ]
-
-
 @dataclass(frozen=True, slots=True)
 class Flush:
     """What a reserve spent since its last write, reported by the next write to its bucket:
@@ -116,5 +104,4 @@ __all__ = [
     "lost_milli",
     "reserve_attr",
     "reserve_epoch",
-    "stale_reserve_attrs",
 ]
