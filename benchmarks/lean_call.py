@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from typing import Any
 
 import boto3
@@ -31,8 +32,22 @@ def _params(url: str, table: str) -> dict[str, Any]:
         with SyncRateLimiter(repo).acquire(ENTITY, RESOURCE, {LIMIT.name: 1}, limits=[LIMIT]):
             pass
         key = keys.bucket_key(repo.state.namespace, ENTITY, RESOURCE, 0)
-    configs = {LIMIT.name: stored_config(LIMIT)}
-    params = keys.speculative_consume(table, key, {LIMIT.name: 1000}, configs)
+    cfg = stored_config(LIMIT)
+    # The bucket is short of full as of half a second before the acquire: the same ADD
+    # take then succeeds call after call (a full second of capacity is a million calls).
+    now_ms = int(time.time() * 1000) - 500
+    now_ra = now_ms * cfg.refill_amount_milli
+    take = keys.LimitWrite(
+        LIMIT.name,
+        keys.ADD,
+        now_ra,
+        amount=1000 * cfg.unit(),
+        bound=now_ra + (cfg.room() - 1000) * cfg.unit(),
+        consumed=1000,
+        held=((now_ms // keys.RESERVE_EPOCH_MS, 0), (now_ms // keys.RESERVE_EPOCH_MS - 1, 0)),
+        config=(cfg.capacity_milli, cfg.refill_amount_milli, cfg.refill_period_ms),
+    )
+    params = keys.take_write(table, key, [take], shard_count=1, now_ms=now_ms)
     return {**params, "ReturnConsumedCapacity": "INDEXES"}
 
 

@@ -204,17 +204,15 @@ def limit_json(limit: Limit) -> dict[str, float]:
 def ideal(arrivals_ms: list[int], limit: Limit) -> list[bool]:
     """What one ideal token bucket, full at the first arrival, admits of these arrivals."""
     state = LimitState(
-        limit.capacity_milli, limit.capacity_milli, limit.refill_amount_milli,
-        limit.refill_period_ms,
-    )  # fmt: skip
-    last = arrivals_ms[0] if arrivals_ms else 0
+        capacity_milli=limit.capacity_milli,
+        refill_amount_milli=limit.refill_amount_milli,
+        refill_period_ms=limit.refill_period_ms,
+    )
     admitted = []
     for at in arrivals_ms:
-        state = state.refilled(last, at)
-        last = max(last, at)
-        ok = state.tokens_milli >= 1000
+        ok = state.tokens(at) >= 1000
         if ok:
-            state = replace(state, tokens_milli=state.tokens_milli - 1000)
+            state = replace(state, full_at=state.charged(1000, at))
         admitted.append(ok)
     return admitted
 

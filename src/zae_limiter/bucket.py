@@ -1,60 +1,117 @@
-"""Token-bucket arithmetic in integer millitokens and milliseconds. No clock is read here.
+"""Token-bucket arithmetic in exact integers. No clock is read here.
 
-Refill is computed against absolute time: the tokens a limit gains between `t0` and `t1`
-are `floor(t1 * ra / rp) - floor(t0 * ra / rp)`. The floors telescope, so refilling in
-any number of steps gives exactly the tokens of one refill over the whole span, and one
-shared `last_refill_ms` serves every limit of an item, whatever their rates.
+A limit stores the time its bucket will be full (GCRA's theoretical arrival time), kept
+as one integer `full_at` = full-at time in ms x `ra` (millitokens per `rp` ms). A shard
+holds 1/`count` of a limit's capacity and rate; a millitoken of its share is worth
+`unit` = `rp` x `count` of `full_at`. At `now` the shard is short of full by
+
+    deficit(now) = ceil(max(0, full_at - now * ra) / unit)    millitokens
+
+and holds `room - deficit(now)`, where `room` is its share of the capacity less what
+token reserves hold. Time does the refilling, so nothing is ever written to refill, and
+the ceiling rounds in the limiter's favour. A take of n moves `full_at` by n x unit:
+an ADD while the bucket is not full, a SET from `now * ra` once it is (an ADD there
+would spend the part of the past in which the bucket sat full).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 def accrued(t_ms: int, refill_amount_milli: int, refill_period_ms: int) -> int:
-    """Millitokens a limit has accrued since the epoch; only differences matter."""
+    """Millitokens a limit has accrued since the epoch (legacy `tk`/`rf` items only)."""
     return (t_ms * refill_amount_milli) // refill_period_ms
 
 
-@dataclass(frozen=True, slots=True)
-class LimitState:
-    """One limit inside a bucket item, as stored (`b_{name}_{tk,cp,ra,rp,tc}`)."""
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
-    tokens_milli: int
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitState:
+    """One limit inside a bucket item, as stored (`b_{name}_{fa,cp,ra,rp,tc}`).
+
+    `capacity_milli`, `refill_amount_milli` and `refill_period_ms` are the whole limit's;
+    a shard's share is taken by the methods' `count`. `full_at` None: never taken (full).
+    """
+
     capacity_milli: int
     refill_amount_milli: int
     refill_period_ms: int
     total_consumed_milli: int = 0
+    full_at: int | None = None
 
-    def refill_gain(self, last_refill_ms: int, now_ms: int) -> int:
-        if now_ms <= last_refill_ms:
+    def unit(self, count: int = 1) -> int:
+        """`full_at` per millitoken of a shard's share."""
+        return self.refill_period_ms * count
+
+    def room(self, count: int = 1, held: int = 0) -> int:
+        """A shard's share of the capacity, less what reserves hold of it."""
+        return max(1, self.capacity_milli // count) - max(0, held)
+
+    def deficit(self, now_ms: int, count: int = 1) -> int:
+        """Millitokens the shard lacks to be full at `now_ms` (rounded up)."""
+        if self.full_at is None:
             return 0
-        return accrued(now_ms, self.refill_amount_milli, self.refill_period_ms) - accrued(
-            last_refill_ms, self.refill_amount_milli, self.refill_period_ms
-        )
+        behind = self.full_at - now_ms * self.refill_amount_milli
+        return _ceil_div(behind, self.unit(count)) if behind > 0 else 0
 
-    def refilled(self, last_refill_ms: int, now_ms: int) -> LimitState:
-        """Tokens at `now_ms`; never above capacity, debt (negative tokens) is repaid first."""
-        # min() also brings a bucket whose capacity was lowered down to the new capacity.
-        gain = self.refill_gain(last_refill_ms, now_ms)
-        return replace(self, tokens_milli=min(self.capacity_milli, self.tokens_milli + gain))
+    def tokens(self, now_ms: int, count: int = 1, held: int = 0) -> int:
+        """Millitokens the shard holds at `now_ms` (negative: debt)."""
+        return self.room(count, held) - self.deficit(now_ms, count)
 
-    def ms_until(self, needed_milli: int, last_refill_ms: int, now_ms: int) -> int:
-        """Milliseconds from `now_ms` until `needed_milli` tokens are present (0 if they are).
+    def is_full(self, now_ms: int) -> bool:
+        return self.full_at is None or self.full_at <= now_ms * self.refill_amount_milli
 
-        Returns -1 when the request can never fit (it exceeds the capacity).
-        """
-        current = self.refilled(last_refill_ms, now_ms).tokens_milli
-        if current >= needed_milli:
+    def full_in_ms(self, now_ms: int) -> int:
+        """Milliseconds from `now_ms` until the bucket is full again."""
+        if self.full_at is None:
             return 0
-        if needed_milli > self.capacity_milli:
+        return max(0, _ceil_div(self.full_at, self.refill_amount_milli) - now_ms)
+
+    def ms_until(self, needed_milli: int, now_ms: int, count: int = 1, held: int = 0) -> int:
+        """Milliseconds from `now_ms` until `needed_milli` are present (0 if they are);
+        -1 when they never can be (more than the room)."""
+        spare = self.room(count, held) - needed_milli
+        if spare < 0:
             return -1
-        target = accrued(last_refill_ms, self.refill_amount_milli, self.refill_period_ms) + (
-            needed_milli - self.tokens_milli
-        )
-        # The smallest t with floor(t * ra / rp) >= target is ceil(target * rp / ra).
-        t = -(-(target * self.refill_period_ms) // self.refill_amount_milli)
+        if self.full_at is None:
+            return 0
+        # tokens(t) >= needed  <=>  full_at - t * ra <= spare * unit
+        t = _ceil_div(self.full_at - spare * self.unit(count), self.refill_amount_milli)
         return max(0, t - now_ms)
+
+    def charged(self, milli: int, now_ms: int, count: int = 1) -> int:
+        """`full_at` after taking `milli` >= 0 at `now_ms`: the ADD form from the stored
+        value while the bucket is short of full, the SET form from `now` once it is."""
+        now_ra = now_ms * self.refill_amount_milli
+        base = self.full_at if self.full_at is not None and self.full_at > now_ra else now_ra
+        return base + milli * self.unit(count)
+
+    def given_back(self, milli: int, count: int = 1) -> int:
+        """`full_at` after giving `milli` back: always an ADD, since a `full_at` moved into
+        the past only says the bucket is full (the deficit's max(0, .) clamps it)."""
+        return (self.full_at or 0) - milli * self.unit(count)
+
+    def with_tokens(self, tokens_milli: int, now_ms: int, count: int = 1, held: int = 0) -> int:
+        """The `full_at` at which the shard holds `tokens_milli` at `now_ms` (clamped to
+        the room: a bucket holds no more than full)."""
+        short = max(0, self.room(count, held) - tokens_milli)
+        return now_ms * self.refill_amount_milli + short * self.unit(count)
+
+
+def legacy_tokens(
+    state: LimitState, tokens_milli: int, last_refill_ms: int, now_ms: int, count: int, held: int
+) -> int:
+    """What a schema-v2 limit (`tk` as of `rf`) holds at `now_ms`: refilled at the shard's
+    share of the rate, clamped to its room, as v2 clients computed it."""
+    ra = max(1, state.refill_amount_milli // count)
+    rp = state.refill_period_ms
+    gain = 0
+    if now_ms > last_refill_ms:
+        gain = accrued(now_ms, ra, rp) - accrued(last_refill_ms, ra, rp)
+    return min(state.room(count, held), tokens_milli + gain)
 
 
 def to_milli(tokens: int) -> int:

@@ -43,6 +43,8 @@ class BucketState:
     window_writes: int = 0
     #: Held in token reserves: limit -> epoch -> millitokens (`keys.held_milli` reads it).
     reserved: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    #: Schema-v2 tokens (`tk` as of `last_refill_ms`) of limits not converted yet.
+    legacy_tokens: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def user_limits(self) -> dict[str, LimitState]:
@@ -67,7 +69,8 @@ class ShardInfo:
     capacity: dict[str, int]
     tokens: dict[str, int]
     write_pressure_pct: float
-    last_refill_ms: int
+    #: Milliseconds until every limit of the shard is full again.
+    full_in_ms: int
     #: Whole tokens per limit that clients hold in reserves from this shard right now.
     reserved: dict[str, int] = field(default_factory=dict)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -199,9 +201,7 @@ def test_delete_refuses_with_children_and_unknown(zae: Zae) -> None:
 
 
 def _shard(shard_id: int, count: int, tokens: int, pressure: float = 10.0) -> ShardInfo:
-    return ShardInfo(
-        "k1", "gpt-4", shard_id, count, {"rpm": 50}, {"rpm": tokens}, pressure, 1_800_000_000_000
-    )
+    return ShardInfo("k1", "gpt-4", shard_id, count, {"rpm": 50}, {"rpm": tokens}, pressure, 0)
 
 
 def test_shard_report_totals_and_agreement() -> None:
@@ -216,10 +216,14 @@ def _stored_shards(zae: Zae, counts: list[int], tokens: list[int]) -> None:
     by clients that saw these shard counts (a doubling not yet propagated)."""
     limiter = zae.limiter()
     repo = limiter.repository
+    now = int(time.time() * 1000)
     for shard_id, (count, held) in enumerate(zip(counts, tokens, strict=True)):
-        state = LimitState(held * 1000, 100_000, 100_000, 60_000)
-        bucket = BucketState("k1", "gpt-4", shard_id, count, 1_800_000_000_000, {"rpm": state})
-        item = keys.new_bucket_item(repo.namespace, bucket)
+        # 100 a day: what these shards hold does not change while the test reads them
+        state = LimitState(capacity_milli=100_000, refill_amount_milli=100_000,
+                           refill_period_ms=86_400_000)  # fmt: skip
+        state = replace(state, full_at=state.with_tokens(held * 1000, now, count))
+        bucket = BucketState("k1", "gpt-4", shard_id, count, 0, {"rpm": state})
+        item = keys.new_bucket_item(repo.namespace, bucket, now)
         repo.client.put_item(TableName=repo.table_name, Item=item)
 
 
@@ -231,9 +235,11 @@ def test_shards_show_table_and_warning(zae: Zae) -> None:
     lines = done.stdout.splitlines()
     shard0 = next(line for line in lines if re.match(r"^│\s+0\s", line))
     # Shard 0 counts 4 shards; shards 2 and 3 are not made yet, so their shares of
-    # 100/4 are still in their donors, shards 0 and 1: each holds 50.
-    assert re.search(r"│\s+4\s+│\s+25/50\s+│", shard0)
-    assert any(re.search(r"total\s.*55/100", line) for line in lines)
+    # 100/4 are still in their donors, shards 0 and 1, whose full-at times they will copy:
+    # shard 0 (full) holds 50 of 50; shard 1, 20 short of its 50 at two shards, holds
+    # 15 of 25 twice over.
+    assert re.search(r"│\s+4\s+│\s+50/50\s+│", shard0)
+    assert any(re.search(r"total\s.*80/100", line) for line in lines)
     assert "disagree about the shard count (2, 4)" in done.stderr
 
 
@@ -242,6 +248,8 @@ def test_shards_show_json(zae: Zae) -> None:
     body = zae("entity", "shards", "show", "k1", "-r", "gpt-4", "-o", "json").json()
     assert body["entity_id"] == "k1"
     (report,) = body["resources"]
+    # 20 of 50 short, at 50 a day: full in about 10 hours
+    assert 0.39 * 86_400_000 < report["shards"][1].pop("full_in_ms") <= 0.41 * 86_400_000
     assert report["shards"][1] == {
         "shard_id": 1,
         "shard_count": 2,
@@ -249,7 +257,6 @@ def test_shards_show_json(zae: Zae) -> None:
         "tokens": {"rpm": 30},
         "reserved": {},
         "write_pressure_pct": 0.1,  # one write (its creation) in a window of at least 1 s
-        "last_refill_ms": 1_800_000_000_000,
     }
     assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70, "reserved": 0}}
     assert report["shard_counts_agree"] is True

@@ -6,6 +6,7 @@ moto supports DynamoDB Streams in-process, so the CLI's poller reads the real st
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +16,9 @@ from tests.conftest import Clock
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
 from zae_limiter.aggregator.merge import merge
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
+from zae_limiter.bucket import LimitState
 from zae_limiter.cli import cli
+from zae_limiter.models import BucketState
 
 RPM = Limit.per_minute("rpm", 1_000)
 TPM = Limit.per_minute("tpm", 1_000_000)
@@ -101,6 +104,24 @@ def _shard_items(
     return out
 
 
+def _shard_item(shard: int, count: int, tokens: int, now: int) -> dict[str, Any]:
+    """A shard of `hot`/`api` (rpm 600/min) holding `tokens` millitokens at `now`."""
+    state = LimitState(
+        capacity_milli=600_000,
+        refill_amount_milli=600_000,
+        refill_period_ms=60_000,
+        total_consumed_milli=5,
+    )
+    state = replace(state, full_at=state.with_tokens(tokens, now, count))
+    shard_state = BucketState("hot", "api", shard, count, 0, {"rpm": state})
+    return keys.new_bucket_item("default", shard_state, now)
+
+
+def _tokens(item: dict[str, Any], now: int) -> int:
+    shard = keys.decode_bucket(item)
+    return shard.limits["rpm"].tokens(now, shard.shard_count)
+
+
 def test_merge_conserves_tokens_and_never_goes_below_one_shard(
     limiter: SyncRateLimiter, table_name: str, clock: Clock
 ) -> None:
@@ -110,16 +131,7 @@ def test_merge_conserves_tokens_and_never_goes_below_one_shard(
     now = clock.now_ms
     # Four shards of one entity, as doubling left them, each partly used.
     for shard, tokens in enumerate([100_000, 37_000, 150_000, 2_000]):
-        item = keys.new_bucket_item(
-            "default",
-            keys.decode_bucket({
-                keys.A_ENTITY_ID: keys.s("hot"), keys.A_RESOURCE: keys.s("api"),
-                keys.A_SHARD_ID: keys.n(shard), keys.A_SHARD_COUNT: keys.n(4),
-                keys.A_REFILL: keys.n(now),
-                "b_rpm_tk": keys.n(tokens), "b_rpm_cp": keys.n(600_000),
-                "b_rpm_ra": keys.n(600_000), "b_rpm_rp": keys.n(60_000), "b_rpm_tc": keys.n(5),
-            }),
-        )  # fmt: skip
+        item = _shard_item(shard, 4, tokens, now)
         if shard == 0:
             item[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
             item[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)
@@ -127,13 +139,15 @@ def test_merge_conserves_tokens_and_never_goes_below_one_shard(
     config = AggregatorConfig(table=table_name, merge_quiet_ms=60_000)
     run = limiter.repository.run
     before = _shard_items(limiter, "hot", "api", 4)
-    total_before = sum(keys.get_n(i, "b_rpm_tk") for i in before.values())
+    total_before = sum(_tokens(i, now) for i in before.values())
+    assert total_before == 289_000
     assert run(merge(config, MergeCandidate("default", "hot", "api", 4, "1"), now))
     after = _shard_items(limiter, "hot", "api", 4)
     assert [keys.get_n(after[i], keys.A_SHARD_COUNT) for i in range(4)] == [2, 2, 2, 2]
-    assert sum(keys.get_n(i, "b_rpm_tk") for i in after.values()) == total_before
-    assert keys.get_n(after[0], "b_rpm_tk") == 250_000 and keys.get_n(after[2], "b_rpm_tk") == 0
-    assert keys.get_n(after[3], keys.A_REFILL) > now  # drained shards are frozen
+    assert sum(_tokens(after[i], now) for i in range(2)) == total_before
+    assert (_tokens(after[0], now), _tokens(after[1], now)) == (250_000, 39_000)
+    # drained shards hold nothing until well after the merge
+    assert all(_tokens(after[i], now + config.freeze_ms) == 0 for i in (2, 3))
     assert all(keys.get_n(i, "b_rpm_tc") == 5 for i in after.values())  # usage untouched
     # 2 -> 1 needs the quiet period again (sd was just set); then 1 is the floor.
     assert not run(merge(config, MergeCandidate("default", "hot", "api", 2, "2"), now))
@@ -145,7 +159,7 @@ def test_merge_conserves_tokens_and_never_goes_below_one_shard(
     assert run(merge(config, MergeCandidate("default", "hot", "api", 2, "3"), now))
     final = _shard_items(limiter, "hot", "api", 4)
     assert keys.get_n(final[0], keys.A_SHARD_COUNT) == 1
-    assert sum(keys.get_n(i, "b_rpm_tk") for i in final.values()) == total_before
+    assert _tokens(final[0], now) == total_before
     assert not run(merge(config, MergeCandidate("default", "hot", "api", 1, "4"), now))
     assert keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT) == 1
 
@@ -182,16 +196,7 @@ def test_no_merge_while_clients_hold_reserves_of_a_shard(
     client = limiter.repository._runner.client
     now = clock.now_ms
     for shard in range(2):
-        item = keys.new_bucket_item(
-            "default",
-            keys.decode_bucket({
-                keys.A_ENTITY_ID: keys.s("hot"), keys.A_RESOURCE: keys.s("api"),
-                keys.A_SHARD_ID: keys.n(shard), keys.A_SHARD_COUNT: keys.n(2),
-                keys.A_REFILL: keys.n(now),
-                "b_rpm_tk": keys.n(100_000), "b_rpm_cp": keys.n(600_000),
-                "b_rpm_ra": keys.n(600_000), "b_rpm_rp": keys.n(60_000), "b_rpm_tc": keys.n(0),
-            }),
-        )  # fmt: skip
+        item = _shard_item(shard, 2, 100_000, now)
         if shard == 0:
             item[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
             item[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)

@@ -183,6 +183,14 @@ def test_a_crashed_clients_share_of_the_capacity_comes_back(api: Api, clock: Clo
     clock.advance(30)  # a refill period: full, less what the live reserve holds
     assert tokens(api) == 600 - held
     clock.advance(2 * keys.RESERVE_EPOCH_MS / 1000)
+    # Expired, the count is spent tokens: not created, and not back before a write
+    # charges it to the bucket (the next acquire does), from where time refills it.
+    assert tokens(api) == 600 - held
+    other = api.new_client(reserve=False)
+    with other.acquire("k", "gpt", {"rpm": 1}, limits=refilling):
+        pass
+    assert reserved(api) == 0 and tokens(api) == 600 - held - 1
+    clock.advance(60)
     assert tokens(api) == 600
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
@@ -45,29 +46,50 @@ def make_level(
 
 
 def bucket(
-    rf: int, tokens: dict[str, int], shard_count: int = 1, limits: tuple[Limit, ...] = LIMITS
+    at: int, tokens: dict[str, int], shard_count: int = 1, limits: tuple[Limit, ...] = LIMITS
 ) -> BucketState:
+    """A shard holding `tokens` (millitokens per limit) at `at`: full-at times set so."""
     by_name = {limit.name: limit for limit in limits}
+    states = {}
+    for name, tk in tokens.items():
+        cfg = LimitState(
+            capacity_milli=by_name[name].capacity_milli,
+            refill_amount_milli=by_name[name].refill_amount_milli,
+            refill_period_ms=by_name[name].refill_period_ms,
+        )
+        states[name] = replace(cfg, full_at=cfg.with_tokens(tk, at, shard_count))
     return BucketState(
         entity_id="e1",
         resource="gpt",
         shard_id=0,
         shard_count=shard_count,
-        last_refill_ms=rf,
-        limits={
-            name: LimitState(
-                tk,
-                by_name[name].capacity_milli,
-                by_name[name].refill_amount_milli,
-                by_name[name].refill_period_ms,
-            )
-            for name, tk in tokens.items()
-        },
+        last_refill_ms=0,
+        limits=states,
     )
 
 
-def item(rf: int, tokens: dict[str, int], **kw: Any) -> dict[str, Any]:
-    return keys.new_bucket_item(NS, bucket(rf, tokens, **kw))
+def item(at: int, tokens: dict[str, int], **kw: Any) -> dict[str, Any]:
+    return keys.new_bucket_item(NS, bucket(at, tokens, **kw), at)
+
+
+def limit_part(params: dict[str, Any], name: str) -> tuple[str, dict[str, int]]:
+    """(form, {placeholder stem: value}) of one limit in a take write (keys/takes.py)."""
+    names = params["ExpressionAttributeNames"]
+    [i] = [k[2:] for k, v in names.items() if v == f"b_{name}_fa" and k.startswith("#f")]
+    update, condition = params["UpdateExpression"], params["ConditionExpression"]
+    given = params["ExpressionAttributeValues"]
+    values = {
+        stem: int(given[f":{stem}{i}"]["N"])
+        for stem in ("v", "b", "n", "t", "cp", "of")
+        if f":{stem}{i}" in given
+    }
+    if f"#f{i} :v{i}" in update:
+        form = "add" if f"#f{i} > :n{i}" in condition else "give"
+    elif f"#f{i} = :v{i}" in update:
+        form = "rebase" if f"#c{i} = :cp{i}" in update else "set"
+    else:
+        form = "check"
+    return form, values
 
 
 def failed(old: dict[str, Any] | None) -> Result:

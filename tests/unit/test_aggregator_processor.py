@@ -115,7 +115,7 @@ def test_sharded_and_cascade_batches_fence_each_shard_and_entity() -> None:
         modify(s1, image(shard=1, sc=2, rpm_tk=48_000, rpm_tc=2_000), seq=22),
         modify(parent, image(entity="org", rpm_tk=97_000, rpm_tc=3_000), seq=23),
     ]
-    plan = process(batch, AggregatorConfig(table="tbl", refill=False), T0)
+    plan = process(batch, AggregatorConfig(table="tbl"), T0)
     usage = {(w.usage.entity_id, w.usage.window): w for w in plan.by_kind("usage") if w.usage}
     assert sorted(usage) == [(e, w) for e in ("e1", "org") for w in ("daily", "hourly", "monthly")]
     mine = usage[("e1", "daily")].call.params
@@ -155,42 +155,12 @@ def test_malformed_bucket_records_are_reported_never_dropped_silently() -> None:
     assert [w.sequence_numbers for w in plan.by_kind("usage")] == [("31",)]
 
 
-def test_refill_when_stored_tokens_do_not_cover_the_batch() -> None:
+def test_no_refill_is_ever_planned() -> None:
+    """A bucket stores when it will be full: time refills it, the aggregator writes none."""
     before = image(rpm_tk=3_000, rpm_tc=0, rf=T0)
     after = image(rpm_tk=1_000, rpm_tc=2_000, rf=T0)
     plan = process([modify(before, after, seq=41)], CONFIG, T0 + 6_000)
-    (refill,) = plan.by_kind("refill")
-    assert refill.call == Call("update_item", {
-        "TableName": "tbl",
-        "Key": keys.bucket_key("ns", "e1", "gpt", 0),
-        "UpdateExpression": "SET #rf = :rf ADD #t0 :a0",
-        "ConditionExpression": "#rf = :old_rf AND #t0 <= :c0",
-        "ExpressionAttributeNames": {"#rf": "rf", "#t0": "b_rpm_tk"},
-        "ExpressionAttributeValues": {":rf": {"N": str(T0 + 6_000)}, ":old_rf": {"N": str(T0)},
-                                      ":a0": {"N": "10000"}, ":c0": {"N": "1000"}},
-    })  # fmt: skip
-    # Enough tokens left, a drained shard, or a shard of two (effective limits halved):
-    assert (
-        process([modify(before, image(rpm_tk=2_000, rpm_tc=1_000))], CONFIG, T0 + 6_000).by_kind(
-            "refill"
-        )
-        == []
-    )
-    retired = image(shard=3, sc=2, rpm_tk=0, rpm_tc=1_000)
-    assert (
-        process([modify(image(shard=3, sc=2, rpm_tc=0), retired)], CONFIG, T0 + 6_000).by_kind(
-            "refill"
-        )
-        == []
-    )
-    half = process(
-        [modify(image(sc=2, rpm_tc=0), image(sc=2, rpm_tk=1_000, rpm_tc=2_000))],
-        CONFIG,
-        T0 + 60_000,
-    )
-    assert half.by_kind("refill")[0].call.params["ExpressionAttributeValues"][":a0"] == {
-        "N": "49000"  # capped at the shard's 50 tokens
-    }
+    assert {w.kind for w in plan.writes} == {"usage"}
 
 
 def test_doubling_at_80_percent_write_pressure_and_propagation() -> None:
@@ -292,15 +262,13 @@ def test_process_batch_and_config_from_env() -> None:
     assert process_batch([good], CONFIG, run, T0) == [] and len(seen) == 1
     env = {
         "ZAEL_USAGE_WINDOWS": "daily, monthly",
-        "ZAEL_REFILL": "off",
         "ZAEL_MERGE_QUIET_SECONDS": "0",
     }
     arn = "arn:aws:dynamodb:us-east-1:1:table/my-table/stream/2026"
     config = config_from_env(env, [{"eventSourceARN": arn}])
-    assert (config.table, config.windows, config.refill, config.merge_quiet_ms) == (
+    assert (config.table, config.windows, config.merge_quiet_ms) == (
         "my-table",
         ("daily", "monthly"),
-        False,
         0,
     )
     with pytest.raises(ValueError):

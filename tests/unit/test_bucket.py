@@ -1,13 +1,13 @@
-"""Token-bucket arithmetic (bucket.py): integer millitokens, time as an input."""
+"""Token-bucket arithmetic (bucket.py): full-at times in exact integers, time an input."""
 
 from __future__ import annotations
 
-from itertools import pairwise
+from fractions import Fraction
 
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zae_limiter.bucket import LimitState, accrued, from_milli_floor, to_milli
+from zae_limiter.bucket import LimitState, accrued, from_milli_floor, legacy_tokens, to_milli
 
 PROPS = settings(max_examples=200, deadline=None)
 
@@ -15,163 +15,234 @@ capacities = st.integers(min_value=1, max_value=10**15)
 amounts = st.integers(min_value=1, max_value=10**15)
 periods = st.integers(min_value=1, max_value=366 * 86_400_000)
 times = st.integers(min_value=0, max_value=10**13)
+counts = st.sampled_from([1, 2, 4, 8])
 
 
 @st.composite
 def limit_states(draw: st.DrawFn) -> LimitState:
-    cp = draw(capacities)
-    # tokens anywhere from deep debt to the capacity (and a little above: capacity lowered)
-    tk = draw(st.integers(min_value=-3 * cp, max_value=cp + cp // 10))
-    return LimitState(tk, cp, draw(amounts), draw(periods), draw(st.integers(0, 10**15)))
+    cp, ra, rp = draw(capacities), draw(amounts), draw(periods)
+    now = draw(times)
+    # full at anywhere from long ago to a few capacities (debt) ahead
+    ahead = draw(st.integers(min_value=-(10**6), max_value=3 * cp)) * rp
+    full_at = draw(st.one_of(st.none(), st.just(now * ra + ahead)))
+    return LimitState(
+        capacity_milli=cp, refill_amount_milli=ra, refill_period_ms=rp, full_at=full_at
+    )
+
+
+def per_second(capacity: int, rate: int, full_at: int | None = None) -> LimitState:
+    return LimitState(
+        capacity_milli=capacity * 1000,
+        refill_amount_milli=rate * 1000,
+        refill_period_ms=1000,
+        full_at=full_at,
+    )
 
 
 # ---------------------------------------------------------------- examples
-def test_refill_one_token_per_second() -> None:
-    state = LimitState(0, 10_000, 1000, 1000)
-    assert state.refilled(0, 999).tokens_milli == 999
-    assert state.refilled(0, 1000).tokens_milli == 1000
-    assert state.refilled(0, 2500).tokens_milli == 2500
+def test_a_limit_never_taken_is_full() -> None:
+    state = per_second(10, 10)
+    assert state.tokens(5_000) == 10_000
+    assert state.is_full(5_000)
+    assert state.full_in_ms(5_000) == 0
 
 
-def test_refill_is_capped_and_keeps_config() -> None:
-    state = LimitState(9_000, 10_000, 1000, 1000, total_consumed_milli=7)
-    after = state.refilled(5_000, 1_000_000)
-    assert after.tokens_milli == 10_000
-    assert (after.capacity_milli, after.refill_amount_milli, after.refill_period_ms) == (
-        10_000,
-        1000,
-        1000,
-    )
-    assert after.total_consumed_milli == 7
+def test_a_take_on_a_full_bucket_starts_from_now() -> None:
+    state = per_second(10, 10)
+    # full long ago: the SET form counts from now, not from the stale full-at time
+    after = LimitState(**{**_fields(state), "full_at": state.charged(4_000, 3_000)})
+    assert after.tokens(3_000) == 6_000
+    assert after.full_in_ms(3_000) == 400
+    assert after.tokens(3_400) == 10_000
+    assert after.tokens(3_200) == 8_000
 
 
-def test_lowered_capacity_brings_tokens_down() -> None:
-    assert LimitState(50_000, 10_000, 1, 1000).refilled(0, 0).tokens_milli == 10_000
+def test_a_take_on_a_bucket_short_of_full_adds() -> None:
+    state = per_second(10, 1, full_at=5_000 * 1000)  # full at 5 s, 1 token/s
+    assert state.tokens(2_000) == 7_000
+    after = LimitState(**{**_fields(state), "full_at": state.charged(2_000, 2_000)})
+    assert after.tokens(2_000) == 5_000
+    assert after.full_in_ms(2_000) == 5_000
+
+
+def test_a_give_back_past_full_is_clamped_by_the_formula() -> None:
+    state = per_second(10, 1, full_at=3_000 * 1000)  # 1 token short at 2 s
+    back = LimitState(**{**_fields(state), "full_at": state.given_back(5_000)})
+    assert back.tokens(2_000) == 10_000
+    assert back.is_full(2_000)
 
 
 def test_debt_is_repaid_before_tokens_appear() -> None:
-    state = LimitState(-5_000, 10_000, 1000, 1000)
-    assert state.refilled(0, 4_000).tokens_milli == -1_000
-    assert state.refilled(0, 6_000).tokens_milli == 1_000
+    state = per_second(10, 1, full_at=15_000 * 1000)  # 15 tokens short at 0: 5 of debt
+    assert state.tokens(0) == -5_000
+    assert state.tokens(6_000) == 1_000
+    assert state.ms_until(1_000, 0) == 6_000
 
 
-def test_time_going_backwards_gives_nothing() -> None:
-    state = LimitState(100, 10_000, 1000, 1000)
-    assert state.refill_gain(10_000, 9_000) == 0
-    assert state.refill_gain(10_000, 10_000) == 0
-    assert state.refilled(10_000, 0).tokens_milli == 100
+def test_deficit_rounds_in_the_limiters_favour() -> None:
+    # 1 millitoken per 3 ms: 1 ms short of full is a whole millitoken short
+    state = LimitState(capacity_milli=100, refill_amount_milli=1, refill_period_ms=3, full_at=7)
+    assert state.deficit(6) == 1
+    assert state.tokens(6) == 99
+    assert state.tokens(7) == 100
 
 
-def test_ms_until_examples() -> None:
-    state = LimitState(0, 10_000, 1000, 1000)  # 1 token/s
-    assert state.ms_until(0, 0, 0) == 0
-    assert state.ms_until(1000, 0, 0) == 1000
-    assert state.ms_until(1000, 0, 400) == 600
-    assert state.ms_until(10_000, 0, 0) == 10_000
-    assert state.ms_until(10_001, 0, 0) == -1
+def test_reserves_and_shards_shrink_the_room() -> None:
+    state = per_second(10, 10, full_at=1_000 * 10_000)  # 10 tokens short at 0
+    assert state.tokens(500, count=1) == 5_000
+    # half the capacity, half the rate: a shard at the same full-at time lacks half as much
+    assert state.tokens(500, count=2) == 2_500
+    assert state.tokens(500, count=2, held=1_000) == 1_500
+    assert state.ms_until(5_000, 0, count=2) == 1_000
+    assert state.ms_until(5_001, 0, count=2) == -1
 
 
-def test_ms_until_for_slow_rates_rounds_up() -> None:
-    # 1 millitoken per 3 ms: 2 millitokens need 6 ms from an aligned start
-    state = LimitState(0, 100, 1, 3)
-    assert state.ms_until(2, 0, 0) == 6
-    assert state.ms_until(2, 1, 1) == 5  # accrued(1) == 0, so the boundary is still t=6
+def test_legacy_items_convert_with_the_v2_refill() -> None:
+    state = per_second(10, 10)
+    assert legacy_tokens(state, 2_000, 1_000, 1_300, count=1, held=0) == 5_000
+    assert legacy_tokens(state, 9_000, 1_000, 5_000, count=1, held=3_000) == 7_000
+    assert legacy_tokens(state, 0, 1_000, 1_100, count=2, held=0) == 500
 
 
 def test_milli_helpers() -> None:
     assert to_milli(7) == 7000
     assert from_milli_floor(7999) == 7
-    assert from_milli_floor(-1) == -1
-    assert from_milli_floor(-1000) == -1
     assert from_milli_floor(-1001) == -2
-    assert accrued(1000, 1000, 1000) == 1000
     assert accrued(999, 1, 1000) == 0
+
+
+def _fields(state: LimitState) -> dict[str, int | None]:
+    return {
+        "capacity_milli": state.capacity_milli,
+        "refill_amount_milli": state.refill_amount_milli,
+        "refill_period_ms": state.refill_period_ms,
+        "full_at": state.full_at,
+    }
+
+
+# ---------------------------------------------------------------- against an ideal bucket
+class IdealBucket:
+    """A continuous token bucket in exact fractions: tokens grow at `rate` per ms up to
+    `capacity`; a take succeeds when the tokens cover it."""
+
+    def __init__(self, capacity: int, rate: Fraction) -> None:
+        self.capacity, self.rate = Fraction(capacity), rate
+        self.tokens, self.at = Fraction(capacity), 0
+
+    def take(self, n: int, now: int) -> bool:
+        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= n:
+            self.tokens -= n
+            return True
+        return False
+
+
+def _run_against_ideal(state: LimitState, arrivals: list[tuple[int, int]], count: int) -> None:
+    cap = state.room(count)
+    ideal = IdealBucket(cap, Fraction(state.refill_amount_milli, state.refill_period_ms * count))
+    for now, n in arrivals:
+        admit = state.tokens(now, count) >= n
+        # The ceiling of an integer bound decides exactly as the ideal does: same answers.
+        assert ideal.take(n, now) == admit
+        if admit:
+            state = LimitState(**{**_fields(state), "full_at": state.charged(n, now, count)})
+        # rounding costs less than one millitoken against the ideal, never more
+        assert ideal.tokens - 1 < state.tokens(now, count) <= ideal.tokens
+
+
+arrival_lists = st.lists(
+    st.tuples(st.integers(0, 5_000), st.integers(1, 4_000)), min_size=1, max_size=60
+)
+
+
+def _timed(steps: list[tuple[int, int]], scale: int) -> list[tuple[int, int]]:
+    now, out = 0, []
+    for gap, n in steps:
+        now += gap * scale
+        out.append((now, n))
+    return out
+
+
+@PROPS
+@given(arrival_lists, counts)
+def test_per_second_limit_admits_no_more_than_an_ideal_bucket(
+    steps: list[tuple[int, int]], count: int
+) -> None:
+    _run_against_ideal(per_second(10, 10), _timed(steps, 1), count)
+
+
+@PROPS
+@given(arrival_lists, counts)
+def test_per_minute_limit_admits_no_more_than_an_ideal_bucket(
+    steps: list[tuple[int, int]], count: int
+) -> None:
+    per_minute = LimitState(
+        capacity_milli=100_000, refill_amount_milli=100_000, refill_period_ms=60_000
+    )
+    _run_against_ideal(per_minute, _timed(steps, 7), count)
+
+
+def test_the_issue_burst_admits_what_an_ideal_bucket_admits() -> None:
+    # one take, 3 s idle (full again), then 40 takes 1 ms apart: an ideal bucket admits 10
+    state = per_second(10, 10)
+    state = LimitState(**{**_fields(state), "full_at": state.charged(1_000, 0)})
+    admitted = 0
+    for i in range(40):
+        now = 3_000 + i
+        if state.tokens(now) >= 1_000:
+            state = LimitState(**{**_fields(state), "full_at": state.charged(1_000, now)})
+            admitted += 1
+    assert admitted == 10
 
 
 # ---------------------------------------------------------------- properties
 @PROPS
-@given(limit_states(), times, times)
-def test_tokens_never_exceed_capacity_after_refill(state: LimitState, t0: int, t1: int) -> None:
-    after = state.refilled(t0, t1)
-    assert after.tokens_milli <= state.capacity_milli
-    # and never fewer than before (refill only adds, except to cut down to capacity)
-    assert after.tokens_milli >= min(state.tokens_milli, state.capacity_milli)
+@given(limit_states(), times, counts)
+def test_tokens_never_exceed_the_room(state: LimitState, now: int, count: int) -> None:
+    assert state.tokens(now, count) <= state.room(count)
 
 
 @PROPS
-@given(limit_states(), times, st.lists(st.integers(0, 10**11), min_size=1, max_size=12))
-def test_refill_in_steps_equals_refill_at_once(
-    state: LimitState, t0: int, steps: list[int]
-) -> None:
-    instants = [t0]
-    for step in steps:
-        instants.append(instants[-1] + step)
-    stepped = state
-    for before, after in pairwise(instants):
-        stepped = stepped.refilled(before, after)
-    at_once = state.refilled(instants[0], instants[-1])
-    assert stepped == at_once
+@given(limit_states(), times, st.integers(0, 10**9), counts)
+def test_time_only_adds_tokens(state: LimitState, now: int, later: int, count: int) -> None:
+    assert state.tokens(now + later, count) >= state.tokens(now, count)
 
 
 @PROPS
-@given(amounts, periods, times, st.integers(0, 10**12))
-def test_no_drift_over_long_spans(ra: int, rp: int, t0: int, span: int) -> None:
-    t1 = t0 + span
-    expected = (t1 * ra) // rp - (t0 * ra) // rp
-    # start deep enough in debt that the capacity never binds
-    state = LimitState(-expected - 1, 10**40, ra, rp)
-    assert state.refill_gain(t0, t1) == expected
-    assert state.refilled(t0, t1).tokens_milli == -1
-    # the same gain accumulated one (small) step at a time
-    total = 0
-    instant = t0
-    step = max(1, span // 7)
-    while instant < t1:
-        nxt = min(t1, instant + step)
-        total += state.refill_gain(instant, nxt)
-        instant = nxt
-    assert total == expected
-
-
-@PROPS
-@given(limit_states(), times, times)
-def test_time_going_backwards_gives_no_tokens(state: LimitState, a: int, b: int) -> None:
-    last, now = max(a, b), min(a, b)
-    assert state.refill_gain(last, now) == 0
-    assert state.refilled(last, now).tokens_milli == min(state.tokens_milli, state.capacity_milli)
-
-
-@PROPS
-@given(limit_states(), times, st.integers(-(10**9), 10**9), st.data())
+@given(limit_states(), times, st.integers(-(10**9), 10**9), counts, st.data())
 def test_ms_until_is_the_smallest_wait(
-    state: LimitState, last: int, offset: int, data: st.DataObject
+    state: LimitState, now: int, offset: int, count: int, data: st.DataObject
 ) -> None:
-    now = max(0, last + offset)  # now may be before the last refill
-    needed = data.draw(st.integers(0, state.capacity_milli), label="needed")
-    wait = state.ms_until(needed, last, now)
+    now = max(0, now + offset)
+    needed = data.draw(st.integers(-(10**6), state.room(count)), label="needed")
+    wait = state.ms_until(needed, now, count)
     assert wait >= 0
-    assert state.refilled(last, now + wait).tokens_milli >= needed
+    assert state.tokens(now + wait, count) >= needed
     if wait > 0:
-        assert state.refilled(last, now + wait - 1).tokens_milli < needed
-    else:
-        assert state.refilled(last, now).tokens_milli >= needed
+        assert state.tokens(now + wait - 1, count) < needed
 
 
 @PROPS
-@given(limit_states(), times, times, st.integers(1, 10**15))
-def test_ms_until_is_minus_one_when_request_exceeds_capacity(
-    state: LimitState, last: int, now: int, extra: int
+@given(limit_states(), times, st.integers(1, 10**15), counts)
+def test_ms_until_is_minus_one_past_the_room(
+    state: LimitState, now: int, extra: int, count: int
 ) -> None:
-    assume(state.refilled(last, now).tokens_milli < state.capacity_milli + extra)
-    assert state.ms_until(state.capacity_milli + extra, last, now) == -1
+    assert state.ms_until(state.room(count) + extra, now, count) == -1
 
 
 @PROPS
-@given(limit_states(), times, times, st.integers(min_value=-(10**15), max_value=0))
-def test_ms_until_is_zero_when_tokens_are_there(
-    state: LimitState, last: int, now: int, needed: int
+@given(limit_states(), times, st.integers(0, 10**9), counts)
+def test_a_take_removes_exactly_what_it_takes(
+    state: LimitState, now: int, n: int, count: int
 ) -> None:
-    current = state.refilled(last, now).tokens_milli
-    assume(current >= needed)
-    assert state.ms_until(needed, last, now) == 0
-    assert state.ms_until(current, last, now) == 0
+    after = LimitState(**{**_fields(state), "full_at": state.charged(n, now, count)})
+    assert after.tokens(now, count) == state.tokens(now, count) - n
+
+
+@PROPS
+@given(limit_states(), times, st.integers(-(10**9), 10**9), counts)
+def test_with_tokens_round_trips(state: LimitState, now: int, tokens: int, count: int) -> None:
+    fa = state.with_tokens(tokens, now, count)
+    after = LimitState(**{**_fields(state), "full_at": fa})
+    assert after.tokens(now, count) == min(tokens, state.room(count))

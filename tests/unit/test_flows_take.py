@@ -19,6 +19,7 @@ from tests.unit._flowkit import (
     drive,
     failed,
     item,
+    limit_part,
     make_level,
     make_state,
     ok,
@@ -26,7 +27,6 @@ from tests.unit._flowkit import (
     value_of,
 )
 from zae_limiter import keys
-from zae_limiter.bucket import LimitState
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep, lockstep, run_pure
 from zae_limiter.flows.bucket_write import (
@@ -43,23 +43,23 @@ from zae_limiter.flows.take import (
     partition_bound,
     take,
 )
-from zae_limiter.models import BucketState, Entity
+from zae_limiter.models import Entity
 
 
 # ---------------------------------------------------------------- speculative path
 def test_speculative_success_is_one_update() -> None:
     state = make_state(known=False)
-    state.exhausted[("e1", "gpt")] = Exhausted(T0 - 1, T0 - 10, {})
+    state.exhausted[("e1", "gpt")] = Exhausted(T0 - 1, {}, {})
     new = item(T0 - 5, {"rpm": 9000, "tpm": 900_000}, shard_count=3)
     outcome, log = drive(take(state, make_level(), T0, True), [ok(new)])
     assert outcome == Taken("e1", "gpt", 0, {"rpm": 1000, "tpm": 100_000}, LIMITS)
     [call] = log
     assert isinstance(call, Call) and call.op == "update_item"
     assert call.params["Key"] == KEY
-    assert call.params["ConditionExpression"].count(">=") == 2
-    assert value_of(call.params, "b_rpm_tk >=", "ConditionExpression") == 1000
-    assert value_of(call.params, "b_tpm_tk >=", "ConditionExpression") == 100_000
-    assert value_of(call.params, "b_rpm_cp =", "ConditionExpression") == 10_000
+    # never written by this client: planned as full (SET from now), the conditions decide
+    assert limit_part(call.params, "rpm")[0] == "set"
+    assert limit_part(call.params, "rpm")[1]["v"] == T0 * 10_000 + 1000 * 60_000
+    assert limit_part(call.params, "tpm")[1]["cp"] == 1_000_000
     # ALL_NEW taught the client the entity's facts and shard count; the shortage is forgotten
     assert state.entities["e1"].shard_counts == {"gpt": 3}
     assert ("e1", "gpt") not in state.exhausted
@@ -68,9 +68,25 @@ def test_speculative_success_is_one_update() -> None:
 def test_speculative_condition_checks_undivided_stored_config() -> None:
     _, log = drive(take(make_state(), make_level(shard_count=4), T0, True), [ok()])
     params = log[0].params
-    assert value_of(params, "b_rpm_cp =", "ConditionExpression") == RPM.capacity_milli
-    assert value_of(params, "b_rpm_ra =", "ConditionExpression") == RPM.refill_amount_milli
-    assert value_of(params, "b_rpm_rp =", "ConditionExpression") == RPM.refill_period_ms
+    values = params["ExpressionAttributeValues"]
+    assert (values[":cp0"], values[":ra0"], values[":rp0"]) == (
+        keys.n(RPM.capacity_milli),
+        keys.n(RPM.refill_amount_milli),
+        keys.n(RPM.refill_period_ms),
+    )
+    # a take of a quarter share moves the full-at time by rp x count per millitoken
+    assert limit_part(params, "rpm")[1]["v"] == T0 * 10_000 + 1000 * 60_000 * 4
+    assert values[":sc"] == keys.n(4)
+
+
+def test_the_next_write_picks_its_form_from_the_last_image() -> None:
+    state = make_state()
+    drive(take(state, make_level(), T0, True), [ok(item(T0, {"rpm": 5000, "tpm": 900_000}))])
+    _, log = drive(take(state, make_level(), T0 + 1000, True), [ok()])
+    form, values = limit_part(log[0].params, "rpm")
+    assert form == "add" and values["v"] == 1000 * 60_000
+    # 5.166 tokens now, 4.166 left over: half of it is headroom for other reserves
+    assert values["b"] == (T0 + 1000) * 10_000 + (9000 - 2083) * 60_000
 
 
 def test_missing_bucket_is_created_full_minus_consumption() -> None:
@@ -82,9 +98,10 @@ def test_missing_bucket_is_created_full_minus_consumption() -> None:
     assert put["ConditionExpression"] == "attribute_not_exists(#pk)"
     assert put["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
     created = keys.decode_bucket(put["Item"])
-    assert created.last_refill_ms == T0
-    assert created.limits["rpm"] == LimitState(9000, 10_000, 10_000, 60_000, 1000)
-    assert created.limits["tpm"] == LimitState(900_000, 1_000_000, 1_000_000, 60_000, 100_000)
+    assert created.limits["rpm"].tokens(T0) == 9000
+    assert created.limits["rpm"].total_consumed_milli == 1000
+    assert created.limits["tpm"].tokens(T0) == 900_000
+    assert keys.A_REFILL not in put["Item"] and "b_rpm_tk" not in put["Item"]
     assert put["Item"]["PK"] == KEY["PK"]
 
 
@@ -95,7 +112,7 @@ def test_created_shard_holds_its_share() -> None:
     created = keys.decode_bucket(log[1].params["Item"])
     assert created.shard_count == 4
     # tokens are the shard's share; the stored config stays undivided
-    assert created.limits["rpm"].tokens_milli == 10_000 // 4 - 1000
+    assert created.limits["rpm"].tokens(T0, count=4) == 10_000 // 4 - 1000
     assert created.limits["rpm"].capacity_milli == 10_000
 
 
@@ -114,35 +131,7 @@ def test_creating_for_an_unknown_entity_reads_its_meta_first() -> None:
     assert state.entities["e1"].parent_id == "org"
 
 
-def test_refill_helps_one_fenced_write() -> None:
-    state = make_state()
-    old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})  # 30 s give rpm 5 tokens
-    outcome, log = drive(take(state, make_level(), T0, True), [failed(old), ok()])
-    assert isinstance(outcome, Taken)
-    assert [c.op for c in log] == ["update_item", "update_item"]
-    params = log[1].params
-    assert "#rf = :old_rf" in params["ConditionExpression"]
-    assert params["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0 - 30_000)}
-    assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
-    # rpm: 0 + 5000 refill - 1000 taken; tpm: refilled to full (capped), minus 100 tokens
-    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 4000
-    assert value_of(params, "b_tpm_tk", "UpdateExpression") == 1_000_000 - 500_000 - 100_000
-    assert value_of(params, "b_rpm_tc", "UpdateExpression") == 1000
-    # the floors keep concurrent speculative writes from driving tokens below zero
-    assert value_of(params, "b_rpm_tk >=", "ConditionExpression") == -4000
-    assert value_of(params, "b_tpm_tk >=", "ConditionExpression") == -400_000
-
-
-def test_refill_uses_the_shard_share_of_the_stored_shard_count() -> None:
-    state = make_state()
-    old = item(T0 - 60_000, {"rpm": 5000, "tpm": 500_000}, shard_count=2)
-    _, log = drive(take(state, make_level(), T0, True), [failed(old), ok()])
-    params = log[1].params
-    # capacity per shard is 5 tokens: a full shard gains nothing, then gives 1 token
-    assert value_of(params, "b_rpm_tk", "UpdateExpression") == -1000
-
-
-def test_refill_does_not_help_rejects_and_remembers() -> None:
+def test_a_confirmed_shortage_rejects_and_remembers() -> None:
     state = make_state()
     old = item(T0, {"rpm": 0, "tpm": 500_000})
     outcome, log = drive(take(state, make_level(), T0, True), [failed(old)])
@@ -155,8 +144,7 @@ def test_refill_does_not_help_rejects_and_remembers() -> None:
     assert violation.retry_after_seconds == 6.0
     memory = state.exhausted[("e1", "gpt")]
     assert memory.until_ms == T0 + 6000
-    assert memory.last_refill_ms == T0
-    assert memory.limits["rpm"].tokens_milli == 0
+    assert memory.limits["rpm"].tokens(T0) == 0
 
 
 def test_sharded_rejection_is_not_remembered() -> None:
@@ -265,7 +253,7 @@ def test_noise_at_half_the_limit_rarely_counts_as_evidence() -> None:
     assert bare > 0.12
 
 
-def test_fenced_write_failure_retries_on_all_old_without_reading() -> None:
+def test_a_failed_write_retries_on_all_old_without_reading() -> None:
     state = make_state()
     first = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
     second = item(T0 - 12_000, {"rpm": 500, "tpm": 400_000})
@@ -278,46 +266,10 @@ def test_fenced_write_failure_retries_on_all_old_without_reading() -> None:
     assert [step.op for step in log if isinstance(step, Call)] == ["update_item"] * 3
     assert isinstance(log[2], Sleep) and 0 <= log[2].ms <= 200
     retry = log[3].params
-    assert retry["ExpressionAttributeValues"][":old_rf"] == {"N": str(T0 - 12_000)}
-    assert retry["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
-    # 12 s bring 2 rpm tokens: 500 + 2000 - 1000 (500 stored do not cover 1000)
-    assert value_of(retry, "b_rpm_tk", "UpdateExpression") == 1000
-
-
-def _slow_path_write(stored: dict[str, int], refilled_ms: int) -> dict[str, Any]:
-    """The write the slow path plans from `stored` (tokens, milli) last refilled then."""
-    _, log = drive(
-        take(make_state(), make_level(), T0, False),
-        [Result({"Item": item(refilled_ms, stored)}), ok()],
-    )
-    params: dict[str, Any] = log[1].params
-    return params
-
-
-def test_a_refill_that_can_wait_is_left_for_a_later_write() -> None:
-    # The stored tokens cover the request and 12 s of refill would not fill the bucket:
-    # consuming first loses nothing, so the write is an ADD that only checks `rf`.
-    params = _slow_path_write({"rpm": 5000, "tpm": 500_000}, T0 - 12_000)
-    values = params["ExpressionAttributeValues"]
-    assert values[":old_rf"] == {"N": str(T0 - 12_000)} and ":rf" not in values
-    assert "#rf = :old_rf" in params["ConditionExpression"]
-    assert "#rf = :rf" not in params["UpdateExpression"]
-    assert value_of(params, "b_rpm_tk", "UpdateExpression") == -1000
-    assert value_of(params, "b_tpm_tk", "UpdateExpression") == -100_000
-
-
-def test_a_refill_that_would_fill_the_bucket_is_written_now() -> None:
-    # 9,500 stored cover the request, but 12 s bring 2,000 of a 10,000 capacity: waiting
-    # would count the 1,500 the bucket cannot hold after the next consume.
-    params = _slow_path_write({"rpm": 9500, "tpm": 500_000}, T0 - 12_000)
-    assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
-    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 10_000 - 9500 - 1000
-
-
-def test_a_refill_the_request_needs_is_written_now() -> None:
-    params = _slow_path_write({"rpm": 500, "tpm": 500_000}, T0 - 12_000)
-    assert params["ExpressionAttributeValues"][":rf"] == {"N": str(T0)}
-    assert value_of(params, "b_rpm_tk", "UpdateExpression") == 2000 - 1000
+    # 12 s brought 2 rpm tokens (2.5 now): an ADD of one token, bounded by the room
+    form, values = limit_part(retry, "rpm")
+    assert form == "add" and values["v"] == 1000 * 60_000
+    assert values["b"] == T0 * 10_000 + (9000 - 750) * 60_000  # 1.5 left, half headroom
 
 
 def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
@@ -328,11 +280,12 @@ def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
         [Result({"Item": image}), failed(image), None, ok()],
     )
     first, retry = log[1].params, log[3].params
-    # A reserve needs as much again behind: the floor is 1,000 + 2 x 2,000.
-    assert value_of(first, "b_rpm_tk >=", "ConditionExpression") == 5000
-    assert "#h0" in first["UpdateExpression"]
-    assert value_of(retry, "b_rpm_tk >=", "ConditionExpression") == 1000
-    assert "#h0" not in retry["UpdateExpression"]
+    # A reserve needs as much again behind: 8 held, less 1 taken, less 2 x 2 reserved
+    # leaves 3, half of them headroom for other clients' reserves.
+    assert limit_part(first, "rpm")[1]["b"] == T0 * 10_000 + (10_000 - 5000 - 1500) * 60_000
+    assert "#r0" in first["UpdateExpression"]
+    assert limit_part(retry, "rpm")[1]["b"] == T0 * 10_000 + (10_000 - 1000 - 3500) * 60_000
+    assert "#r0" not in retry["UpdateExpression"]
 
 
 def test_lost_create_race_continues_on_the_winner_item() -> None:
@@ -349,8 +302,8 @@ def test_lost_create_race_continues_on_the_winner_item() -> None:
         "sleep",
         "update_item",
     ]
-    # The winner's item is full at T0: nothing to refill, so the write leaves `rf` alone.
-    assert ":rf" not in log[3].params["ExpressionAttributeValues"]
+    # The winner's item is short of full at T0: the take is an ADD.
+    assert limit_part(log[3].params, "rpm")[0] == "add"
 
 
 def test_contention_gives_up_after_max_attempts() -> None:
@@ -365,20 +318,21 @@ def test_contention_gives_up_after_max_attempts() -> None:
     assert len(writes) == 1 + MAX_WRITE_ATTEMPTS
 
 
-def test_non_speculative_reads_then_writes_fenced() -> None:
+def test_non_speculative_reads_then_writes() -> None:
     old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
     outcome, log = drive(take(make_state(), make_level(), T0, False), [Result({"Item": old}), ok()])
     assert isinstance(outcome, Taken)
     assert [c.op for c in log] == ["get_item", "update_item"]
     assert log[0].params == {"TableName": TABLE, "Key": KEY, "ConsistentRead": True}
-    assert "#rf = :old_rf" in log[1].params["ConditionExpression"]
+    assert limit_part(log[1].params, "rpm")[0] == "add"
+    assert limit_part(log[1].params, "tpm")[0] == "set"  # 30 s refilled tpm to full
 
 
 def test_prefetched_item_skips_the_speculative_write() -> None:
     old = item(T0 - 30_000, {"rpm": 0, "tpm": 500_000})
     _, log = drive(take(make_state(), make_level(), T0, True, prefetched=old), [ok()])
     assert [c.op for c in log] == ["update_item"]
-    assert "#rf = :old_rf" in log[0].params["ConditionExpression"]
+    assert limit_part(log[0].params, "rpm")[0] == "add"
     _, log = drive(take(make_state(), make_level(), T0, True, prefetched=None), [ok()])
     assert [c.op for c in log] == ["put_item"]
 
@@ -389,10 +343,7 @@ def test_lockstep_of_take_flows_cascade_round_trip() -> None:
     state.learn_entity("org", False, None)
     child = make_level()
     parent = Level("org", "gpt", LIMITS, {"rpm": 1000})
-    exhausted_parent = keys.new_bucket_item(
-        NS,
-        BucketState("org", "gpt", 0, 1, T0, {"rpm": LimitState(0, 10_000, 10_000, 60_000)}),
-    )
+    exhausted_parent = item(T0, {"rpm": 0, "tpm": 1_000_000})
     flows = [take(state, child, T0, True), take(state, parent, T0, True)]
     value, requests = drive(
         lockstep(flows, stop=lambda v: isinstance(v, Rejected)),
@@ -404,31 +355,51 @@ def test_lockstep_of_take_flows_cascade_round_trip() -> None:
 
 
 # ---------------------------------------------------------------- split shards
-def test_split_shard_takes_half_of_its_sibling_and_the_sibling_keeps_half() -> None:
-    """After shard 0 doubled 1 -> 2, shard 1 is created from half of shard 0's tokens.
+def test_split_shard_copies_its_sibling_once_the_sibling_records_the_count() -> None:
+    """After shard 0 doubled 1 -> 2, shard 1 is created from shard 0's full-at times.
 
-    No token may be created, and none destroyed: shard 0 held 10 rpm tokens (its whole,
-    pre-doubling share), so afterwards shard 0 keeps 5 and shard 1 starts with 5.
+    No token may be created, and none destroyed: shard 0 held 8 rpm tokens of its whole,
+    pre-doubling share; at two shards it keeps 4, and shard 1 starts with 4.
     """
     state = make_state()
     state.entities["e1"].shard_counts["gpt"] = 2
     level = Level("e1", "gpt", LIMITS, {"rpm": 1000}, shard_id=1, shard_count=2)
-    donor = item(T0, {"rpm": 10_000, "tpm": 1_000_000}, shard_count=2)
+    donor = item(T0, {"rpm": 8000, "tpm": 1_000_000}, shard_count=1)
+    donor[keys.A_SHARD_COUNT] = keys.n(2)  # shard 0 doubled
+    donor_before = keys.decode_bucket(donor)
     log: list[Any] = []
     flow = recorded(take(state, level, T0, True), log)
     assert next(flow).op == "update_item"  # speculative on shard 1: absent
     read = flow.send(failed(None))
-    assert read.op == "get_item"
-    assert read.params["Key"] == KEY  # shard 0 is the donor
-    move = flow.send(Result({"Item": donor}))
-    assert move.op == "update_item" and move.params["Key"] == KEY
-    put = flow.send(ok())
+    assert read.op == "get_item" and read.params["Key"] == KEY  # shard 0 is the donor
+    put = flow.send(Result({"Item": donor}))
     assert put.op == "put_item"
     created = keys.decode_bucket(put.params["Item"])
     assert created.shard_id == 1
-    assert created.limits["rpm"].tokens_milli == 5000
-    donor_delta = value_of(move.params, "b_rpm_tk", "UpdateExpression")
-    assert 10_000 + donor_delta + created.limits["rpm"].tokens_milli == 10_000
+    assert created.limits["rpm"].full_at == donor_before.limits["rpm"].full_at
+    kept = donor_before.limits["rpm"].tokens(T0, count=2)
+    assert kept + created.limits["rpm"].tokens(T0, count=2) == 8000
+
+
+def test_a_donor_that_never_saw_the_doubling_records_it_first() -> None:
+    state = make_state()
+    state.entities["e1"].shard_counts["gpt"] = 4
+    level = Level("e1", "gpt", LIMITS, {"rpm": 1000}, shard_id=3, shard_count=4)
+    shard0 = item(T0, {"rpm": 10_000}, shard_count=4)
+    sibling = item(T0, {"rpm": 4000}, shard_count=2)
+    log: list[Any] = []
+    flow = recorded(take(state, level, T0, True), log)
+    next(flow)
+    assert flow.send(failed(None)).op == "get_item"  # shard 0
+    assert flow.send(Result({"Item": shard0})).op == "get_item"  # shard 1, the donor
+    move = flow.send(Result({"Item": sibling}))
+    assert move.op == "update_item"
+    assert move.params["ExpressionAttributeValues"] == {":new": keys.n(4), ":old": keys.n(2)}
+    recorded_count = {**sibling, keys.A_SHARD_COUNT: keys.n(4)}
+    put = flow.send(ok(recorded_count))
+    assert put.op == "put_item"
+    created = keys.decode_bucket(put.params["Item"])
+    assert created.limits["rpm"].tokens(T0, count=4) == 2000  # half of the sibling's 4
 
 
 def test_a_write_knows_what_the_bucket_had_left_after_it() -> None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.bucket_write import grant
+from zae_limiter.flows.plan import grant
 from zae_limiter.flows.reserve import ReserveBook, ReserveSettings
 from zae_limiter.limits import Limit
 

@@ -11,7 +11,6 @@ Configuration (environment):
   ZAEL_NAME                   table name (default: taken from the records' stream ARN)
   ZAEL_USAGE_WINDOWS          comma-separated windows (default hourly,daily,monthly)
   ZAEL_USAGE_RETENTION_DAYS   snapshot TTL after its window ends (default 90)
-  ZAEL_REFILL                 proactive refill on/off (default 1)
   ZAEL_MERGE_QUIET_SECONDS    quiet period before shards are merged (default 600; 0: never)
   ZAEL_MAX_SHARDS             highest shard count proactive doubling goes to (default 64)
   ZAEL_AUDIT_ARCHIVE_BUCKET   S3 bucket for audit events the TTL expires (unset: none)
@@ -51,7 +50,6 @@ def config_from_env(
         table=table,
         windows=tuple(w for w in windows if w),
         retention_days=int(env.get("ZAEL_USAGE_RETENTION_DAYS", "90")),
-        refill=env.get("ZAEL_REFILL", "1").lower() not in ("0", "false", "no", "off"),
         merge_quiet_ms=int(env.get("ZAEL_MERGE_QUIET_SECONDS", "600")) * 1000,
         max_shard_count=int(env.get("ZAEL_MAX_SHARDS", "64")),
     )

@@ -5,21 +5,20 @@ Protocol (one flow per nominated (entity, resource), N shards -> M = N // 2, nev
 1. Read shards 0..N-1 with one consistent BatchGetItem, and check again, on these fresh
    items, that shard 0 still says N, has been quiet (`qs`) and unchanged (`sd`) for the
    quiet period, and that no shard's current write rate reaches `shard_down`.
-2. Bring every shard's tokens to `now` with its current effective limits (original / N).
-   Shard j >= M is drained into shard j % M: it gives all its (refilled) tokens away.
+2. Shard j >= M is drained into shard j % M: the receiver then lacks, at `now`, what the
+   two lacked together (each shard's deficit is its full-at time's lead over `now`).
 3. Write everything in ONE TransactWriteItems, so it happens entirely or not at all:
-   - a drained shard: condition `shard_count = N AND rf = :read AND tk = :read` (exact:
-     no write may have landed since the read); SET `shard_count = M`, `rf = now + freeze`,
-     ADD `-tk` (to zero). With no tokens and a refill time in the future, a client with
-     a stale cache that still routes there is rejected and moves to another shard; its
-     count (M <= its id) tells it the shard is retired.
-   - a receiving shard (shard 0 included): condition `shard_count = N AND rf = :read AND
-     tk <= :read` (speculative takes may land in between: ADD commutes with them); SET
-     `shard_count = M`, `rf = now`; ADD its own refill gain plus what its partner held.
-     Shard 0 also gets `sd = now` and loses its quiet mark.
-   Capacities add up: each shard held at most original // N, and a receiver may now hold
-   original // M >= 2 * (original // N). The sum of tokens over all shards at `now` is
-   the same before and after; usage counters (`tc`) are never touched.
+   every shard is fenced on `shard_count = N` and on its full-at times as read (no write
+   may have landed since the read; the entity is quiet, and a cancelled merge is
+   nominated again), and SETs `shard_count = M`.
+   - a drained shard gets full-at times that leave it empty until `now + freeze`: a
+     client with a stale cache that still routes there is rejected and moves to another
+     shard; its count (M <= its id) tells it the shard is retired.
+   - a receiving shard (shard 0 included) gets `now` plus half the two leads: at half
+     the count a millitoken is worth half as much full-at time. Shard 0 also gets
+     `sd = now` and loses its quiet mark.
+   The sum of tokens over all shards at `now` is the same before and after (rounded in
+   the limiter's favour); usage counters (`tc`) are never touched.
 4. A cancelled transaction (anything moved) is simply dropped: the next quiet batch
    nominates the merge again.
 """
@@ -32,7 +31,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
-from zae_limiter.aggregator.shards import effective_state
+from zae_limiter.bucket import LimitState
 from zae_limiter.errors import ZaeLimiterError
 from zae_limiter.flows import Call, Flow, one
 
@@ -78,16 +77,11 @@ def _holds_reserves(item: Mapping[str, Any], now_ms: int) -> bool:
     )
 
 
-def _refilled(item: Mapping[str, Any], count: int, now_ms: int) -> tuple[int, dict[str, int]]:
-    """(rf, {limit: (tokens at now) - (stored tokens)}) with the current effective limits."""
-    bucket = keys.decode_bucket(item)
-    at = max(now_ms, bucket.last_refill_ms)
-    gains = {
-        name: effective_state(stored, count).refilled(bucket.last_refill_ms, at).tokens_milli
-        - stored.tokens_milli
-        for name, stored in bucket.user_limits.items()
-    }
-    return bucket.last_refill_ms, gains
+def _behind(state: LimitState, now_ms: int) -> int:
+    """How far a limit's full-at time is ahead of `now` (0 when full)."""
+    if state.full_at is None:
+        return 0
+    return max(0, state.full_at - now_ms * state.refill_amount_milli)
 
 
 def plan_merge(
@@ -97,50 +91,73 @@ def plan_merge(
     old, new = cand.shard_count, cand.shard_count // 2
     if new < 1:
         return None
-    stored = {i: keys.decode_bucket(item).user_limits for i, item in items.items()}
-    names = set(stored[0])
-    if any(set(limits) != names for limits in stored.values()):
-        return None  # shards disagree on their limits: leave them to the clients
-    receive: dict[int, dict[str, int]] = {i: dict.fromkeys(names, 0) for i in range(new)}
+    stored = {i: keys.decode_bucket(item) for i, item in items.items()}
+    names = set(stored[0].user_limits)
+    configs = {
+        (i, name): _config(b.user_limits[name])
+        for i, b in stored.items()
+        for name in names
+        if name in b.user_limits
+    }
+    if any(set(b.user_limits) != names or b.legacy_tokens for b in stored.values()):
+        return None  # shards disagree on their limits, or v2 ones: leave them to the clients
+    if any(configs[(i, name)] != configs[(0, name)] for i, name in configs):
+        return None
     updates = []
-    for j in sorted(i for i in items if i >= new):
-        target = j % new
-        if target not in items:
-            return None
-        rf, gains = _refilled(items[j], old, now_ms)
-        tokens = {name: stored[j][name].tokens_milli for name in names}
-        for name in names:
-            receive[target][name] += tokens[name] + gains[name]
-        updates.append(
-            keys.merge_update(
-                config.table,
-                keys.bucket_key(cand.ns, cand.entity_id, cand.resource, j),
-                old_count=old,
-                new_count=new,
-                old_refill_ms=rf,
-                new_refill_ms=max(now_ms, rf) + config.freeze_ms,
-                add_milli={name: -v for name, v in tokens.items()},
-                expect_milli=tokens,
-                exact=True,
-            )
-        )
     for i in sorted(i for i in items if i < new):
-        rf, gains = _refilled(items[i], old, now_ms)
-        updates.append(
-            keys.merge_update(
-                config.table,
-                keys.bucket_key(cand.ns, cand.entity_id, cand.resource, i),
-                old_count=old,
-                new_count=new,
-                old_refill_ms=rf,
-                new_refill_ms=max(now_ms, rf),
-                add_milli={name: gains[name] + receive[i][name] for name in names},
-                expect_milli={name: stored[i][name].tokens_milli for name in names},
-                exact=False,
-                shard0_now_ms=now_ms if i == 0 else None,
-            )
-        )
+        partner = stored.get(i + new)
+        own = stored[i].user_limits
+        full_at = {}
+        for name in names:
+            ra = own[name].refill_amount_milli
+            ahead = _behind(own[name], now_ms)
+            if partner is not None:
+                ahead += _behind(partner.user_limits[name], now_ms)
+                # a crashed client's expired count on the drained shard is spent tokens
+                lost = keys.lost_milli(partner.reserved.get(name, {}), now_ms)
+                ahead += lost * partner.user_limits[name].unit(old)
+            # At half the count a millitoken is worth half as much full-at time: the
+            # receiver then lacks what the two lacked together (rounded up).
+            full_at[name] = now_ms * ra + -(-ahead // 2)
+        updates.append(_update(config, cand, i, old, new, own, full_at, now_ms if i == 0 else None))
+    for j in sorted(i for i in items if i >= new):
+        if j % new not in items:
+            return None
+        own = stored[j].user_limits
+        # A drained shard holds nothing until well after the merge: a client with a stale
+        # count that still routes there is rejected and learns the new count from it.
+        until = now_ms + config.freeze_ms
+        full_at = {
+            name: until * own[name].refill_amount_milli + own[name].room(new) * own[name].unit(new)
+            for name in names
+        }
+        updates.append(_update(config, cand, j, old, new, own, full_at, None))
     return updates
+
+
+def _config(state: LimitState) -> tuple[int, int, int]:
+    return state.capacity_milli, state.refill_amount_milli, state.refill_period_ms
+
+
+def _update(
+    config: AggregatorConfig,
+    cand: MergeCandidate,
+    shard_id: int,
+    old: int,
+    new: int,
+    own: Mapping[str, LimitState],
+    full_at: Mapping[str, int],
+    shard0_now_ms: int | None,
+) -> dict[str, Any]:
+    return keys.merge_update(
+        config.table,
+        keys.bucket_key(cand.ns, cand.entity_id, cand.resource, shard_id),
+        old_count=old,
+        new_count=new,
+        old_full_at={name: state.full_at for name, state in own.items()},
+        new_full_at=full_at,
+        shard0_now_ms=shard0_now_ms,
+    )
 
 
 def merge(config: AggregatorConfig, cand: MergeCandidate, now_ms: int) -> Flow[bool]:

@@ -22,7 +22,6 @@ class AggregatorConfig:
     windows: tuple[str, ...] = DEFAULT_WINDOWS
     #: Snapshots expire (TTL) this long after their window ends.
     retention_days: int = 90
-    refill: bool = True
     #: Double `shard_count` when a shard's write rate passes this share of `b_wcu_cp`.
     shard_up: float = 0.8
     #: Halve it when every shard stayed under this share for `merge_quiet_ms` (0: never).

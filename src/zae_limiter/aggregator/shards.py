@@ -15,10 +15,10 @@ Per (entity, resource) seen in the batch:
 - quiet marks and merging: while every image stays under `shard_down` (20%), shard 0
   carries `qs` (quiet since); once both `qs` and the last count change (`sd`) are older
   than `merge_quiet_ms`, a merge is nominated (see `merge.py`). One busy image clears
-  `qs`, so the period restarts;
-- proactive refill: a live shard whose stored tokens are below what the batch consumed
-  from it (the next batch would push clients onto the slow path) is refilled to `now`
-  with its effective limits (original / shard_count), fenced on `rf`.
+  `qs`, so the period restarts.
+
+There is no proactive refill: a bucket stores when it will be full, and time alone
+refills it (bucket.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from zae_limiter import keys
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Write
 from zae_limiter.aggregator.records import Change
-from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Call
 from zae_limiter.flows.context import DEFAULT_PARTITION_WCU
 from zae_limiter.flows.take import EVIDENCE_SIGMAS, partition_bound, window_seen
@@ -100,11 +99,6 @@ def plan_group(
         writes.extend(_propagate(group, shards, latest, count, config))
         quiet, merge = _quiet(group, shard0, count, load, config, now_ms)
         writes.extend(quiet)
-    if merge is None and config.refill:
-        for i, change in sorted(latest.items()):
-            refill = refill_write(change, _consumed(shards[i]), config.table, now_ms)
-            if refill is not None:
-                writes.append(refill)
     return writes, merge
 
 
@@ -191,55 +185,3 @@ def _quiet(
     if now_ms - since >= config.merge_quiet_ms and now_ms - changed >= config.merge_quiet_ms:
         return [], MergeCandidate(ns, entity_id, resource, count, shard0.sequence_number)
     return [], None
-
-
-def _consumed(seen: Sequence[Change]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for change in seen:
-        for name, delta in change.deltas.items():
-            if delta > 0:
-                out[name] = out.get(name, 0) + delta
-    return out
-
-
-def effective_state(stored: LimitState, shard_count: int, held_milli: int = 0) -> LimitState:
-    """A shard's share of a stored (undivided) limit, holding the stored tokens; tokens
-    held in reserves count against its capacity (flows/reserve.py)."""
-    return LimitState(
-        stored.tokens_milli,
-        max(1, stored.capacity_milli // shard_count) - held_milli,
-        max(1, stored.refill_amount_milli // shard_count),
-        stored.refill_period_ms,
-    )
-
-
-def refill_write(
-    change: Change, consumed: Mapping[str, int], table: str, now_ms: int
-) -> Write | None:
-    """Refill a shard whose stored tokens will not cover what it just gave out."""
-    new = change.new
-    assert new is not None
-    if not any(
-        keys.get_n(new, keys.limit_attr(name, "tk")) < used for name, used in consumed.items()
-    ):
-        return None  # the stored tokens cover another batch like this one
-    bucket = keys.decode_bucket(new)
-    if change.shard_id >= bucket.shard_count or now_ms <= bucket.last_refill_ms:
-        return None  # a drained (merged-away) shard, or a refill from the future
-    short = False
-    adds: dict[str, int] = {}
-    ceilings: dict[str, int] = {}
-    for name, stored in bucket.user_limits.items():
-        if consumed.get(name, 0) > 0 and stored.tokens_milli < consumed[name]:
-            short = True
-        held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
-        eff = effective_state(stored, bucket.shard_count, held)
-        gain = eff.refilled(bucket.last_refill_ms, now_ms).tokens_milli - stored.tokens_milli
-        if gain > 0:
-            adds[name] = gain
-            ceilings[name] = stored.tokens_milli
-    if not short or not adds:
-        return None
-    key = keys.bucket_key(change.ns, change.entity_id, change.resource, change.shard_id)
-    params = keys.aggregator_refill(table, key, bucket.last_refill_ms, now_ms, adds, ceilings)
-    return Write("refill", Call("update_item", params), (change.sequence_number,))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zae_limiter.asgi.headers import Quota, quota
 from zae_limiter.bucket import LimitState
@@ -37,15 +37,20 @@ class _Bucket:
     read_ms: int
 
     def advance(self, now_ms: int) -> None:
+        if now_ms <= self.at_ms:
+            return
         for limit in self.limits:
             state = LimitState(
-                self.tokens_milli[limit.name],
-                limit.capacity_milli,
-                limit.refill_amount_milli,
-                limit.refill_period_ms,
+                capacity_milli=limit.capacity_milli,
+                refill_amount_milli=limit.refill_amount_milli,
+                refill_period_ms=limit.refill_period_ms,
             )
-            self.tokens_milli[limit.name] = state.refilled(self.at_ms, now_ms).tokens_milli
-        self.at_ms = max(self.at_ms, now_ms)
+            # The bucket as it stood at `at_ms`, seen again at `now_ms`.
+            then = replace(
+                state, full_at=state.with_tokens(self.tokens_milli[limit.name], self.at_ms)
+            )
+            self.tokens_milli[limit.name] = then.tokens(now_ms)
+        self.at_ms = now_ms
 
     def take(self, amounts: Mapping[str, int]) -> None:
         for name, tokens in amounts.items():

@@ -48,7 +48,6 @@ def aggregator_group() -> None:
     show_default=True,
     help="Snapshots expire this long after their window ends.",
 )
-@click.option("--no-refill", is_flag=True, help="Do not refill buckets proactively.")
 @click.option(
     "--merge-quiet-seconds",
     type=click.IntRange(0),
@@ -58,7 +57,7 @@ def aggregator_group() -> None:
 )
 @target_options
 def run_command(once: bool, checkpoint: Path | None, interval: float, windows: str,
-                retention_days: int, no_refill: bool, merge_quiet_seconds: int,
+                retention_days: int, merge_quiet_seconds: int,
                 target: Target) -> None:  # fmt: skip
     """Poll the table's stream and aggregate usage (all namespaces); Ctrl-C stops."""
     from zae_limiter.aggregator.poller import StreamPoller
@@ -68,7 +67,6 @@ def run_command(once: bool, checkpoint: Path | None, interval: float, windows: s
             table=target.name,
             windows=tuple(w.strip() for w in windows.split(",") if w.strip()),
             retention_days=retention_days,
-            refill=not no_refill,
             merge_quiet_ms=merge_quiet_seconds * 1000,
         )
     except ValueError as error:

@@ -267,7 +267,7 @@ def shard_report(resource: str, shards: list[ShardInfo]) -> dict[str, Any]:
                 "tokens": dict(s.tokens),
                 "reserved": dict(s.reserved),
                 "write_pressure_pct": s.write_pressure_pct,
-                "last_refill_ms": s.last_refill_ms,
+                "full_in_ms": s.full_in_ms,
             }
             for s in shards
         ],
@@ -284,12 +284,12 @@ def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
         *[f"{n} tokens/cap" for n in names],
         *[f"{n} reserved" for n in names],
         "wcu %",
-        "last refill",
+        "full in (s)",
     ]
     table = render.new_table(
         f"{entity_id} / {report['resource']}: {len(report['shards'])} shard(s)",
         columns,
-        numeric=columns[:-1],
+        numeric=columns,
     )
     for s in report["shards"]:
         cells = [f"{s['tokens'].get(n, 0)}/{s['capacity'].get(n, 0)}" for n in names]
@@ -300,7 +300,7 @@ def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
             *cells,
             *held,
             f"{s['write_pressure_pct']:.1f}",
-            render.when(s["last_refill_ms"]),
+            f"{s['full_in_ms'] / 1000:.1f}",
         )
     totals = [f"{report['totals'][n]['tokens']}/{report['totals'][n]['capacity']}" for n in names]
     held_total = [str(report["totals"][n]["reserved"]) for n in names]

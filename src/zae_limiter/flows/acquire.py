@@ -16,8 +16,9 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded, ValidationError
-from zae_limiter.flows import Flow, lockstep, reserve_ops, together
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken, give_back, local_rejection
+from zae_limiter.flows import Flow, lockstep, reserve_ops
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken, local_rejection
+from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.take import (
@@ -359,15 +360,15 @@ def _settle(
 def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[None]:
     """Give back everything `taken` consumed: into this client's reserve of the bucket when
     it holds one, else with one write per bucket, all at once."""
-    calls = []
+    changes = []
     for t in taken:
         back = {n: -v for n, v in t.consumed_milli.items() if v}
         if back and not reserve_ops.settle_locally(state, t, back, now_ms):
-            calls.append(give_back(state, t, back))
-    if not calls:
+            changes.append((t, back))
+    if not changes:
         return
     try:
-        yield from together(*calls)
+        yield from charge_all(state, changes, now_ms)
     except Exception:
         log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
 
@@ -377,15 +378,15 @@ def commit(
 ) -> Flow[None]:
     """Record a lease's adjustments: in this client's reserve of the bucket when it can
     cover them, else with one write per bucket taken, all at once."""
-    calls = []
+    changes = []
     for t in acquired.taken:
         names = {limit.name for limit in t.limits}
         delta = {n: v for n, v in pending_milli.items() if v and n in names}
         reserve_ops.note_adjustment(state, t, delta, now_ms)
         if delta and not reserve_ops.settle_locally(state, t, delta, now_ms):
-            calls.append(give_back(state, t, delta))
-    if calls:
+            changes.append((t, delta))
+    if changes:
         try:
-            yield from together(*calls)
+            yield from charge_all(state, changes, now_ms)
         except Exception:
             log.warning("could not record lease adjustments %s", dict(pending_milli))

@@ -6,6 +6,7 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
@@ -48,6 +49,9 @@ class EntityMeta:
     seen_windows: dict[tuple[str, int], WindowSeen] = field(default_factory=dict)
     #: When this client last tried to double a resource's shards (ms).
     doubling_tried: dict[str, int] = field(default_factory=dict)
+    #: The item as this client's last write to each (resource, shard) left it (ALL_NEW):
+    #: the next write there picks its forms from it (keys/takes.py).
+    images: dict[tuple[str, int], Any] = field(default_factory=dict)
     #: A doubling that was throttled: (count it starts from, evidence since), to ride on
     #: this client's next write to shard 0.
     want_double: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -55,11 +59,12 @@ class EntityMeta:
 
 @dataclass(frozen=True, slots=True)
 class Exhausted:
-    """A bucket seen short of tokens: its state then, and when it will have enough."""
+    """A bucket seen short of tokens: its limits and held counts then (an unsharded
+    bucket), and when it will have enough."""
 
     until_ms: int
-    last_refill_ms: int
     limits: dict[str, LimitState]
+    held: dict[str, int]
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
@@ -10,9 +11,9 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.acquire import validate_amounts
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.bucket_write import read_shares, share_now
 from zae_limiter.flows.config import require_limits, resolve
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.shares import read_shares, stored_config, tokens_now
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import BucketState
 
@@ -49,13 +50,10 @@ def _tokens_now(limit: Limit, shards: Sequence[BucketState], now_ms: int) -> tup
 
     Tokens held in reserves are not available to anyone else (docs/reserves.md).
     """
-    whole = LimitState(0, limit.capacity_milli, limit.refill_amount_milli, limit.refill_period_ms)
+    whole = stored_config(limit)
     if not shards:
         return limit.capacity_milli, whole
-    total = sum(
-        share_now(shard, limit, now_ms, shares)[1].tokens_milli
-        for shard, shares in read_shares(shards)
-    )
+    total = sum(tokens_now(shard, limit, now_ms, shares) for shard, shares in read_shares(shards))
     return total, whole
 
 
@@ -89,8 +87,7 @@ def time_until_available(
             raise ValidationError(
                 f"needed[{name!r}] = {milli // 1000} exceeds the capacity {by_name[name].capacity}"
             )
-        current = LimitState(
-            tokens, whole.capacity_milli, whole.refill_amount_milli, whole.refill_period_ms
-        )
-        wait = max(wait, current.ms_until(milli, now_ms, now_ms))
+        # The shards together, as one bucket holding `tokens` now.
+        together = replace(whole, full_at=whole.with_tokens(tokens, now_ms))
+        wait = max(wait, together.ms_until(milli, now_ms))
     return wait / 1000

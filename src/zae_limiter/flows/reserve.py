@@ -288,7 +288,9 @@ class ReserveBook:
                 return None
             return held.shard_id, Flush(spent, released, held.shard_id)
 
-    def unflush(self, key: Key, flush: Flush, now_ms: int) -> None:
+    def unflush(
+        self, key: Key, flush: Flush, now_ms: int, limits: tuple[Limit, ...] = ()
+    ) -> None:
         """A flush whose write was not applied: its amounts are held counts again.
 
         If the reserve has gone meanwhile (returned by the keeper), they are written back
@@ -299,7 +301,9 @@ class ReserveBook:
             held = self._reserves.get(key)
             if held is None or held.shard_id != flush.shard_id:
                 released = {e: dict(amounts) for e, amounts in flush.released.items()}
-                orphan = Reserve(flush.shard_id, (), {}, released, now_ms, now_ms)
+                # Its return must charge what was spent to the full-at times, which
+                # needs the limits: without them the spent tokens would come back.
+                orphan = Reserve(flush.shard_id, limits, {}, released, now_ms, now_ms)
                 self._outgoing.append((key, orphan))
                 return
             for epoch, amounts in flush.released.items():

@@ -9,11 +9,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable, ValidationError
-from zae_limiter.flows import Call, Flow
+from zae_limiter.flows import Call, Flow, Result
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
+from zae_limiter.flows.charge import charge_write, image_of, settle
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserve import Key, Reserve
 from zae_limiter.flows.take import CONTENDED, SHARD_NOT_FOUND
@@ -103,7 +105,7 @@ def keep(
         else:
             may_have_carried = not _not_applied(outcome)
         if not may_have_carried:
-            book.unflush(_key(level), level.flush, now_ms)
+            book.unflush(_key(level), level.flush, now_ms, level.limits)
     for outcome in outcomes:
         if isinstance(outcome, Taken) and outcome.held_milli:
             book.install(
@@ -139,12 +141,25 @@ def return_call(
     Its unspent tokens go back while readers still count its held counts; later they are
     lost (counted as spent), since the capacity they held is already free again.
     """
+    return return_write(state, key, held, now_ms, image_of(state, _shard(key, held)))
+
+
+def return_write(
+    state: RepoState, key: Key, held: Reserve, now_ms: int, item: Mapping[str, Any] | None
+) -> tuple[Call, dict[str, int]]:
+    """`return_call` with its forms picked from `item`: every held count it raised goes
+    down, and what it spent is charged to the full-at times (its unspent tokens come back
+    through the held counts alone)."""
     taken = held.taken_total()
     back = {n: max(0, v) for n, v in held.left.items()} if held.returnable(now_ms) else {}
     spent = {name: taken.get(name, 0) - back.get(name, 0) for name in set(taken) | set(back)}
-    bucket = keys.bucket_key(state.namespace, key[0], key[1], held.shard_id)
-    params = keys.return_reserve(state.table, bucket, back, spent, held.taken)
-    return Call("update_item", params), back
+    released = keys.held_deltas({}, 0, keys.Flush({}, held.taken))
+    call = charge_write(state, _shard(key, held), held.limits, spent, now_ms, item, released)
+    return call, back
+
+
+def _shard(key: Key, held: Reserve) -> tuple[str, str, int]:
+    return key[0], key[1], held.shard_id
 
 
 def _settled(held: Reserve) -> bool:
@@ -174,7 +189,16 @@ def give_back_reserves(
     if not items:
         return
     planned = [return_call(state, key, held, now_ms) for key, held in items]
-    results = yield tuple(call for call, _back in planned)
+    results = list((yield tuple(call for call, _back in planned)))
+    for i, ((key, held), result) in enumerate(zip(items, results, strict=True)):
+        if isinstance(result, Result) and not result.ok and result.old:
+            # The bucket was full where this client thought it was not, or the other way
+            # round: the return was not applied, and its ALL_OLD picks the right form.
+            resend = lambda seen, k=key, h=held: return_write(state, k, h, now_ms, seen)[0]  # noqa: E731
+            try:
+                results[i] = yield from settle(result, resend)
+            except Exception as error:  # unknown outcome: as below, never sent again
+                results[i] = error
     again: list[tuple[Key, Reserve]] = []
     for (key, held), (_call, back), result in zip(items, planned, results, strict=True):
         if isinstance(result, RateLimiterUnavailable) and result.throttled:

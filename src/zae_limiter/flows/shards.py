@@ -5,9 +5,9 @@ from __future__ import annotations
 from zae_limiter import keys
 from zae_limiter.flows import Flow
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.bucket_write import read_shares, share_now
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.entities import entity_bucket_keys
+from zae_limiter.flows.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, ShardInfo
 
@@ -32,7 +32,7 @@ def shard_info(
     counted: tuple[BucketState, int],
 ) -> ShardInfo:
     """One shard as shown: the count it records, and the capacity and tokens of the
-    shares it holds, `counted` as reads count them (`bucket_write.read_shares`)."""
+    shares it holds, `counted` as reads count them (`shares.read_shares`)."""
     measured, shares = counted
     capacity: dict[str, int] = {}
     tokens: dict[str, int] = {}
@@ -44,10 +44,9 @@ def shard_info(
             max(1, stored.refill_amount_milli // 1000),
             max(1, stored.refill_period_ms // 1000),
         )
-        cfg, now = share_now(measured, limit, now_ms, shares)
         held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
-        capacity[name] = cfg.capacity_milli * shares // 1000
-        tokens[name] = now.tokens_milli // 1000
+        capacity[name] = capacity_of(limit, measured.shard_count, shares) // 1000
+        tokens[name] = tokens_now(measured, limit, now_ms, shares) // 1000
         if held:
             reserved[name] = held // 1000
     return ShardInfo(
@@ -58,7 +57,7 @@ def shard_info(
         capacity=capacity,
         tokens=tokens,
         write_pressure_pct=round(100 * item_rate / max(1, bucket.partition_wcu), 1),
-        last_refill_ms=bucket.last_refill_ms,
+        full_in_ms=max((s.full_in_ms(now_ms) for s in bucket.user_limits.values()), default=0),
         reserved=reserved,
     )
 

@@ -17,23 +17,20 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import Call, Flow, Result, one, pause
-from zae_limiter.flows.bucket_write import (
-    Level,
-    Rejected,
-    Taken,
-    WritePlan,
-    donor_of,
-    learn,
-    new_bucket,
-    plan_write,
-    remember,
-    stored_config,
-)
+from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken, image, learn, remember
+from zae_limiter.flows.charge import charge_lost
 from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.plan import new_bucket, plan_write
+from zae_limiter.flows.shares import current, donor_of, stored_config
+from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 
-MAX_WRITE_ATTEMPTS = 6
+#: A lost race is retried from ALL_OLD. Near empty, with reserves out, other clients'
+#: flushes move the full-at time (spent reserve tokens leave the held count for it) and
+#: fail a bounded take whose tokens are still there: each retry sees them, so allow more
+#: than the handful a bucket without reserves needs.
+MAX_WRITE_ATTEMPTS = 10
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000
 #: After a throttled doubling try, this client may try again this soon (not a full window).
@@ -67,81 +64,81 @@ def take(
 ) -> Flow[Taken | Rejected]:
     """Take `level.consume_milli` from one bucket shard.
 
-    `prefetched` is the bucket item (or None when absent) if it was already read in
-    the config round trip; then the first write is the fenced one, not a speculative one.
+    The first write is planned from the best image at hand: `prefetched` (the item, or
+    None when absent, read in the config round trip), else this client's memory of its
+    last write there (speculative), else a read. A failed write's ALL_OLD is the next
+    image: contention retries never re-read.
     """
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
+    confirmed = True
     if prefetched is not NOT_FETCHED:
         item = prefetched
     elif speculative:
-        configs = {limit.name: stored_config(limit) for limit in level.limits}
-        params = keys.speculative_consume(
-            state.table,
-            key,
-            level.consume_milli,
-            configs,
-            now_ms=now_ms,
-            reset_window=reset,
-            hold_milli=level.hold_milli,
-            flush=level.flush,
-        )
-        wanted = _pending_doubling(state, level)
-        if wanted is not None:
-            params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
-        result: Result = yield Call("update_item", params)  # the hot path: no `one()` frame
-        if wanted is not None:
-            state.entities[level.entity_id].want_double.pop(level.resource, None)
-        if result.ok:
-            after = result.attributes
-            more = _after_write(state, level, after, now_ms)
-            if more is not None:
-                yield from more
-            epoch = keys.reserve_epoch(now_ms) if level.hold_milli else 0
-            return _taken(level, after, now_ms, level.flush is not None, level.hold_milli, epoch)
-        item = result.old
+        item, confirmed = image(state, level), False
     else:
         read = yield from one(
             Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
         )
         item = read.item
-    for attempt in range(MAX_WRITE_ATTEMPTS):
-        if not item:
+    wanted = _pending_doubling(state, level)
+    # The first write from memory is a guess; the ones after it come from DynamoDB.
+    for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
+        if confirmed and not item:
             level = yield from _with_entity_facts(state, level)
             result, item = yield from _create(state, level, key, now_ms)
-            if result is None:
-                continue  # a split shard was just created: consume from it at once
-            if result.ok:
+            if result is not None and result.ok:
                 return _taken(level, item, now_ms, False)  # a new item: no reserve to report
-        else:
-            bucket = keys.decode_bucket(item)
+            if result is not None:
+                yield from pause(_backoff_ms(attempt))  # another client created it first
+            continue
+        bucket = keys.decode_bucket(item) if item else _unknown(level)
+        if confirmed:
             level = _with_shard_count(level, bucket)
-            plan = plan_write(bucket, level, now_ms, state.table, key, reset)
-            if isinstance(plan, Rejected):
-                # The item carries the entity's facts: an entity with no META record is
-                # then known, and its next rejection can be local (no config round trip).
-                state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
-                remember(state, level, plan)
-                return plan
-            result = yield from one(Call("update_item", plan.params))
-            if result.ok:
-                after = result.attributes
-                more = _after_write(state, level, after, now_ms)
-                if more is not None:
-                    yield from more
-                flushed = level.flush is not None
-                return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
-            item = result.old
+        plan = plan_write(bucket, level, now_ms, state.table, key, reset, confirmed)
+        if isinstance(plan, Rejected):
+            # The item carries the entity's facts: an entity with no META record is
+            # then known, and its next rejection can be local (no config round trip).
+            state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
+            remember(state, level, plan)
+            return plan
+        params = plan.params
+        if wanted is not None:
+            params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
+            state.entities[level.entity_id].want_double.pop(level.resource, None)
+            wanted = None
+        result = yield from one(Call("update_item", params))
+        if result.ok:
+            after = result.attributes
+            more = _after_write(state, level, after, now_ms)
+            if more is not None:
+                yield from more
+            flushed = level.flush is not None
+            return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
+        if confirmed:
+            yield from pause(_backoff_ms(attempt))
             if level.hold_milli:
                 # A reserve is granted only if as much again stays behind: its floor is
                 # about all the shard holds, which any concurrent take breaks. A shard
                 # this contended is no place for a reserve: take only what is needed.
                 level = replace(level, hold_milli={})
-        yield from pause(_backoff_ms(attempt))
+        item, confirmed = result.old, True
     raise RateLimiterUnavailable(
         f"bucket {level.entity_id}/{level.resource} is too contended: "
         f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row",
         code=CONTENDED,
+    )
+
+
+def _unknown(level: Level) -> BucketState:
+    """A shard this client never wrote: planned as full, the write's conditions tell."""
+    return BucketState(
+        entity_id=level.entity_id,
+        resource=level.resource,
+        shard_id=level.shard_id,
+        shard_count=level.shard_count,
+        last_refill_ms=0,
+        limits={},
     )
 
 
@@ -180,7 +177,7 @@ def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow
     client created it first; or (None, item) when a split shard has to be consumed from."""
     if level.shard_id == 0:
         bucket = new_bucket(level, now_ms, state.partition_wcu)
-        item = keys.new_bucket_item(state.namespace, bucket)
+        item = keys.new_bucket_item(state.namespace, bucket, now_ms)
         result = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
         if result.ok:
             learn(state, level, item)
@@ -191,11 +188,12 @@ def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow
 
 
 def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]:
-    """Create shard k >= 1 with half the tokens of its sibling, so none are created.
+    """Create shard k >= 1 from its sibling, so no tokens are created.
 
-    After a doubling from n to 2n shards, shard k's sibling is k - n. The sibling's share
-    is moved with a write fenced on its `rf`; if the new shard appeared meanwhile, the
-    share goes back. Returns the shard's item as it now stands.
+    After a doubling from n to 2n shards, shard k's sibling is k - n. The sibling first
+    records the new count (its full-at times then stand for half the share), then the new
+    shard copies its full-at times: the two hold what the sibling held. Returns the
+    shard's item as it now stands.
     """
     ns = state.namespace
     first = yield from _read_shard(state, level, 0)
@@ -222,28 +220,14 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
         read = yield from _read_shard(state, level, donor_id)
         # A sibling that was never created itself: shard 0 gives instead.
         donor, donor_id = (keys.decode_bucket(read.item), donor_id) if read.item else (shard0, 0)
-    donor_key = keys.bucket_key(ns, level.entity_id, level.resource, donor_id)
-    share = yield from _take_share(state, level, donor, donor_id, count, now_ms)
-    if share is None:
+    full_at = yield from _split_off(state, level, donor, donor_id, count, now_ms)
+    if full_at is None:
         return (yield from _current(state, level))
-    shard_level = Level(
-        level.entity_id,
-        level.resource,
-        level.limits,
-        {},
-        level.shard_id,
-        count,
-        level.cascade,
-        level.parent_id,
-    )
-    bucket = new_bucket(shard_level, max(now_ms, donor.last_refill_ms), state.partition_wcu, share)
-    item = keys.new_bucket_item(ns, bucket)
+    shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
+    bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
+    item = keys.new_bucket_item(ns, bucket, now_ms)
     put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
-    if put.ok:
-        return item
-    if any(share.values()):
-        yield from one(Call("update_item", keys.move_tokens(state.table, donor_key, share)))
-    return put.old
+    return item if put.ok else put.old
 
 
 def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
@@ -255,54 +239,35 @@ def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
     )
 
 
-def _take_share(
+def _split_off(
     state: RepoState, level: Level, donor: BucketState, donor_id: int, count: int, now_ms: int
-) -> Flow[dict[str, int] | None]:
-    """Move half of the donor's tokens out; {} when the donor cannot give, None on a race.
+) -> Flow[dict[str, int | None] | None]:
+    """The donor's full-at times once it records `count`; None when its count moved past.
 
-    A donor that is throttled (it is usually the hot partition) gives nothing: the new
-    shard then starts empty and fills at its share of the refill, so no tokens are created.
+    A donor that is throttled (it is usually the hot partition) is not written: the new
+    shard then starts empty and fills at its share of the rate, so no tokens are created.
     """
-    share = _donor_share(donor, level, count, now_ms)
-    gift = Level(level.entity_id, level.resource, level.limits, {}, donor_id, count // 2)
-    # The donor's tokens were earned under its share before the doubling; its write also
-    # records the new count, so every shard agrees on it.
-    before = replace(donor, shard_count=max(1, count // 2))
-    donor_key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
-    plan = plan_write(before, gift, now_ms, state.table, donor_key, True, share, count)
-    if not isinstance(plan, WritePlan) or not any(share.values()):
-        return {}
-    try:
-        moved = yield from one(Call("update_item", plan.params))
-    except RateLimiterUnavailable as error:
-        if not error.throttled:
-            raise
-        return {}
-    return share if moved.ok else None
+    if donor.shard_count < count:
+        key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
+        params = keys.set_shard_count(state.table, key, donor.shard_count, count)
+        try:
+            moved = yield from one(Call("update_item", params))
+        except RateLimiterUnavailable as error:
+            if not error.throttled:
+                raise
+            return {limit.name: _empty(limit, count, now_ms) for limit in level.limits}
+        seen = moved.attributes if moved.ok else moved.old
+        if not seen:
+            return None
+        donor = keys.decode_bucket(seen)
+        if donor.shard_count != count:
+            return None
+    return {limit.name: current(donor, limit, now_ms)[0].full_at for limit in level.limits}
 
 
-def _donor_share(donor: BucketState, level: Level, count: int, now_ms: int) -> dict[str, int]:
-    """Half of what the donor holds now (under its pre-doubling share), per limit."""
-    from zae_limiter.flows.bucket_write import effective
-
-    share: dict[str, int] = {}
-    for limit in level.limits:
-        stored = donor.limits.get(limit.name)
-        if stored is None:
-            continue
-        before = effective(limit, max(1, count // 2))
-        held = (
-            stored.__class__(
-                stored.tokens_milli,
-                before.capacity_milli,
-                before.refill_amount_milli,
-                before.refill_period_ms,
-            )
-            .refilled(donor.last_refill_ms, max(now_ms, donor.last_refill_ms))
-            .tokens_milli
-        )
-        share[limit.name] = max(0, held // 2)
-    return share
+def _empty(limit: Limit, count: int, now_ms: int) -> int:
+    cfg = stored_config(limit)
+    return cfg.with_tokens(0, now_ms, count)
 
 
 def _current(state: RepoState, level: Level) -> Flow[Any]:
@@ -326,6 +291,9 @@ def _after_write(
     meta = learn(state, level, attributes)
     if meta is None:
         return None
+    lost = charge_lost(state, level, attributes, now_ms)
+    if lost is not None:
+        return lost
     count = meta.shard_counts.get(level.resource, 1)
     seen = window_seen(attributes, now_ms, state.partition_wcu)
     if level.shard_id and seen.shard_count < count:
@@ -451,15 +419,8 @@ def _still_due(
 def _with_shard_count(level: Level, bucket: BucketState) -> Level:
     if bucket.shard_count == level.shard_count:
         return level
-    return Level(
-        level.entity_id,
-        level.resource,
-        level.limits,
-        level.consume_milli,
-        level.shard_id,
-        bucket.shard_count,
-        bucket.cascade,
-        bucket.parent_id,
+    return replace(
+        level, shard_count=bucket.shard_count, cascade=bucket.cascade, parent_id=bucket.parent_id
     )
 
 
@@ -474,16 +435,7 @@ def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
             meta = state.learn_entity(level.entity_id, entity.cascade, entity.parent_id)
     if meta is None:
         return level
-    return Level(
-        level.entity_id,
-        level.resource,
-        level.limits,
-        level.consume_milli,
-        level.shard_id,
-        level.shard_count,
-        meta.cascade,
-        meta.parent_id,
-    )
+    return replace(level, cascade=meta.cascade, parent_id=meta.parent_id)
 
 
 def _backoff_ms(attempt: int) -> int:

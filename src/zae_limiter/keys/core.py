@@ -33,7 +33,9 @@ A_REFILL = "rf"
 A_LIMITS = "limits"
 A_KIND = "kind"
 BUCKET_PREFIX = "b_"
-FIELDS = ("tk", "cp", "ra", "rp", "tc")
+#: Stored per limit: full-at time, capacity, refill amount and period, total consumed;
+#: `tk` only on schema-v2 items not converted yet.
+FIELDS = ("fa", "cp", "ra", "rp", "tc", "tk")
 
 # ---------------------------------------------------------------- key formats
 DEFAULT_NAMESPACE = "default"

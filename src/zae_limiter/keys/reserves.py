@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zae_limiter.keys.core import BUCKET_PREFIX, PK, Item, limit_attr, n
+from zae_limiter.keys.core import BUCKET_PREFIX, limit_attr
 
 #: Length of a reserve epoch (ms). Every reader and writer must agree on it.
 RESERVE_EPOCH_MS = 20_000
 RESERVE_FIELD = "rs"
+#: Every held-count attribute name contains this (a quick test before decoding an item).
+RESERVE_MARK = f"_{RESERVE_FIELD}"
 
 
 def reserve_epoch(now_ms: int) -> int:
@@ -48,15 +50,18 @@ def held_milli(reserved: Mapping[int, int], now_ms: int) -> int:
     return max(0, sum(v for e, v in reserved.items() if current - 1 <= e <= current))
 
 
-def stale_reserve_attrs(item: Mapping[str, Any], now_ms: int) -> list[str]:
-    """Held-count attributes no reader counts any more (to be removed by the next write)."""
+def lost_milli(reserved: Mapping[int, int], now_ms: int) -> int:
+    """Millitokens of one limit in expired held counts: reserves whose client never gave
+    them back (it crashed). They are spent, never created: readers count them as taken
+    until a write moves them into the full-at time (`expired_counts`)."""
     current = reserve_epoch(now_ms)
-    return [
-        reserve_attr(name, epoch)
-        for name, epochs in decode_reserved(item).items()
-        for epoch in epochs
-        if epoch < current - 2
-    ]
+    return sum(v for e, v in reserved.items() if e < current - 1 and v > 0)
+
+
+def expired_counts(name: str, reserved: Mapping[int, int], now_ms: int) -> dict[str, int]:
+    """The expired held counts of one limit that a write must charge (attribute -> count)."""
+    current = reserve_epoch(now_ms)
+    return {reserve_attr(name, e): v for e, v in reserved.items() if e < current - 1 and v > 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,60 +92,16 @@ def held_deltas(hold: Mapping[str, int], epoch: int, flush: Flush | None = None)
     return {attr: milli for attr, milli in out.items() if milli}
 
 
-def return_reserve(
-    table: str,
-    bucket_item_key: Item,
-    back_milli: Mapping[str, int],
-    spent_milli: Mapping[str, int],
-    released: Mapping[int, Mapping[str, int]],
-) -> dict[str, Any]:
-    """Give a reserve back: its unspent tokens to `tk`, what it spent to `tc` (usage),
-    and every epoch's held count down by what that epoch took.
-
-    One unconditional ADD apart from `attribute_exists`: a deleted bucket is not
-    resurrected. Never retried on an unknown outcome, since a second ADD would create tokens.
-    """
-    names: dict[str, str] = {"#pk": PK}
-    values: Item = {}
-    adds: list[str] = []
-    for i, (name, milli) in enumerate(back_milli.items()):
-        if milli:
-            names[f"#k{i}"] = limit_attr(name, "tk")
-            values[f":k{i}"] = n(milli)
-            adds.append(f"#k{i} :k{i}")
-    for i, (name, milli) in enumerate(spent_milli.items()):
-        if milli:
-            names[f"#c{i}"] = limit_attr(name, "tc")
-            values[f":c{i}"] = n(milli)
-            adds.append(f"#c{i} :c{i}")
-    i = 0
-    for epoch, amounts in released.items():
-        for name, milli in amounts.items():
-            if milli:
-                names[f"#h{i}"] = reserve_attr(name, epoch)
-                values[f":h{i}"] = n(-milli)
-                adds.append(f"#h{i} :h{i}")
-                i += 1
-    params: dict[str, Any] = {
-        "TableName": table,
-        "Key": bucket_item_key,
-        "UpdateExpression": "ADD " + ", ".join(adds),
-        "ConditionExpression": "attribute_exists(#pk)",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
-    return params
-
-
 __all__ = [
     "RESERVE_EPOCH_MS",
     "RESERVE_FIELD",
+    "RESERVE_MARK",
     "Flush",
     "decode_reserved",
+    "expired_counts",
     "held_deltas",
     "held_milli",
+    "lost_milli",
     "reserve_attr",
     "reserve_epoch",
-    "return_reserve",
-    "stale_reserve_attrs",
 ]

@@ -10,7 +10,6 @@ from zae_limiter.keys.buckets import A_SHARD_DOUBLED
 from zae_limiter.keys.core import (
     A_ENTITY_ID,
     A_KIND,
-    A_REFILL,
     A_RESOURCE,
     A_SHARD_COUNT,
     GSI2,
@@ -203,38 +202,6 @@ def batch_get_consistent(table: str, item_keys: list[Item]) -> dict[str, Any]:
     return {"RequestItems": {table: {"Keys": item_keys, "ConsistentRead": True}}}
 
 
-def aggregator_refill(
-    table: str,
-    bucket_item_key: Item,
-    old_refill_ms: int,
-    new_refill_ms: int,
-    add_milli: Mapping[str, int],
-    ceiling_milli: Mapping[str, int],
-) -> dict[str, Any]:
-    """The aggregator's proactive refill: SET rf, ADD the refilled tokens.
-
-    Fenced on `rf` (a client's refill or another aggregator's wins), and on each limit
-    still holding at most the tokens the refill was computed from, so concurrent
-    speculative ADDs commute and no limit is pushed over its capacity.
-    """
-    names = {"#rf": A_REFILL}
-    values: Item = {":rf": n(new_refill_ms), ":old_rf": n(old_refill_ms)}
-    adds, conds = [], ["#rf = :old_rf"]
-    for i, (name, milli) in enumerate(sorted(add_milli.items())):
-        names[f"#t{i}"] = limit_attr(name, "tk")
-        values[f":a{i}"], values[f":c{i}"] = n(milli), n(ceiling_milli[name])
-        adds.append(f"#t{i} :a{i}")
-        conds.append(f"#t{i} <= :c{i}")
-    return {
-        "TableName": table,
-        "Key": bucket_item_key,
-        "UpdateExpression": "SET #rf = :rf ADD " + ", ".join(adds),
-        "ConditionExpression": " AND ".join(conds),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
-
-
 def propagate_shard_count(table: str, bucket_item_key: Item, new_count: int) -> dict[str, Any]:
     """Raise an existing shard's `shard_count` to shard 0's (never lowers it)."""
     return {
@@ -275,41 +242,36 @@ def merge_update(
     *,
     old_count: int,
     new_count: int,
-    old_refill_ms: int,
-    new_refill_ms: int,
-    add_milli: Mapping[str, int],
-    expect_milli: Mapping[str, int],
-    exact: bool,
+    old_full_at: Mapping[str, int | None],
+    new_full_at: Mapping[str, int],
     shard0_now_ms: int | None = None,
 ) -> dict[str, Any]:
     """One shard's part of a merge transaction (a TransactWriteItems `Update`).
 
-    A drained shard (`exact=True`) must hold exactly `expect_milli`; a receiving shard at
-    most that (speculative ADDs may have taken some since it was read). Both are fenced
-    on `rf` and on `shard_count = old_count`, and both SET the halved count. On shard 0
-    (`shard0_now_ms`) the change time `sd` is set and the quiet mark cleared.
+    Fenced on `shard_count = old_count` and on every limit's full-at time as read (no
+    write may land in between: the merge runs on quiet entities); SETs the halved count
+    and the new full-at times. On shard 0 (`shard0_now_ms`) the change time `sd` is set
+    and the quiet mark cleared.
     """
-    names = {"#pk": PK, "#rf": A_REFILL, "#sc": A_SHARD_COUNT}
-    values: Item = {":old": n(old_count), ":new": n(new_count), ":orf": n(old_refill_ms),
-                    ":rf": n(new_refill_ms)}  # fmt: skip
-    sets, adds = ["#sc = :new", "#rf = :rf"], []
-    conds = ["attribute_exists(#pk)", "#sc = :old", "#rf = :orf"]
-    for i, (name, expect) in enumerate(sorted(expect_milli.items())):
-        names[f"#t{i}"] = limit_attr(name, "tk")
-        values[f":x{i}"] = n(expect)
-        conds.append(f"#t{i} {'=' if exact else '<='} :x{i}")
-        if add_milli.get(name):
-            values[f":a{i}"] = n(add_milli[name])
-            adds.append(f"#t{i} :a{i}")
+    names = {"#pk": PK, "#sc": A_SHARD_COUNT}
+    values: Item = {":old": n(old_count), ":new": n(new_count)}
+    sets = ["#sc = :new"]
+    conds = ["attribute_exists(#pk)", "#sc = :old"]
+    for i, name in enumerate(sorted(new_full_at)):
+        names[f"#f{i}"] = limit_attr(name, "fa")
+        values[f":f{i}"] = n(new_full_at[name])
+        sets.append(f"#f{i} = :f{i}")
+        old = old_full_at.get(name)
+        if old is None:
+            conds.append(f"attribute_not_exists(#f{i})")
+        else:
+            values[f":o{i}"] = n(old)
+            conds.append(f"#f{i} = :o{i}")
     update = "SET " + ", ".join(sets)
     if shard0_now_ms is not None:
         names.update({"#sd": A_SHARD_DOUBLED, "#qs": A_QUIET_SINCE})
         values[":sd"] = n(shard0_now_ms)
-        update += ", #sd = :sd"
-    if adds:
-        update += " ADD " + ", ".join(adds)
-    if shard0_now_ms is not None:
-        update += " REMOVE #qs"
+        update += ", #sd = :sd REMOVE #qs"
     return {
         "TableName": table,
         "Key": bucket_item_key,
@@ -347,7 +309,6 @@ __all__ = [
     "USAGE_COUNTER_PREFIX",
     "USAGE_FENCE_PREFIX",
     "USAGE_INDEX_PREFIX",
-    "aggregator_refill",
     "batch_get_consistent",
     "clear_quiet",
     "decode_usage",

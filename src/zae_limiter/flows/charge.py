@@ -1,0 +1,178 @@
+"""Changing what an acquire took after the fact: lease adjustments and give-backs.
+
+Usage that already happened is charged whatever the bucket holds (it may go into debt),
+so a charge has no token bound: the ADD form while the bucket is short of full, the SET
+form once it is (an ADD there would spend the time the bucket sat full). A give-back is
+an unconditional ADD of a negative amount. The form comes from the last image of the
+shard; a failed condition's ALL_OLD picks it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.flows import Call, Flow, Result, one, together
+from zae_limiter.flows.bucket_write import Level, Taken
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.shares import config_of, current
+from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState
+
+MAX_CHARGE_ATTEMPTS = 4
+
+
+def charge_write(
+    state: RepoState,
+    shard: tuple[str, str, int],
+    limits: Sequence[Limit],
+    delta: Mapping[str, int],
+    now_ms: int,
+    item: Mapping[str, Any] | None,
+    held_adds: Mapping[str, int] | None = None,
+    held_exact: Mapping[str, int] | None = None,
+) -> Call:
+    """One write to `shard` (entity, resource, shard id) that changes its consumption by
+    `delta` (negative gives back) and its held counts by `held_adds`, the forms picked
+    from `item` (the shard as last seen; None: not known)."""
+    entity_id, resource, shard_id = shard
+    bucket = keys.decode_bucket(item) if item else None
+    count = bucket.shard_count if bucket else state.shard_count(entity_id, resource)
+    writes = []
+    for limit in limits:
+        milli = delta.get(limit.name, 0)
+        if milli:
+            writes.append(_limit_charge(bucket, count, limit, milli, now_ms))
+    key = keys.bucket_key(state.namespace, entity_id, resource, shard_id)
+    params = keys.take_write(
+        state.table,
+        key,
+        writes,
+        shard_count=count,
+        now_ms=now_ms,
+        held_adds=held_adds,
+        held_exact=held_exact,
+    )
+    return Call("update_item", params)
+
+
+def _limit_charge(
+    bucket: BucketState | None, count: int, limit: Limit, milli: int, now_ms: int
+) -> keys.LimitWrite:
+    if bucket is None:
+        bucket = BucketState(
+            entity_id="", resource="", shard_id=0, shard_count=count, last_refill_ms=0, limits={}
+        )
+        seen = current(bucket, limit, now_ms)
+        seen = (seen[0], seen[1], False)  # not known: the conditions decide
+    else:
+        seen = current(bucket, limit, now_ms)
+    state, held, rebase = seen
+    now_ra = now_ms * state.refill_amount_milli
+    unit = state.unit(count)
+    if rebase:
+        stored = bucket.limits.get(limit.name)
+        epoch = keys.reserve_epoch(now_ms)
+        reserved = bucket.reserved.get(limit.name, {})
+        tokens = state.tokens(now_ms, count, held)
+        return keys.LimitWrite(
+            limit.name,
+            keys.REBASE,
+            now_ra,
+            amount=state.with_tokens(tokens - milli, now_ms, count, held),
+            consumed=milli,
+            held=tuple((e, reserved.get(e, 0)) for e in (epoch, epoch - 1)),
+            config=config_of(state),
+            old_full_at=None if stored is None else stored.full_at,
+            old_config=None if stored is None else config_of(stored),
+            old_tokens=bucket.legacy_tokens.get(limit.name),
+        )
+    if milli < 0:
+        return keys.LimitWrite(limit.name, keys.GIVE, now_ra, amount=milli * unit, consumed=milli)
+    if state.is_full(now_ms):
+        return keys.LimitWrite(
+            limit.name, keys.SET, now_ra, amount=now_ra + milli * unit, consumed=milli,
+            config=config_of(state),
+        )  # fmt: skip
+    return keys.LimitWrite(
+        limit.name, keys.ADD, now_ra, amount=milli * unit, consumed=milli, config=config_of(state)
+    )
+
+
+def charge_all(
+    state: RepoState, changes: Sequence[tuple[Taken, Mapping[str, int]]], now_ms: int
+) -> Flow[None]:
+    """Apply every change, one write per bucket, all at once; a write whose form was wrong
+    is sent again in the right one (ALL_OLD shows which)."""
+    if not changes:
+        return
+    first = [
+        charge_write(state, _where(t), t.limits, d, now_ms, t.after or image_of(state, _where(t)))
+        for t, d in changes
+    ]
+    results = yield from together(*first)
+    for (taken, delta), result in zip(changes, results, strict=True):
+        again = lambda seen, t=taken, d=delta: charge_write(  # noqa: E731
+            state, _where(t), t.limits, d, now_ms, seen
+        )
+        yield from settle(result, again)
+
+
+def settle(result: Result, again: Callable[[Mapping[str, Any]], Call]) -> Flow[Result]:
+    """Send a charge again while its form was wrong (each ALL_OLD picks the next)."""
+    for _ in range(MAX_CHARGE_ATTEMPTS):
+        if result.ok or not result.old:
+            return result
+        result = yield from one(again(result.old))
+    return result
+
+
+def _where(taken: Taken) -> tuple[str, str, int]:
+    return taken.entity_id, taken.resource, taken.shard_id
+
+
+def image_of(state: RepoState, shard: tuple[str, str, int]) -> Mapping[str, Any] | None:
+    """The shard as this client's last write there left it (None: never written)."""
+    meta = state.entities.get(shard[0])
+    return None if meta is None else meta.images.get((shard[1], shard[2]))
+
+
+def charge_lost(
+    state: RepoState, level: Level, item: Mapping[str, Any], now_ms: int
+) -> Flow[None] | None:
+    """The write that charges a crashed client's expired held counts to the full-at times
+    (from there time refills them), when `item` shows any; None, the common case, else.
+    Until it lands, readers count them as taken (keys.lost_milli)."""
+    if not any(keys.RESERVE_MARK in attr for attr in item) or not _lost(level, item, now_ms):
+        return None
+    return _charge_lost(state, level, item, now_ms)
+
+
+def _lost(level: Level, item: Mapping[str, Any], now_ms: int) -> dict[str, int]:
+    reserved = keys.decode_reserved(item)
+    counts: dict[str, int] = {}
+    for limit in level.limits:
+        counts.update(keys.expired_counts(limit.name, reserved.get(limit.name, {}), now_ms))
+    return counts
+
+
+def _charge_lost(
+    state: RepoState, level: Level, item: Mapping[str, Any], now_ms: int
+) -> Flow[None]:
+    shard = (level.entity_id, level.resource, level.shard_id)
+    for _ in range(MAX_CHARGE_ATTEMPTS):
+        counts = _lost(level, item, now_ms)
+        if not counts:
+            return  # another client charged them first
+        delta: dict[str, int] = {}
+        for limit in level.limits:
+            for epoch in keys.decode_reserved(item).get(limit.name, {}):
+                attr = keys.reserve_attr(limit.name, epoch)
+                delta[limit.name] = delta.get(limit.name, 0) + counts.get(attr, 0)
+        released = {attr: -count for attr, count in counts.items()}
+        call = charge_write(state, shard, level.limits, delta, now_ms, item, released, counts)
+        result = yield from one(call)
+        if result.ok or not result.old:
+            return
+        item = result.old

@@ -1,0 +1,271 @@
+"""Planning one bucket write from an image of the item: what to write, or why not.
+
+No requests are made here; `flows.take` runs the state machine that uses these plans.
+The image is what DynamoDB last showed (an ALL_OLD, a read) or, for a first try, what
+this client's own last write left (ALL_NEW, possibly stale: the conditions guard it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.bucket import LimitState
+from zae_limiter.flows.bucket_write import Level, Rejected, WritePlan
+from zae_limiter.flows.context import Exhausted
+from zae_limiter.flows.shares import config_of, current, stored_config
+from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState, LimitStatus
+
+#: A reserve that the bucket can only grant below this share of what was asked is not
+#: worth its tokens idling: the acquire takes exactly what it needs instead.
+MIN_GRANT_SHARE = 0.25
+
+
+def grant(
+    hold: Mapping[str, int], tokens: Mapping[str, int], consume: Mapping[str, int]
+) -> dict[str, int]:
+    """The reserve the bucket can grant: what was asked, scaled down (all limits alike) so
+    that at least as much again stays behind; {} when that is too little to be worth it."""
+    asked = {name: amount for name, amount in hold.items() if amount > 0}
+    if not asked:
+        return {}
+    share = 1.0
+    for name, amount in asked.items():
+        spare = tokens.get(name, 0) - consume.get(name, 0)
+        share = min(share, max(0, spare // 2) / amount)
+    if share < MIN_GRANT_SHARE:
+        return {}
+    # Whole tokens: acquires and adjustments move whole tokens, so a fraction left in a
+    # reserve (or in the bucket) could never be spent by either.
+    granted = {name: int(amount * share) // 1000 * 1000 for name, amount in asked.items()}
+    return {name: amount for name, amount in granted.items() if amount}
+
+
+def new_bucket(
+    level: Level,
+    now_ms: int,
+    partition_wcu: int,
+    full_at: Mapping[str, int | None] | None = None,
+) -> BucketState:
+    """A bucket as first written: full with the first take applied (shard 0), or with the
+    full-at times of the shard it splits off (`full_at`), the first take applied on top."""
+    limits = {}
+    count = level.shard_count
+    for limit in level.limits:
+        cfg = stored_config(limit)
+        if full_at is not None:
+            cfg = LimitState(**{**_config_fields(cfg), "full_at": full_at.get(limit.name)})
+        need = level.consume_milli.get(limit.name, 0)
+        limits[limit.name] = LimitState(
+            **_config_fields(cfg),
+            total_consumed_milli=need,
+            full_at=cfg.charged(need, now_ms, count),
+        )
+    return BucketState(
+        entity_id=level.entity_id,
+        resource=level.resource,
+        shard_id=level.shard_id,
+        shard_count=count,
+        last_refill_ms=0,
+        limits=limits,
+        cascade=level.cascade,
+        parent_id=level.parent_id,
+        partition_wcu=partition_wcu,
+    )
+
+
+def _config_fields(state: LimitState) -> dict[str, Any]:
+    return {
+        "capacity_milli": state.capacity_milli,
+        "refill_amount_milli": state.refill_amount_milli,
+        "refill_period_ms": state.refill_period_ms,
+    }
+
+
+def _status(
+    level: Level, limit: Limit, count: int, tokens: int, need: int, wait: int
+) -> LimitStatus:
+    return LimitStatus(
+        entity_id=level.entity_id,
+        resource=level.resource,
+        limit_name=limit.name,
+        capacity=stored_config(limit).room(count) // 1000,
+        available=tokens // 1000,
+        requested=-(-need // 1000),
+        retry_after_seconds=wait / 1000,
+    )
+
+
+def plan_write(
+    bucket: BucketState,
+    level: Level,
+    now_ms: int,
+    table: str,
+    key: keys.Item,
+    reset_window: bool = True,
+    confirmed: bool = True,
+) -> WritePlan | Rejected:
+    """Take `level.consume_milli` (and a reserve, and report a flush) at `now_ms`.
+
+    A `confirmed` image is what DynamoDB showed: a shortage in it is a rejection. An
+    unconfirmed one (this client's memory) never rejects: the write's conditions do.
+    """
+    count = bucket.shard_count
+    epoch = keys.reserve_epoch(now_ms)
+    states = {limit.name: current(bucket, limit, now_ms) for limit in level.limits}
+    tokens = {name: st.tokens(now_ms, count, held) for name, (st, held, _r) in states.items()}
+    granted = grant(level.hold_milli, tokens, level.consume_milli)
+    violations: list[LimitStatus] = []
+    wait = 0
+    for limit in level.limits:
+        state, held, _rebase = states[limit.name]
+        need = level.consume_milli.get(limit.name, 0)
+        have = tokens[limit.name]
+        if confirmed and (have < need or have < 0):
+            ms = state.ms_until(max(need, 0), now_ms, count, held)
+            # More than this shard can ever hold: come back after a full refill period,
+            # by when the count may have changed (never a tight retry loop).
+            ms = state.refill_period_ms if ms < 0 else max(1, ms)
+            wait = max(wait, ms)
+            violations.append(_status(level, limit, count, have, need, ms))
+    if violations:
+        memory = Exhausted(
+            now_ms + wait,
+            {name: st for name, (st, _h, _r) in states.items()},
+            {name: held for name, (_s, held, _r) in states.items()},
+        )
+        return Rejected(level.entity_id, level.resource, tuple(violations), wait, memory)
+    held_adds = keys.held_deltas(granted, epoch, level.flush)
+    # Expired counts of crashed reserves move into the full-at times (exactly as seen).
+    expired = {
+        attr: count
+        for limit in level.limits
+        for attr, count in keys.expired_counts(
+            limit.name, bucket.reserved.get(limit.name, {}), now_ms
+        ).items()
+        if attr not in held_adds
+    }
+    held_adds.update({attr: -count for attr, count in expired.items()})
+    writes = [
+        _limit_write(
+            bucket, limit, states[limit.name], now_ms, level, granted, held_adds, confirmed
+        )
+        for limit in level.limits
+    ]
+    remove = _stale(bucket, now_ms) if confirmed and bucket.reserved else []
+    legacy = bucket.last_refill_ms if bucket.legacy_tokens else None
+    params = keys.take_write(
+        table,
+        key,
+        writes,
+        shard_count=count,
+        now_ms=now_ms,
+        reset_window=reset_window,
+        held_adds=held_adds,
+        held_exact=expired,
+        remove=[a for a in remove if a not in held_adds] if confirmed else (),
+        legacy_rf=legacy if confirmed else None,
+    )
+    return WritePlan(params, granted, epoch if granted else 0)
+
+
+def _limit_write(
+    bucket: BucketState,
+    limit: Limit,
+    seen: tuple[LimitState, int, bool],
+    now_ms: int,
+    level: Level,
+    granted: Mapping[str, int],
+    held_adds: Mapping[str, int],
+    confirmed: bool,
+) -> keys.LimitWrite:
+    """One limit's form (see keys/takes.py) and its numbers."""
+    state, held, rebase = seen
+    name, count = limit.name, bucket.shard_count
+    need = level.consume_milli.get(name, 0)
+    reserve = granted.get(name, 0)
+    epoch = keys.reserve_epoch(now_ms)
+    reserved = bucket.reserved.get(name, {})
+    counted = {keys.reserve_attr(name, e) for e in (epoch, epoch - 1)}
+    lost = keys.expired_counts(name, reserved, now_ms)
+    counted.update(lost)
+    charge = need + (level.flush.spent.get(name, 0) if level.flush else 0)
+    charge += sum(count for attr, count in lost.items() if held_adds.get(attr) == -count)
+    # What the write does to the counts the room lacks (held and lost reserves).
+    moved = sum(milli for attr, milli in held_adds.items() if attr in counted)
+    # What must stay behind: nothing below zero, and as much again as a reserve takes.
+    spare = state.room(count, held) - moved - reserve
+    now_ra = now_ms * state.refill_amount_milli
+    unit = state.unit(count)
+    config = config_of(state)
+    if rebase and confirmed:
+        exact = tuple((e, reserved.get(e, 0)) for e in (epoch, epoch - 1))
+        return _rebase(bucket, name, state, charge, now_ms, count, exact)
+    # Reserves other clients take meanwhile raise this epoch's held count and fail the
+    # condition. Half of what the write leaves over is headroom for them: the bound
+    # assumes it taken, the condition allows it. Near empty, there is none: exact.
+    left = state.tokens(now_ms, count, held) - moved - reserve - charge
+    slack = max(0, left // 2)
+    spare -= slack
+    known = ((epoch, reserved.get(epoch, 0) + slack), (epoch - 1, reserved.get(epoch - 1, 0)))
+    bounded = need > 0 or reserve > 0
+    if not bounded and charge == 0:
+        return keys.LimitWrite(
+            name, keys.CHECK, now_ra, bound=now_ra + spare * unit, held=known, config=config
+        )
+    if state.is_full(now_ms) and not (bounded and spare < charge):
+        form, amount = keys.SET, now_ra + charge * unit
+    else:
+        # Short of full, or a take that even a full room would not cover (an image not
+        # confirmed: the bound then fails the write, and ALL_OLD decides).
+        form, amount = keys.ADD, charge * unit
+    return keys.LimitWrite(
+        name,
+        form,
+        now_ra,
+        amount=amount,
+        bound=now_ra + (spare - charge) * unit if bounded else None,
+        consumed=charge,
+        held=known if bounded else (),
+        config=config,
+    )
+
+
+def _rebase(
+    bucket: BucketState,
+    name: str,
+    state: LimitState,
+    charge: int,
+    now_ms: int,
+    count: int,
+    known: tuple[tuple[int, int], ...],
+) -> keys.LimitWrite:
+    """SET the current config and the full-at time that keeps the tokens read (less the
+    take), under exactly what was read: another write in between fails it."""
+    stored = bucket.limits.get(name)
+    return keys.LimitWrite(
+        name,
+        keys.REBASE,
+        now_ms * state.refill_amount_milli,
+        amount=state.charged(charge, now_ms, count),
+        consumed=charge,
+        held=known,
+        config=config_of(state),
+        old_full_at=None if stored is None else stored.full_at,
+        old_config=None if stored is None else config_of(stored),
+        old_tokens=bucket.legacy_tokens.get(name),
+    )
+
+
+def _stale(bucket: BucketState, now_ms: int) -> list[str]:
+    """Held counts older than any reader or converter looks at, holding nothing (a
+    positive one is a crashed client's, charged first: keys.expired_counts)."""
+    oldest = keys.reserve_epoch(now_ms) - 2
+    return [
+        keys.reserve_attr(name, epoch)
+        for name, epochs in bucket.reserved.items()
+        for epoch, value in epochs.items()
+        if epoch < oldest and value <= 0
+    ]
