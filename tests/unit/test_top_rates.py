@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import count
 from typing import Any
 
@@ -14,16 +15,18 @@ from zae_limiter.top.rates import Filters, Tally
 
 T0 = 1_780_000_000_000
 _seq = count(1)
-RPM = LimitState(100_000, 100_000, 100_000, 60_000)  # 100 per minute, full
+RPM = LimitState(capacity_milli=100_000, refill_amount_milli=100_000, refill_period_ms=60_000)
 
 
 def image(entity: str = "hot", resource: str = "gpt", shard: int = 0, *, ns: str = "ns",
           consumed: int = 0, tokens: int = 100_000, count: int = 1,
           at_ms: int = T0) -> dict[str, Any]:  # fmt: skip
-    limit = LimitState(tokens, RPM.capacity_milli, RPM.refill_amount_milli,
-                       RPM.refill_period_ms, consumed)  # fmt: skip
+    # Full at `at_ms` less the tokens missing, in the stored units (ms x refill amount).
+    missing = (RPM.capacity_milli - tokens) * RPM.refill_period_ms * count
+    limit = replace(RPM, total_consumed_milli=consumed,
+                    full_at=at_ms * RPM.refill_amount_milli + missing)  # fmt: skip
     state = BucketState(entity, resource, shard, count, at_ms, {"rpm": limit})
-    return keys.new_bucket_item(ns, state)
+    return keys.new_bucket_item(ns, state, at_ms)
 
 
 def modify(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
@@ -68,7 +71,8 @@ def test_tokens_left_are_refilled_to_now_and_reserves_counted() -> None:
     after[keys.reserve_attr("rpm", keys.reserve_epoch(T0))] = keys.n(7_000)
     tally.add([modify(image(), after)], T0)
     (rpm,) = tally.snapshot(T0 + 6_000)[0].limits  # 6 s of 100/min: +10 tokens
-    assert (rpm.tokens_left, rpm.capacity, rpm.reserved) == (50, 100, 7)
+    # Held reserves come out of the room: 100 - 7 held - (60 missing - 10 refilled).
+    assert (rpm.tokens_left, rpm.capacity, rpm.reserved) == (43, 100, 7)
 
 
 def test_busiest_first_by_rate_pct_or_shards_and_filters() -> None:

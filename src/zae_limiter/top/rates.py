@@ -20,8 +20,8 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.aggregator.records import MalformedRecord, parse
-from zae_limiter.flows.bucket_write import read_shares
 from zae_limiter.flows.shards import shard_info
+from zae_limiter.flows.shares import read_shares
 
 SHORT_MS = 10_000
 LONG_MS = 60_000
