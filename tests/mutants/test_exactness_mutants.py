@@ -2,10 +2,11 @@
 tests/engine/exactness_clients.py (the property test's body) must catch every one, on
 DynamoDB Local, with a plan that passes on the real code.
 
-- a reserve granted without "as much again stays behind" (the speculative write's
-  condition asks for `need + reserve` instead of `need + 2 x reserve`);
+- a reserve granted without "as much again stays behind" (the grant takes all the spare
+  tokens, and the write's bound no longer keeps the reserve's amount behind);
 - a reserve that serves acquires without spending (its tokens are never subtracted);
-- a take without its availability condition (`tk >= need` dropped from the write).
+- a take without its availability condition (the bound on the full-at time, `fa <= :b`,
+  dropped from the write).
 
 Each check first runs on the real code (it must pass there: a check that fails anyway
 proves nothing), then under the mutant, where it must fail.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,9 +26,9 @@ from tests._servers import EngineEndpoint, unique_name
 from tests.engine.exactness_clients import CLIENTS, Step, run_plan
 from tests.mutants import must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
-from zae_limiter import keys as keys_package
+from zae_limiter.flows import plan as plan_module
 from zae_limiter.flows import reserve as reserve_module
-from zae_limiter.keys import buckets as buckets_module
+from zae_limiter.keys import takes as takes_module
 
 pytestmark = pytest.mark.engine
 
@@ -39,10 +42,13 @@ BUSY_TWICE = [*BUSY, *[Step(c, "return-all", 1, 0, 0) for c in range(CLIENTS)],
               Step(0, "take", 1, 0, 1500), *BUSY]  # fmt: skip
 
 
-def _killed(check: Callable[[], object], owner: Any, name: str, make: Any) -> str:
-    """The failure `check` raised under the mutant, after passing on the real code."""
+def _killed(check: Callable[[], object], *patches: tuple[Any, str, Any]) -> str:
+    """The failure `check` raised under the mutant (one or more patched functions),
+    after passing on the real code."""
     check()
-    with mutant_wrapping(owner, name, make):
+    with ExitStack() as stack:
+        for owner, name, make in patches:
+            stack.enter_context(mutant_wrapping(owner, name, make))
         return str(must_fail(check))
 
 
@@ -66,15 +72,28 @@ def _guarantee(
     return check
 
 
-def _greedy_reserve(original: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        params = original(*args, **kwargs)
-        consume: Mapping[str, int] = args[2]
-        hold: Mapping[str, int] = kwargs.get("hold_milli") or {}
-        values = params["ExpressionAttributeValues"]
-        for i, name in enumerate(args[3]):
-            values[f":c{i}"] = {"N": str(consume.get(name, 0) + hold.get(name, 0))}
-        return params
+def _greedy_grant(original: Callable[..., dict[str, int]]) -> Callable[..., dict[str, int]]:
+    def broken(
+        hold: Mapping[str, int], tokens: Mapping[str, int], consume: Mapping[str, int]
+    ) -> dict[str, int]:
+        spare = {name: tokens.get(name, 0) - consume.get(name, 0) for name in hold}
+        granted = {
+            name: min(amount, max(0, spare[name])) // 1000 * 1000
+            for name, amount in hold.items()
+        }
+        return {name: amount for name, amount in granted.items() if amount > 0}
+
+    return broken
+
+
+def _bound_keeps_nothing_behind(original: Callable[..., Any]) -> Callable[..., Any]:
+    def broken(*args: Any) -> Any:
+        write = original(*args)
+        bucket, _limit, seen, _now, _level, granted = args[:6]
+        reserve = granted.get(write.name, 0)
+        if write.bound is None or not reserve:
+            return write
+        return replace(write, bound=write.bound + reserve * seen[0].unit(bucket.shard_count))
 
     return broken
 
@@ -91,7 +110,7 @@ def _spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., in
     return broken
 
 
-_AVAILABILITY = re.compile(r"\S+ >= (:c\d+)")
+_AVAILABILITY = re.compile(r"#f(\d+) <= :b\1")
 
 
 def _no_availability_condition(
@@ -100,7 +119,7 @@ def _no_availability_condition(
     def broken(*args: Any) -> tuple[str, str]:
         update, condition = original(*args)
         # Always true, and still uses the value (DynamoDB rejects unused values).
-        return update, _AVAILABILITY.sub(r"\1 = \1", condition)
+        return update, _AVAILABILITY.sub(r":b\1 = :b\1", condition)
 
     return broken
 
@@ -109,7 +128,11 @@ def test_a_reserve_granted_without_as_much_again_behind_is_caught(
     dynamodb_local: EngineEndpoint, table: str
 ) -> None:
     check = _guarantee(dynamodb_local.url, table, BUSY_TWICE)
-    killed = _killed(check, keys_package, "speculative_consume", _greedy_reserve)
+    killed = _killed(
+        check,
+        (plan_module, "grant", _greedy_grant),
+        (plan_module, "_limit_write", _bound_keeps_nothing_behind),
+    )
     assert "behind" in killed
 
 
@@ -118,7 +141,7 @@ def test_a_reserve_spend_that_does_not_subtract_is_caught(
 ) -> None:
     check = _guarantee(dynamodb_local.url, table, BUSY)
     owner = reserve_module.ReserveBook
-    killed = _killed(check, owner, "spend", _spend_keeps_tokens)
+    killed = _killed(check, (owner, "spend", _spend_keeps_tokens))
     assert "admitted" in killed
 
 
@@ -127,5 +150,5 @@ def test_a_take_without_its_availability_condition_is_caught(
 ) -> None:
     # Reserves off: every take is the conditional write itself.
     check = _guarantee(dynamodb_local.url, table, BUSY, reserve=False)
-    killed = _killed(check, buckets_module, "_consume_expression", _no_availability_condition)
+    killed = _killed(check, (takes_module, "_expression", _no_availability_condition))
     assert "admitted" in killed
