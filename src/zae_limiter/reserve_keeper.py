@@ -45,10 +45,11 @@ def _wait_seconds(repo: _Base) -> float | None:
     """How long to sleep before looking again; None when no reserve is held (the keeper
     then ends, and the next reserve starts it again)."""
     book = repo.state.reserves
-    due = None if book is None else book.next_due_ms()
+    now = repo.now_ms()
+    due = None if book is None else book.next_due_ms(now)
     if due is None:
         return None
-    return min(POLL_SECONDS, max(0.0, (due - repo.now_ms()) / 1000))
+    return min(POLL_SECONDS, max(0.0, (due - now) / 1000))
 
 
 def _next_wait(ref: weakref.ref[Any]) -> float | None:

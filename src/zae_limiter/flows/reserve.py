@@ -26,11 +26,13 @@ threads); `flows.acquire` decides and `flows.reserve_return` writes.
 from __future__ import annotations
 
 import math
+import random
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zae_limiter.errors import ValidationError
+from zae_limiter.flows.backoff import Pacer, spread_age_ms
 from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
 from zae_limiter.limits import Limit
 
@@ -140,8 +142,12 @@ class ReserveStats:
 class ReserveBook:
     """Every reserve and demand estimate of one client."""
 
-    def __init__(self, settings: ReserveSettings | None = None) -> None:
+    def __init__(
+        self, settings: ReserveSettings | None = None, rng: random.Random | None = None
+    ) -> None:
         self.settings = settings or ReserveSettings()
+        #: Backoff and write budgets of the returns (see flows/backoff.py).
+        self.pacer = Pacer(self.settings.writes_per_second, rng)
         self._lock = threading.Lock()
         self._reserves: dict[Key, Reserve] = {}
         self._demand: dict[Key, _Demand] = {}
@@ -327,7 +333,9 @@ class ReserveBook:
                 self._retire(key)
                 held = None
             if held is None:
-                held = self._reserves[key] = Reserve(shard_id, limits, {}, {}, now_ms, now_ms)
+                # Born a little earlier than now: returns taken together fall due apart.
+                born = now_ms - spread_age_ms(self.settings.max_age_ms, self.pacer.rng)
+                held = self._reserves[key] = Reserve(shard_id, limits, {}, {}, born, now_ms)
             counted = held.taken.setdefault(epoch, {})
             for name, milli in granted.items():
                 held.left[name] = held.left.get(name, 0) + milli
@@ -342,7 +350,7 @@ class ReserveBook:
                 idle = now_ms - held.used_ms >= settings.idle_ms
                 if idle or now_ms - held.born_ms >= settings.max_age_ms:
                     self._retire(key)
-            out, self._outgoing = self._outgoing, []
+            out, self._outgoing = self.pacer.release(self._outgoing, now_ms)
             return out
 
     def drain(self) -> list[tuple[Key, Reserve]]:
@@ -353,16 +361,17 @@ class ReserveBook:
             out, self._outgoing = self._outgoing, []
             return out
 
-    def next_due_ms(self) -> int | None:
-        """When the next reserve becomes due (None: none held, nothing outgoing)."""
+    def next_due_ms(self, now_ms: int | None = None) -> int | None:
+        """When the next reserve becomes due (None: none held, nothing outgoing); with
+        `now_ms`, returns waiting for their backoff or budget count from when they may go."""
         with self._lock:
-            if self._outgoing:
-                return 0
             settings = self.settings
             times = [
                 min(h.used_ms + settings.idle_ms, h.born_ms + settings.max_age_ms)
                 for h in self._reserves.values()
             ]
+            if self._outgoing:
+                times.append(0 if now_ms is None else self.pacer.due_at(self._outgoing, now_ms))
             return min(times, default=None)
 
     def returned(self, held: Reserve, back: Mapping[str, int]) -> None:
@@ -376,9 +385,14 @@ class ReserveBook:
         with self._lock:
             self.stats.lost += count
 
-    def retry_later(self, items: Iterable[tuple[Key, Reserve]]) -> None:
-        """Returns that DynamoDB refused (throttled, so not applied): try them again later."""
+    def retry_later(self, items: Iterable[tuple[Key, Reserve]], now_ms: int | None = None) -> None:
+        """Returns that DynamoDB refused (throttled, so not applied): try them again after
+        a backoff (see flows/backoff.py)."""
         with self._lock:
+            items = list(items)
+            if now_ms is not None:
+                for key, _held in items:
+                    self.pacer.throttled(key, now_ms)
             self._outgoing.extend(items)
 
     def snapshot(self) -> ReserveStats:
