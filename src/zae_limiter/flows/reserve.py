@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows.backoff import Pacer, spread_age_ms
+from zae_limiter.flows.stretch import Stretch
 from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
 from zae_limiter.limits import Limit
 
@@ -148,6 +149,8 @@ class ReserveBook:
         self.settings = settings or ReserveSettings()
         #: Backoff and write budgets of the returns (see flows/backoff.py).
         self.pacer = Pacer(self.settings.writes_per_second, rng)
+        #: Write-rate targets cut by throttled reserve writes (see flows/stretch.py).
+        self.stretch = Stretch()
         self._lock = threading.Lock()
         self._reserves: dict[Key, Reserve] = {}
         self._demand: dict[Key, _Demand] = {}
@@ -205,10 +208,11 @@ class ReserveBook:
             if demand.count * 1000 / DEMAND_TAU_MS < settings.hot_rate:
                 return {}
             held = self._reserves.get(key)
+            period_ms = self.stretch.period_ms(key, settings.period_ms)
             wanted: dict[str, int] = {}
             for limit in limits:
                 rate = demand.amounts.get(limit.name, 0.0) * 1000 / DEMAND_TAU_MS
-                target = max(int(rate * settings.period_ms / 1000), 2 * consume.get(limit.name, 0))
+                target = max(int(rate * period_ms / 1000), 2 * consume.get(limit.name, 0))
                 cap = int(settings.max_share * limit.capacity_milli / max(1, shard_count))
                 left = held.left.get(limit.name, 0) if held is not None else 0
                 # Whole tokens (see bucket_write.grant).

@@ -1,0 +1,67 @@
+"""What an acquire does when its write is throttled: another shard, or a short wait.
+
+A throttle is a refusal: the write was not applied, so trying again is safe. It is not
+a reason to fail the caller while capacity may exist elsewhere: another shard of the
+entity sits on another partition, and a partition's refusals clear within the second.
+So a throttled acquire write tries a shard it has not tried yet (at most
+`MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
+jitter (see flows/backoff.py) and tries again, until its waits add up to
+`THROTTLED_WAIT_MS`. Only then does `RateLimiterUnavailable` reach the caller. The
+waits are counted in simulated time (the flow's own sum), never read from a clock: the
+driver's deadline still cuts a run that takes too long in wall-clock time.
+
+The jittered, growing waits keep a throttled fleet from retrying in step: each acquire
+sends a handful of writes at most, spread over its wait budget.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from zae_limiter.flows.backoff import backoff_ms
+from zae_limiter.flows.bucket_write import Level
+from zae_limiter.flows.context import RepoState
+
+#: Shards tried for one level without waiting (the first and two others).
+MAX_SHARD_TRIES = 3
+#: The most one acquire waits, in all, for throttled writes (ms).
+THROTTLED_WAIT_MS = 400
+
+
+@dataclass(slots=True)
+class Tries:
+    """One level's tries: the shards tried, throttles seen, time waited (ms)."""
+
+    tried: list[int]
+    rng: random.Random = field(default_factory=random.Random)
+    throttles: int = 0
+    waited_ms: int = 0
+    doubled: bool = False
+
+    def untried(self, count: int) -> list[int]:
+        if len(self.tried) >= MAX_SHARD_TRIES:
+            return []
+        return [s for s in range(count) if s not in self.tried]
+
+    def wait_ms(self) -> int | None:
+        """How long to wait before trying again; None: the budget is spent."""
+        left = THROTTLED_WAIT_MS - self.waited_ms
+        if left <= 0:
+            return None
+        wait = max(1, min(left, backoff_ms(self.throttles, self.rng)))
+        self.waited_ms += wait
+        return wait
+
+
+def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: int) -> None:
+    """A write that asked for a reserve went through or was throttled: the bucket's
+    reserve write-rate target steps up or is halved (flows/stretch.py)."""
+    book = state.reserves
+    if book is None or not level.hold_milli:
+        return
+    key = (level.entity_id, level.resource)
+    if throttled:
+        book.stretch.throttled(key, now_ms)
+    else:
+        book.stretch.succeeded(key)
