@@ -5,10 +5,11 @@ a reason to fail the caller while capacity may exist elsewhere: another shard of
 entity sits on another partition, and a partition's refusals clear within the second.
 So a throttled acquire write tries a shard it has not tried yet (at most
 `MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
-jitter (see flows/backoff.py) and tries again, until its waits add up to
-`THROTTLED_WAIT_MS`. Only then does `RateLimiterUnavailable` reach the caller. The
-waits are counted in simulated time (the flow's own sum), never read from a clock: the
-driver's deadline still cuts a run that takes too long in wall-clock time.
+jitter (see flows/backoff.py) and tries again, at most `MAX_THROTTLED_WAITS` times,
+the waits adding up to `THROTTLED_WAIT_MS`. Only then does `RateLimiterUnavailable`
+reach the caller. The waits are counted in simulated time (the flow's own sum), never
+read from a clock: the driver's deadline still cuts a run that takes too long in
+wall-clock time.
 
 The jittered, growing waits keep a throttled fleet from retrying in step: each acquire
 sends a handful of writes at most, spread over its wait budget.
@@ -25,8 +26,9 @@ from zae_limiter.flows.context import RepoState
 
 #: Shards tried for one level without waiting (the first and two others).
 MAX_SHARD_TRIES = 3
-#: The most one acquire waits, in all, for throttled writes (ms).
+#: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
 THROTTLED_WAIT_MS = 400
+MAX_THROTTLED_WAITS = 4
 
 
 @dataclass(slots=True)
@@ -36,6 +38,7 @@ class Tries:
     tried: list[int]
     rng: random.Random = field(default_factory=random.Random)
     throttles: int = 0
+    waits: int = 0
     waited_ms: int = 0
     doubled: bool = False
 
@@ -47,9 +50,12 @@ class Tries:
     def wait_ms(self) -> int | None:
         """How long to wait before trying again; None: the budget is spent."""
         left = THROTTLED_WAIT_MS - self.waited_ms
-        if left <= 0:
+        if left <= 0 or self.waits >= MAX_THROTTLED_WAITS:
             return None
-        wait = max(1, min(left, backoff_ms(self.throttles, self.rng)))
+        # The last wait takes what is left: the acquire gives up only at its budget's end.
+        last = self.waits == MAX_THROTTLED_WAITS - 1
+        wait = left if last else max(1, min(left, backoff_ms(self.throttles, self.rng)))
+        self.waits += 1
         self.waited_ms += wait
         return wait
 
