@@ -16,15 +16,17 @@ demo: $(STAMP)
 	$(BIN)/python -m zae_limiter.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/python -m tools.unasync --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/python -m tools.unasync --check
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -rs -p no:cacheprovider
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
@@ -33,7 +35,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m zae_limiter.bench
+	$(BIN)/python -m benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -12,6 +12,12 @@ from typing import Any
 
 import pytest
 
+# A skip is an error when ZAEL_REQUIRE_ENGINES=1 (CI): see tests/_require_engines.py.
+from tests._require_engines import (  # noqa: F401  (pytest hooks, found by name)
+    pytest_make_collect_report,
+    pytest_runtest_makereport,
+)
+
 os.environ.update(
     AWS_ACCESS_KEY_ID="testing",
     AWS_SECRET_ACCESS_KEY="testing",

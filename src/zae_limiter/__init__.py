@@ -13,6 +13,7 @@ from zae_limiter.errors import (
 )
 from zae_limiter.flows.namespace import NamespaceInfo
 from zae_limiter.flows.reserve import ReserveSettings, ReserveStats
+from zae_limiter.flows.version import client_version as _client_version
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limiter import RateLimiter, SyncRateLimiter
 from zae_limiter.limits import Limit
@@ -29,6 +30,9 @@ from zae_limiter.models import (
 )
 from zae_limiter.repository import Repository, SyncRepository
 from zae_limiter.stats import LimiterStats, ResourceStats
+
+#: The installed distribution's version, from its metadata (pyproject.toml is its one source).
+__version__ = _client_version()
 
 __all__ = [
     "AdaptiveRate",
@@ -63,4 +67,5 @@ __all__ = [
     "UsageSummary",
     "ValidationError",
     "ZaeLimiterError",
+    "__version__",
 ]

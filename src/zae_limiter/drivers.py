@@ -35,14 +35,20 @@ from zae_limiter.capacity import (
     Cost,
     estimate,
 )
-from zae_limiter.errors import RateLimiterUnavailable, map_client_error
+from zae_limiter.errors import (
+    CALL_TIMEOUT,
+    CAPACITY_EXHAUSTED,
+    CONDITION_FAILED,
+    CONDITION_FAILED_REASON,
+    TRANSACTION_CANCELLED,
+    RateLimiterUnavailable,
+    map_client_error,
+)
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
 from zae_limiter.wire import LEAN_OPS, OPERATIONS
 
 T = TypeVar("T")
 _FREE = Cost()
-CONDITION_FAILED = "ConditionalCheckFailedException"
-TRANSACTION_CANCELLED = "TransactionCanceledException"
 Outcome = Result | Exception | None
 
 
@@ -121,7 +127,7 @@ class _Runner:
         left = deadline.remaining()
         if left is not None and left <= 0:
             deadline.cleanup = True
-            return [_unavailable("the call's deadline passed", "Timeout") for _ in steps]
+            return [_unavailable("the call's deadline passed", CALL_TIMEOUT) for _ in steps]
         costs = [estimate(s.op, s.params) if isinstance(s, Call) else _FREE for s in steps]
         if self.admission is None:
             return _Round(0, costs, left)
@@ -134,7 +140,7 @@ class _Runner:
         wait = self.admission.admit(total, self.clock(), cap)
         if wait == REFUSE:
             return [
-                _unavailable("the client's capacity budget is exhausted", "CapacityExhausted")
+                _unavailable("the client's capacity budget is exhausted", CAPACITY_EXHAUSTED)
                 for _ in steps
             ]
         return _Round(wait, costs, left)
@@ -189,7 +195,7 @@ def _cancelled_by_condition(code: str, response: Any) -> bool:
     if code != TRANSACTION_CANCELLED:
         return False
     reasons = response.get("CancellationReasons") or []
-    return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+    return any(r.get("Code") == CONDITION_FAILED_REASON for r in reasons)
 
 
 def _unavailable(message: str, code: str) -> RateLimiterUnavailable:
@@ -270,7 +276,7 @@ class AsyncRunner(_Runner):
         except (ClientError, BotoCoreError) as error:
             return self.failed(step, error, trip, cost)
         except TimeoutError:
-            return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", "Timeout")
+            return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", CALL_TIMEOUT)
         return self.done(step, response, trip, cost)
 
     async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
@@ -300,3 +306,8 @@ class AsyncRunner(_Runner):
                     )
                 )
             send = self.outcome(request, results, deadline)
+
+    def close(self) -> None:
+        """Close the lean transport; the aiobotocore client closes with its repository's
+        exit stack (it is an async context)."""
+        self.close_lean()

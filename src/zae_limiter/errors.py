@@ -99,29 +99,42 @@ class RateLimitExceeded(ZaeLimiterError):
         }
 
 
-THROTTLE_CODES = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-)
+# DynamoDB's error codes, named once: every module that matches a code uses these.
+CONDITION_FAILED = "ConditionalCheckFailedException"
+#: A cancelled transaction's reason for an item whose condition failed.
+CONDITION_FAILED_REASON = "ConditionalCheckFailed"
+TRANSACTION_CANCELLED = "TransactionCanceledException"
+TRANSACTION_CONFLICT = "TransactionConflictException"
+NOT_FOUND = "ResourceNotFoundException"
+INVALID_REQUEST = "ValidationException"
+PROVISIONED_THROUGHPUT_EXCEEDED = "ProvisionedThroughputExceededException"
+THROTTLING = "ThrottlingException"
+REQUEST_LIMIT_EXCEEDED = "RequestLimitExceeded"
 
-_UNAVAILABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "InternalFailure",
-        "TransactionConflictException",
-    }
-)
+# The library's own codes on a `RateLimiterUnavailable` (its `code`), for calls never sent.
+#: The client's capacity budget (`capacity=`) refused the call.
+CAPACITY_EXHAUSTED = "CapacityExhausted"
+#: The call's deadline passed before DynamoDB answered (or before the call was sent).
+CALL_TIMEOUT = "Timeout"
+#: An audited change kept losing to concurrent changes of the same item.
+CONCURRENT_CHANGE = "ConcurrentChange"
+
+THROTTLE_CODES = frozenset({PROVISIONED_THROUGHPUT_EXCEEDED, THROTTLING, REQUEST_LIMIT_EXCEEDED})
+
+_UNAVAILABLE_CODES = THROTTLE_CODES | {
+    "InternalServerError",
+    "ServiceUnavailable",
+    "InternalFailure",
+    TRANSACTION_CONFLICT,
+}
 
 
 def map_client_error(code: str, message: str, *, table_name: str | None = None) -> ZaeLimiterError:
     """Translate a DynamoDB error code into the library's error."""
-    if code == "ResourceNotFoundException" and table_name is not None:
+    if code == NOT_FOUND and table_name is not None:
         return TableNotFoundError(table_name)
     if code in _UNAVAILABLE_CODES or code.startswith("5"):
         return RateLimiterUnavailable(f"DynamoDB unavailable ({code}): {message}", code=code)
-    if code == "ValidationException":
+    if code == INVALID_REQUEST:
         return ValidationError(f"DynamoDB rejected the request: {message}")
     return RateLimiterUnavailable(f"DynamoDB error ({code}): {message}", code=code)

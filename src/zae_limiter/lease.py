@@ -102,6 +102,7 @@ class _Held:
         return commit(repo_state, held.acquired, held.pending, clock())
 
 
+# unasync: source
 class Lease(_Held):
     """Held inside `async with limiter.acquire(...) as lease`."""
 
@@ -131,6 +132,7 @@ class Lease(_Held):
             await self._repo.run(flow, self._repo.timeout, cleanup=True)
 
 
+# unasync: generated from the source above by tools/unasync.py; do not edit
 class SyncLease(_Held):
     """Held inside `with limiter.acquire(...) as lease`."""
 
@@ -158,6 +160,9 @@ class SyncLease(_Held):
         flow = self._closing(self._repo.state, failed, self._repo.now_ms)
         if flow is not None:
             self._repo.run(flow, self._repo.timeout, cleanup=True)
+
+
+# unasync: end
 
 
 def _non_negative(amounts: Mapping[str, int]) -> Mapping[str, int]:

@@ -136,6 +136,7 @@ class _Face:
         return self._ops.reserve_stats()
 
 
+# unasync: source
 class RateLimiter(_Face):
     """Async rate limiter. `async with limiter.acquire(...) as lease:` guards a call.
 
@@ -209,10 +210,13 @@ class RateLimiter(_Face):
     delete_namespace = async_face(Operations.delete_namespace)
 
 
+# unasync: generated from the source above by tools/unasync.py; do not edit
 class SyncRateLimiter(_Face):
     """Sync rate limiter. `with limiter.acquire(...) as lease:` guards a call.
 
-    Same options as `RateLimiter` (`on_unavailable`, `shadow`).
+    `on_unavailable="allow"` admits requests when DynamoDB cannot be reached (default
+    "block": `RateLimiterUnavailable`); `shadow=True` records rejections but never raises
+    `RateLimitExceeded`.
     """
 
     def __init__(
@@ -280,6 +284,9 @@ class SyncRateLimiter(_Face):
     delete_namespace = sync_face(Operations.delete_namespace)
 
 
+# unasync: end
+
+
 LeaseParts = tuple[Acquired, Mapping[str, int], Outcome | None]
 RepoT = TypeVar("RepoT", Repository, SyncRepository)
 
@@ -323,6 +330,7 @@ class _Acquiring(Generic[RepoT]):
         return held, _consumed(held, self._args[2]), why
 
 
+# unasync: source
 class AsyncAcquiring(_Acquiring[Repository]):
     """`async with limiter.acquire(...) as lease:`"""
 
@@ -341,6 +349,7 @@ class AsyncAcquiring(_Acquiring[Repository]):
         await self._lease._finish(failed=kind is not None)
 
 
+# unasync: generated from the source above by tools/unasync.py; do not edit
 class SyncAcquiring(_Acquiring[SyncRepository]):
     """`with limiter.acquire(...) as lease:`"""
 
@@ -357,3 +366,6 @@ class SyncAcquiring(_Acquiring[SyncRepository]):
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self._lease._finish(failed=kind is not None)
+
+
+# unasync: end

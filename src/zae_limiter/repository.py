@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 from zae_limiter import identity, keys
@@ -144,6 +144,33 @@ def _admission(capacity: CapacityPolicy | None, max_wait: float) -> Admission | 
     return None if capacity is None else Admission(capacity, max_wait)
 
 
+class _Opening(NamedTuple):
+    """What both faces' `open` derive from their (identical) arguments before any I/O."""
+
+    timeout: float
+    state: RepoState
+    client_kwargs: dict[str, Any]
+    admission: Admission | None
+
+
+def _opening(
+    namespace: str | None,
+    name: str,
+    region: str | None,
+    endpoint_url: str | None,
+    reserve: bool | ReserveSettings,
+    sizes: tuple[float, int, int],
+    capacity: tuple[CapacityPolicy | None, float],
+    timeout: float | None,
+) -> _Opening:
+    """Validate and resolve `open`'s arguments; `sizes` is (config_cache_ttl,
+    partition_wcu, max_shards) and `capacity` is (capacity, max_wait)."""
+    resolved = resolve_timeout(timeout, endpoint_url)
+    state = _state(name, namespace, *sizes, reserve)
+    kwargs = client_kwargs(region, endpoint_url, resolved)
+    return _Opening(resolved, state, kwargs, _admission(*capacity))
+
+
 class _Base:
     def __init__(
         self,
@@ -168,6 +195,8 @@ class _Base:
         self.audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS
         #: Region and endpoint of the client, for the STS call.
         self.where: tuple[str | None, str | None] = (None, None)
+        #: Returns token reserves when due (None: reserves off).
+        self._keeper: AsyncKeeper | SyncKeeper | None = None
 
     def audit_settings(
         self, principal: str | None, retention_days: int | None, kwargs: dict[str, Any]
@@ -211,6 +240,12 @@ class _Base:
         """Capacity consumed, throttles seen, and admission waits and refusals."""
         return capacity_stats(self.meter, self.admission, self.clock())
 
+    def tend_reserves(self) -> None:
+        """After an acquire: a reserve may be held, so its keeper must be running."""
+        book = self.state.reserves
+        if self._keeper is not None and book is not None and book.busy:
+            self._keeper.poke()
+
 
 class Repository(_Base):
     """Async repository on aiobotocore. Open with `await Repository.open(...)`."""
@@ -228,7 +263,6 @@ class Repository(_Base):
         super().__init__(state, meter, clock, admission, timeout)
         self._runner = AsyncRunner(client, meter, state.table, admission, clock, timeout)
         self._stack = stack
-        #: Returns token reserves when due (None: reserves off).
         self._keeper: AsyncKeeper | None = None
 
     @classmethod
@@ -244,6 +278,7 @@ class Repository(_Base):
         partition_wcu: int = DEFAULT_PARTITION_WCU,
         max_shards: int = DEFAULT_MAX_SHARDS,
         clock: Clock | None = None,
+        client: Any = None,
         check_schema: bool = True,
         capacity: CapacityPolicy | None = None,
         timeout: float | None = None,
@@ -253,19 +288,24 @@ class Repository(_Base):
         audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
         reserve: bool | ReserveSettings = True,
     ) -> Repository:
+        """Open the table (creating it when asked); `client`: an aiobotocore DynamoDB
+        client of your own (this repository does not close it)."""
         from aiobotocore.session import get_session
 
-        timeout = resolve_timeout(timeout, endpoint_url)
-        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards, reserve)
-        kwargs = client_kwargs(region, endpoint_url, timeout)
-        admission = _admission(capacity, max_wait)
+        sizes = (config_cache_ttl, partition_wcu, max_shards)
+        opening = _opening(
+            namespace, name, region, endpoint_url, reserve, sizes, (capacity, max_wait), timeout
+        )
+        timeout, state, kwargs, admission = opening
         stack = AsyncExitStack()
-        client = await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
+        if client is None:
+            created = get_session().create_client("dynamodb", **kwargs)
+            client = await stack.enter_async_context(created)
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
         if state.reserves is not None:
             repo._keeper = AsyncKeeper(repo, kwargs)
         repo._runner.lean = lean_client(client, asynchronous=True) if lean else None
-        stack.callback(repo._runner.close_lean)
+        stack.callback(repo._runner.close)
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)
             repo.schema = await repo.run(
@@ -300,12 +340,6 @@ class Repository(_Base):
         if flow is not None:
             await self.run(flow, self.timeout, cleanup=True)
 
-    def tend_reserves(self) -> None:
-        """After an acquire: a reserve may be held, so its keeper must be running."""
-        book = self.state.reserves
-        if self._keeper is not None and book is not None and book.busy:
-            self._keeper.poke()
-
     async def close(self) -> None:
         """Return every token reserve, then close the client."""
         try:
@@ -335,7 +369,6 @@ class SyncRepository(_Base):
         meter = CapacityMeter()
         super().__init__(state, meter, clock, admission, timeout)
         self._runner = SyncRunner(client, meter, state.table, admission, clock, timeout)
-        #: Returns token reserves when due (None: reserves off).
         self._keeper: SyncKeeper | None = None
 
     @classmethod
@@ -361,14 +394,17 @@ class SyncRepository(_Base):
         audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
         reserve: bool | ReserveSettings = True,
     ) -> SyncRepository:
+        """Open the table (creating it when asked); `client`: a boto3 DynamoDB client of
+        your own."""
         import boto3
 
-        timeout = resolve_timeout(timeout, endpoint_url)
-        state = _state(name, namespace, config_cache_ttl, partition_wcu, max_shards, reserve)
-        kwargs = client_kwargs(region, endpoint_url, timeout)
+        sizes = (config_cache_ttl, partition_wcu, max_shards)
+        opening = _opening(
+            namespace, name, region, endpoint_url, reserve, sizes, (capacity, max_wait), timeout
+        )
+        timeout, state, kwargs, admission = opening
         if client is None:
             client = boto3.session.Session().client("dynamodb", **kwargs)
-        admission = _admission(capacity, max_wait)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
         if state.reserves is not None:
             repo._keeper = SyncKeeper(repo)
@@ -404,12 +440,6 @@ class SyncRepository(_Base):
         flow = due_returns(self, everything)
         if flow is not None:
             self.run(flow, self.timeout, cleanup=True)
-
-    def tend_reserves(self) -> None:
-        """After an acquire: a reserve may be held, so its keeper must be running."""
-        book = self.state.reserves
-        if self._keeper is not None and book is not None and book.busy:
-            self._keeper.poke()
 
     def close(self) -> None:
         """Return every token reserve, then close the client."""

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from zae_limiter.bench import cpu
-from zae_limiter.bench.engines import MOTO
+from benchmarks import cpu
+from benchmarks.engines import MOTO
 
 
 def test_table_shows_ratios_against_published_and_regular() -> None:
@@ -40,7 +40,7 @@ def test_section_runs_both_paths_and_faces_on_moto(
 def test_lean_call_alone_runs_the_hot_paths_update_on_moto(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from zae_limiter.bench import lean_call
+    from benchmarks import lean_call
 
     lean_call.main([MOTO, "40"])
     lines = capsys.readouterr().out.splitlines()

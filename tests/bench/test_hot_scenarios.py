@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.bench.hot_scenarios import Scenario, judge, scenario_markdown, target_shards
+from benchmarks.hot_scenarios import Scenario, judge, scenario_markdown, target_shards
 
 PER_PARTITION = Scenario("partition-5", 5, 40.0)
 TABLE_LEVEL = Scenario("table-level", 50, 40.0, table_limit=20)

@@ -2,7 +2,7 @@
 
 The capacity section runs on DynamoDB Local (skipped, naming it, when Java or the jar is
 missing; CI installs both with .ci/install-dynamodb-local). `EXPECTED` in
-`zae_limiter.bench.capacity` is DESIGN.md section 4's table as the library implements
+`benchmarks.capacity` is DESIGN.md section 4's table as the library implements
 it: any difference fails. Timings are reported by the benchmark, never asserted.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import capacity, suite
+from benchmarks.capacity import EXPECTED, MEASURED, MODELLED, Budget, CapacityRun
+from benchmarks.cost import per_million
+from benchmarks.report import JSON_NAME, MARKDOWN_NAME, Report
 from tests._servers import DYNAMODB_LOCAL_SKIP, dynamodb_local_missing
-from zae_limiter.bench import capacity, suite
-from zae_limiter.bench.capacity import EXPECTED, MEASURED, MODELLED, Budget, CapacityRun
-from zae_limiter.bench.cost import per_million
-from zae_limiter.bench.report import JSON_NAME, MARKDOWN_NAME, Report
 
 pytestmark = pytest.mark.engine
 
@@ -93,10 +93,10 @@ def test_modelled_capacity_on_moto_agrees_with_the_budget() -> None:
 def test_hot_entity_is_reported_not_available_when_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zae_limiter.bench
+    import benchmarks
 
-    monkeypatch.setitem(sys.modules, "zae_limiter.bench.hot_entity", None)
-    monkeypatch.delattr(zae_limiter.bench, "hot_entity", raising=False)
+    monkeypatch.setitem(sys.modules, "benchmarks.hot_entity", None)
+    monkeypatch.delattr(benchmarks, "hot_entity", raising=False)
     result, note = suite.hot_entity_section(tmp_path, quick=True)
     assert result is None and note.startswith("not available")
     report = Report(command="pytest", quick=True, hot_entity_note=note)
@@ -106,8 +106,8 @@ def test_hot_entity_is_reported_not_available_when_missing(
 def test_a_failing_section_fails_the_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from zae_limiter.bench import __main__ as bench_main
-    from zae_limiter.bench import hot_entity
+    from benchmarks import __main__ as bench_main
+    from benchmarks import hot_entity
 
     def broken(**_kwargs: object) -> None:
         raise RuntimeError("the engine went away")

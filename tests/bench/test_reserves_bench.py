@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import reserves, suite
+from benchmarks.reserves_shared import ArrivalLog, compare, ideal, poisson_schedule
 from zae_limiter import Limit
-from zae_limiter.bench import reserves, suite
-from zae_limiter.bench.reserves_shared import ArrivalLog, compare, ideal, poisson_schedule
 
 TEN_PER_SECOND = Limit.custom("rps", 5, 10, 1)
 
@@ -47,12 +47,12 @@ def test_poisson_schedule_is_ordered_and_reproducible() -> None:
 
 def test_the_section_is_registered_and_skippable(tmp_path: Path) -> None:
     assert "reserves" in suite.SECTIONS
-    assert reserves.run_section(tmp_path, True, ("capacity",), print) == {}
+    assert reserves.SECTION.run(tmp_path, True, ("capacity",), print) == {}
 
 
 @pytest.mark.slow
 def test_a_quick_run_reports_every_part(tmp_path: Path) -> None:
-    shown = reserves.run_section(tmp_path, True, ("reserves",), lambda _line: None)
+    shown = reserves.SECTION.run(tmp_path, True, ("reserves",), lambda _line: None)
     data = json.loads((tmp_path / "reserves.json").read_text())
     markdown = shown["reserves"]
     for heading in (

@@ -172,3 +172,25 @@ def test_status_flags_a_schema_mismatch(moto: None) -> None:
     assert "zae-limiter migrate" in str(status["schema_mismatch"])
     human = invoke("status", "-n", "demo")
     assert human.exit_code == 0 and "warning:" in human.stderr
+
+
+def test_plan_on_a_fresh_name_shows_dashboard_and_archive(moto: None) -> None:
+    planned = as_json(invoke("deploy", "-n", "fresh", "--plan", "-o", "json"))
+    changes = {c["logical_id"]: c for c in planned["changes"]}  # type: ignore[attr-defined]
+    assert changes["Dashboard"]["resource_type"] == "AWS::CloudWatch::Dashboard"
+    assert changes["AuditArchiveBucket"]["resource_type"] == "AWS::S3::Bucket"
+    human = invoke("deploy", "-n", "fresh", "--plan")
+    assert "AWS::CloudWatch::Dashboard" in human.stdout and "AuditArchiveBucket" in human.stdout
+    bare = as_json(
+        invoke("deploy", "-n", "fresh", "--plan", "--no-dashboard", "--no-audit-archive",
+               "-o", "json")
+    )  # fmt: skip
+    ids = {c["logical_id"] for c in bare["changes"]}  # type: ignore[attr-defined]
+    assert not ids & {"Dashboard", "AuditArchiveBucket"}
+
+
+def test_render_with_and_without_dashboard() -> None:
+    on = yaml.safe_load(invoke("render", "-n", "demo", "--dashboard").stdout)
+    off = yaml.safe_load(invoke("render", "-n", "demo", "--no-dashboard").stdout)
+    assert on["Resources"]["Dashboard"]["Type"] == "AWS::CloudWatch::Dashboard"
+    assert "Dashboard" not in off["Resources"]

@@ -14,8 +14,8 @@ from typing import Any
 import boto3
 import pytest
 
+from benchmarks import paths
 from tests._servers import EngineEndpoint, unique_name
-from zae_limiter.bench import paths
 from zae_limiter.capacity import Measurement
 from zae_limiter.table import create_table_params
 

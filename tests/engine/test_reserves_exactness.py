@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import reserves_shared as shared
 from tests._servers import EngineEndpoint, unique_name
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
-from zae_limiter.bench import reserves_shared as shared
 
 pytestmark = pytest.mark.engine
 

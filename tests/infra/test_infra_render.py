@@ -95,7 +95,11 @@ def test_aggregator_role_is_least_privilege() -> None:
     statements = {
         s["Sid"]: s for s in role["Policies"][0]["PolicyDocument"]["Statement"]
     }
-    assert set(statements) == {"ReadStream", "WriteTable", "Logs", "DeadLetters"}
+    assert set(statements) == {"ReadStream", "WriteTable", "Logs", "DeadLetters", "ArchiveAudit"}
+    assert statements["ArchiveAudit"]["Action"] == ["s3:PutObject"]
+    assert statements["ArchiveAudit"]["Resource"] == [
+        {"Fn::Sub": "${AuditArchiveBucket.Arn}/audit/*"}
+    ]
     assert statements["ReadStream"]["Resource"] == [{"Fn::Sub": "${Table.Arn}/stream/*"}]
     assert set(statements["WriteTable"]["Action"]) == {
         "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem",

@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 
-from zae_limiter.bench.hot_entity import Phase, create_table, environment, pick_engine, run_phase
-from zae_limiter.bench.hot_scenarios import target_shards
+from benchmarks.engines import create_table
+from benchmarks.hot_entity import environment, pick_engine
+from benchmarks.hot_phase import run_phase
+from benchmarks.hot_scenarios import target_shards
 from zae_limiter.limits import Limit
 from zae_limiter.testing.emulator import SMOOTH
+from zae_limiter.testing.load import Phase
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +33,7 @@ ROOMY = Limit.per_second("rps", 100 * OFFERED)
 def bench() -> Iterator[tuple[str, Any, str]]:
     with environment(pick_engine(), PARTITION_LIMIT, SMOOTH) as (upstream, emu):
         table = f"zael-shard-{uuid.uuid4().hex[:8]}"
-        create_table(upstream, table)
+        create_table(upstream, name=table)
         yield upstream, emu, table
 
 

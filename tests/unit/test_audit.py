@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit._flowkit import NS, RPM, T0, TABLE, failed, make_state, ok
 from zae_limiter import keys
-from zae_limiter.errors import EntityExistsError, RateLimiterUnavailable
+from zae_limiter.errors import CONCURRENT_CHANGE, EntityExistsError, RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, config, entities
 from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor
 from zae_limiter.limits import Limit
@@ -116,3 +116,33 @@ def test_create_entity_is_one_transaction_and_exists_is_an_error() -> None:
     with pytest.raises(EntityExistsError):
         drive(entities.create_entity(make_state(), "acme", None, None, False, auditor()),
               [failed(None)])  # fmt: skip
+
+
+def _entity_item(name: str) -> dict[str, Any]:
+    return keys.encode_entity(NS, Entity("acme", name, None, False, T0))
+
+
+def test_update_entity_reads_again_after_interference_and_reports_what_it_replaced() -> None:
+    flow = entities.update_entity(
+        make_state(), "acme", "new", entities.UNSET, entities.UNSET, auditor()
+    )
+    answers = [Result({"Item": _entity_item("first")}), failed(None)]
+    answers += [Result({"Item": _entity_item("second")}), ok()]
+    requests, entity = drive(flow, answers)
+    assert [r.op for r in requests] == ["get_item", "transact_write_items"] * 2
+    assert requests[0].params["ConsistentRead"] is True
+    _put, event = requests[-1].params["TransactItems"]
+    assert '"second"' in event["Put"]["Item"][keys.A_BEFORE]["S"]
+    assert entity.name == "new"
+
+
+def test_update_entity_gives_up_after_repeated_interference() -> None:
+    flow = entities.update_entity(
+        make_state(), "acme", "new", entities.UNSET, entities.UNSET, auditor()
+    )
+    answers: list[Result] = []
+    for i in range(MAX_ATTEMPTS):
+        answers += [Result({"Item": _entity_item(f"n{i}")}), failed(None)]
+    with pytest.raises(RateLimiterUnavailable, match="kept changing") as caught:
+        drive(flow, answers)
+    assert caught.value.code == CONCURRENT_CHANGE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zae_limiter.bench import web
+from benchmarks import web
 
 
 def test_web_section_measures_both_apps(tmp_path: Path) -> None:
@@ -20,4 +20,4 @@ def test_web_section_measures_both_apps(tmp_path: Path) -> None:
 
 
 def test_web_section_is_skipped_when_asked(tmp_path: Path) -> None:
-    assert web.run_section(tmp_path, True, ("capacity",), print) == {}
+    assert web.SECTION.run(tmp_path, True, ("capacity",), print) == {}

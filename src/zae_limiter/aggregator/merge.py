@@ -48,7 +48,7 @@ def read_shards(config: AggregatorConfig, cand: MergeCandidate) -> Flow[dict[int
         return None
     items: dict[int, Any] = {}
     for item in result.response.get("Responses", {}).get(config.table, []):
-        items[keys.parse_bucket_pk(item[keys.PK]["S"])[3]] = item
+        items[keys.parse_bucket_pk(keys.pk_of(item))[3]] = item
     return items
 
 

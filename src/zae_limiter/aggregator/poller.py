@@ -43,7 +43,12 @@ from botocore.exceptions import (
 
 from zae_limiter.aggregator.handler import process_batch
 from zae_limiter.aggregator.plan import AggregatorConfig
-from zae_limiter.errors import RateLimiterUnavailable, TableNotFoundError, ZaeLimiterError
+from zae_limiter.errors import (
+    NOT_FOUND,
+    RateLimiterUnavailable,
+    TableNotFoundError,
+    ZaeLimiterError,
+)
 
 log = logging.getLogger("zae_limiter.aggregator")
 Clock = Callable[[], int]
@@ -121,7 +126,7 @@ class StreamPoller:
                 lambda: self.dynamodb.describe_table(TableName=self.config.table)["Table"],
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if error.response.get("Error", {}).get("Code") == NOT_FOUND:
                 raise TableNotFoundError(self.config.table) from error
             raise
         arn = table.get("LatestStreamArn")

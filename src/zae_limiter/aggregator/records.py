@@ -99,7 +99,7 @@ def parse(record: Record) -> Change | None:
 def _key(body: Mapping[str, Any]) -> tuple[str, str]:
     item = body.get("Keys") or body.get("NewImage") or body.get("OldImage")
     try:
-        return str(item[keys.PK]["S"]), str(item[keys.SK]["S"])  # type: ignore[index]
+        return keys.key_id(item)  # type: ignore[arg-type]
     except (KeyError, TypeError) as error:
         raise MalformedRecord("record has no PK/SK keys") from error
 

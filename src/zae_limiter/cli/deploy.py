@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zae_limiter import infra
+from zae_limiter.cli import render
 from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.infra.options import StackOptions
@@ -61,6 +62,18 @@ _STACK_OPTIONS: tuple[Callable[[F], F], ...] = (
                  metavar="LIST", help="Usage snapshot windows the aggregator keeps."),
     click.option("--usage-retention-days", type=int, default=90, show_default=True,
                  help="Days a usage snapshot is kept after its window ends."),
+    click.option("--dashboard/--no-dashboard", default=True, show_default=True,
+                 help="Add a CloudWatch dashboard: table and index units and throttles, "
+                      "the aggregator, its dead-letter queue."),
+    click.option("--contributor-insights/--no-contributor-insights", default=True,
+                 show_default=True,
+                 help="Contributor Insights on the table: its most accessed and most "
+                      "throttled partition keys (billed per event)."),
+    click.option("--audit-archive/--no-audit-archive", default=True, show_default=True,
+                 help="Archive expired audit events to an S3 bucket of the stack (written "
+                      "by the aggregator)."),
+    click.option("--audit-archive-glacier-days", type=int, default=90, show_default=True,
+                 help="Days before archived audit events move to Glacier Instant Retrieval."),
 )  # fmt: skip
 
 
@@ -71,6 +84,7 @@ def stack_options(func: F) -> F:
         "log_retention_days", "lambda_memory", "lambda_timeout", "batch_size",
         "batching_window", "max_retry_attempts", "deletion_protection",
         "pitr_recovery_days", "namespace_policies", "usage_windows", "usage_retention_days",
+        "dashboard", "contributor_insights", "audit_archive", "audit_archive_glacier_days",
     )  # fmt: skip
 
     @functools.wraps(func)
@@ -103,6 +117,10 @@ def build_options(name: str, kw: dict[str, Any]) -> StackOptions:
         namespace_policies=tuple(kw["namespace_policies"]),
         usage_windows=tuple(w.strip() for w in kw["usage_windows"].split(",") if w.strip()),
         usage_retention_days=kw["usage_retention_days"],
+        dashboard=kw["dashboard"],
+        contributor_insights=kw["contributor_insights"],
+        audit_archive=kw["audit_archive"],
+        audit_archive_glacier_days=kw["audit_archive_glacier_days"],
     )
 
 
@@ -126,7 +144,8 @@ class Progress:
         )
         if event.reason:
             line += f" [dim]{escape(event.reason)}[/]"
-        self.console.print(line, highlight=False)
+        # A log line: off a terminal it runs on rather than wrap at 80 columns.
+        self.console.print(line, highlight=False, soft_wrap=not self.console.is_terminal)
 
 
 def _emit_json(payload: dict[str, Any]) -> None:
@@ -155,7 +174,7 @@ def _kv_table(rows: dict[str, Any], title: str | None = None) -> Table:
 
 def _approver(yes: bool, err: Console) -> infra.deploy.Approve:
     def approve(changes: Sequence[ResourceChange]) -> bool:
-        err.print(_changes_table(changes, "Changes"))
+        render.print_fitted(err, _changes_table(changes, "Changes"))
         return yes or click.confirm("Apply these changes?", default=False, err=True)
 
     return approve
@@ -211,7 +230,8 @@ def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
     out = Console()
     if result.action == "plan":
         verb = "create" if result.status is None else "update"
-        out.print(_changes_table(result.changes, f"Plan to {verb} stack {result.stack_name}"))
+        title = f"Plan to {verb} stack {result.stack_name}"
+        render.print_fitted(out, _changes_table(result.changes, title))
         out.print("Nothing was changed (--plan).")
         return
     if result.action == "declined":
@@ -226,7 +246,7 @@ def _show_deploy_result(result: infra.DeployResult, elapsed: float) -> None:
     if result.version_written:
         out.print("Wrote the schema version record.")
     if result.outputs:
-        out.print(_kv_table(result.outputs, "Outputs"))
+        render.print_fitted(out, _kv_table(result.outputs, "Outputs"))
 
 
 def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console) -> bool:
@@ -245,7 +265,7 @@ def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console)
     if target.json:
         _emit_json(result.as_dict())
     else:
-        Console().print(_kv_table(result.as_dict(), f"Table {target.name}"))
+        render.print_fitted(Console(), _kv_table(result.as_dict(), f"Table {target.name}"))
     return False
 
 
@@ -301,9 +321,9 @@ def status_command(target: Target) -> None:
     if report.stack_reason:
         rows["stack reason"] = report.stack_reason
     out = Console()
-    out.print(_kv_table(rows, f"zae-limiter {target.name}"))
+    render.print_fitted(out, _kv_table(rows, f"zae-limiter {target.name}"))
     if report.outputs:
-        out.print(_kv_table(report.outputs, "Outputs"))
+        render.print_fitted(out, _kv_table(report.outputs, "Outputs"))
     if report.schema_mismatch:
         Console(stderr=True).print(f"[yellow]warning:[/] {report.schema_mismatch}")
 

@@ -1,20 +1,24 @@
 """Shared helpers of the data commands: opening the limiter, asking, and printing.
 
-Tables are drawn with rich at the terminal's width (env COLUMNS overrides it); with
-`--output json` a command prints exactly one JSON document on stdout and nothing else.
+Tables are drawn with rich at the terminal's width (env COLUMNS overrides it). Off a
+terminal (a pipe, a file, a CI log) there is no width to respect, so a table is as wide
+as its content: rich would otherwise cut it to 80 columns. With `--output json` a command
+prints exactly one JSON document on stdout and nothing else.
 The JSON field names built here are part of the CLI's contract (see docs/cli.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 
 from zae_limiter.cli.options import Target
@@ -61,8 +65,34 @@ def console() -> Console:
     return Console(markup=False, highlight=False, emoji=False)
 
 
+#: Widest line drawn off a terminal; beyond it a cell wraps rather than run on forever.
+WIDEST = 1000
+
+
+def natural_width(console: Console, renderable: RenderableType) -> int:
+    """How wide `renderable` draws when nothing limits it (at most WIDEST)."""
+    options = console.options.update_width(WIDEST)
+    return min(WIDEST, Measurement.get(console, options, renderable).maximum)
+
+
+def print_fitted(console: Console, renderable: RenderableType) -> None:
+    """Print at the terminal's width, or off a terminal at the content's own width.
+
+    COLUMNS set by the user wins either way, as it does for rich itself.
+    """
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        console.print(renderable)
+        return
+    saved = console.width
+    console.width = max(saved, natural_width(console, renderable))
+    try:
+        console.print(renderable)
+    finally:
+        console.width = saved
+
+
 def print_table(table: Table) -> None:
-    console().print(table)
+    print_fitted(console(), table)
 
 
 def echo(text: str) -> None:

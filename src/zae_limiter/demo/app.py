@@ -93,7 +93,7 @@ def run(out: view.View, seconds: float, started: float) -> int:
         if not show_usage(out, url):
             failed.append("6. usage from the aggregator")
         out.step(7, "summary")
-        out.console.print(view.summary_table(stats, burst, started))
+        out.show(view.summary_table(stats, burst, started))
         out.line("stopping the engine ...")
     out.line(f"engine stopped; the demo took {time.monotonic() - started:.1f}s")
     return verdict(out, failed)
@@ -164,7 +164,7 @@ def show_shards(out: view.View, url: str, stats: workload.Stats) -> bool:
         out.line("(the CLI command above ran in-process)", "dim")
         return True
     out.line("`entity shards show` did not run; drawing the shards here", "red")
-    out.console.print(view.shards_table(stats.shards))
+    out.show(view.shards_table(stats.shards))
     return False
 
 

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from zae_limiter.cli.render import print_fitted
 from zae_limiter.demo import scenario
 from zae_limiter.demo.workload import Stats
 from zae_limiter.models import ShardInfo
@@ -36,7 +37,11 @@ class View:
 
     def detail(self, renderable: RenderableType) -> None:
         if not self.quiet:
-            self.console.print(renderable)
+            self.show(renderable)
+
+    def show(self, renderable: RenderableType) -> None:
+        """Print; off a terminal as wide as the content, so no table is cut at 80."""
+        print_fitted(self.console, renderable)
 
     @contextmanager
     def live(self, render: Callable[[], RenderableType]) -> Iterator[Callable[[], None]]:
@@ -48,7 +53,7 @@ class View:
             yield lambda: None
         elif not self.console.is_terminal:
             yield lambda: None
-            self.console.print(render())
+            self.show(render())
         else:
             with Live(render(), console=self.console, refresh_per_second=4) as region:
                 yield lambda: region.update(render())

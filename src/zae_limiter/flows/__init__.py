@@ -2,9 +2,9 @@
 
 A flow is a generator. It yields a `Call` (one DynamoDB request), a `Sleep`, or a tuple
 of them (to be run concurrently: one round trip), and receives a `Result` (or a tuple of
-results) back. `drivers.run_sync` and `drivers.run_async` are the only code that performs
-the requests. DynamoDB errors other than a failed condition are thrown into the flow as
-the library's own exceptions, so a flow can compensate what it already wrote.
+results) back. `drivers.SyncRunner.run` and `drivers.AsyncRunner.run` are the only code
+that performs the requests. DynamoDB errors other than a failed condition are thrown into
+the flow as the library's own exceptions, so a flow can compensate what it already wrote.
 """
 
 from __future__ import annotations

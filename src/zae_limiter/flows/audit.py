@@ -8,12 +8,12 @@ event is always what the change replaced.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.errors import CONCURRENT_CHANGE, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one, paginate
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
@@ -68,8 +68,30 @@ def commit(state: RepoState, items: Sequence[dict[str, Any]]) -> Flow[bool]:
 def too_busy(what: str) -> RateLimiterUnavailable:
     return RateLimiterUnavailable(
         f"{what} kept changing while it was being changed ({MAX_ATTEMPTS} attempts); try again",
-        code="ConcurrentChange",
+        code=CONCURRENT_CHANGE,
     )
+
+
+#: One attempt's transaction (the change, conditional on the item as read, and its event)
+#: from the item as read; None when there is nothing to change. A flow when planning
+#: needs reads of its own.
+Planned = Sequence[dict[str, Any]] | None
+Plan = Callable[[keys.Item | None], Flow[Planned] | Planned]
+
+
+def audited_change(
+    state: RepoState, item_key: keys.Item, what: str, plan: Plan
+) -> Flow[keys.Item | None]:
+    """Read the item (consistently), plan the change from it and commit the plan; read and
+    plan again when the plan's condition failed (someone else changed the item meanwhile).
+    Returns the item the change replaced (None: there was none)."""
+    for _attempt in range(MAX_ATTEMPTS):
+        read = yield from one(Call("get_item", keys.get_consistent(state.table, item_key)))
+        planned = plan(read.item)
+        items = (yield from planned) if isinstance(planned, Generator) else planned
+        if items is None or (yield from commit(state, items)):
+            return read.item
+    raise too_busy(what)
 
 
 def limits_json(limits: Sequence[Limit]) -> dict[str, Any]:
@@ -113,8 +135,6 @@ def get_audit_events(
         )
         wanted = [keys.item_key(i) for i in found]
         fetched = yield from batch_get(state, wanted)
-        items = [
-            fetched[k] for k in ((w[keys.PK]["S"], w[keys.SK]["S"]) for w in wanted) if k in fetched
-        ]
+        items = [fetched[k] for k in (keys.key_id(w) for w in wanted) if k in fetched]
     events = sorted((keys.decode_audit(i) for i in items), key=lambda e: (e.at_ms, e.event_id))
     return events if limit is None else events[-limit:]

@@ -10,22 +10,18 @@ from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.context import RepoState
 
 
-def key_id(item_key: keys.Item) -> tuple[str, str]:
-    """An item key as (PK, SK), the way `batch_get` indexes what it found."""
-    return item_key[keys.PK]["S"], item_key[keys.SK]["S"]
-
-
 def batch_get(state: RepoState, wanted: Sequence[keys.Item]) -> Flow[dict[tuple[str, str], Any]]:
-    """Items by (PK, SK); absent keys are absent from the result. Eventually consistent."""
+    """Items by `keys.key_id` (PK, SK); absent keys are absent from the result.
+    Eventually consistent."""
     found: dict[tuple[str, str], Any] = {}
-    unique = list({key_id(k): k for k in wanted}.values())
+    unique = list({keys.key_id(k): k for k in wanted}.values())
     for start in range(0, len(unique), 100):
         request: dict[str, Any] = {state.table: {"Keys": unique[start : start + 100]}}
         attempt = 0
         while request:
             result = yield from one(Call("batch_get_item", {"RequestItems": request}))
             for item in result.response.get("Responses", {}).get(state.table, []):
-                found[key_id(item)] = item
+                found[keys.key_id(item)] = item
             request = result.response.get("UnprocessedKeys") or {}
             if request:
                 attempt += 1

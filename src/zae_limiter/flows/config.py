@@ -14,8 +14,8 @@ from zae_limiter import keys
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor, commit, limits_json, too_busy
-from zae_limiter.flows.batch import batch_get, key_id
+from zae_limiter.flows.audit import Auditor, audited_change, limits_json
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
@@ -105,7 +105,7 @@ def resolve_and_fetch(
                 known[cache_key] = None
                 item_key = _item_key(state, cache_key)
                 fetch.append(item_key)
-                fetch_ids[key_id(item_key)] = cache_key
+                fetch_ids[keys.key_id(item_key)] = cache_key
         if entity_id not in state.entities:
             fetch.append(keys.entity_key(state.namespace, entity_id))
     found: dict[tuple[str, str], Any] = {}
@@ -119,7 +119,7 @@ def resolve_and_fetch(
             known[cache_key] = limits or None
             cache.store(cache_key, limits or None, now_ms)
         for entity_id, _resource in wanted:
-            meta_item = found.get(key_id(keys.entity_key(state.namespace, entity_id)))
+            meta_item = found.get(keys.key_id(keys.entity_key(state.namespace, entity_id)))
             # No META: an implicit entity, which never cascades. That is not cached, so
             # a later create_entity() is still seen.
             if meta_item is not None:
@@ -195,8 +195,8 @@ def set_limits(
         config_key_for(state, entity_id, resource), checked, state.namespace, now_ms, kind, **extra
     )
     item_key = config_key_for(state, entity_id, resource)
-    for _attempt in range(MAX_ATTEMPTS):
-        before = yield from _read_config(state, item_key)
+
+    def plan(before: keys.Item | None) -> list[dict[str, Any]]:
         event = auditor.put(
             state,
             "set_limits",
@@ -206,10 +206,9 @@ def set_limits(
             after=_config_json(item),
         )
         put = keys.tx_put(state.table, item, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
-        if (yield from commit(state, [put, event])):
-            break
-    else:
-        raise too_busy(f"the limits at {item_key[keys.PK]['S']} {item_key[keys.SK]['S']}")
+        return [put, event]
+
+    yield from audited_change(state, item_key, _limits_at(item_key), plan)
     evict(state, entity_id, resource)
     if entity_id is None and resource is None:
         learn_failure_policy(state, item)
@@ -219,24 +218,14 @@ def get_limits(
     state: RepoState, entity_id: str | None, resource: str | None
 ) -> Flow[tuple[Limit, ...]]:
     validate_level(entity_id, resource)
-    result = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": config_key_for(state, entity_id, resource),
-                "ConsistentRead": True,
-            },
-        )
-    )
+    item_key = config_key_for(state, entity_id, resource)
+    result = yield from one(Call("get_item", keys.get_consistent(state.table, item_key)))
     return keys.decode_limits(result.item) if result.item else ()
 
 
-def _read_config(state: RepoState, item_key: keys.Item) -> Flow[keys.Item | None]:
-    result = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": item_key, "ConsistentRead": True})
-    )
-    return result.item
+def _limits_at(item_key: keys.Item) -> str:
+    pk, sk = keys.key_id(item_key)
+    return f"the limits at {pk} {sk}"
 
 
 def _config_json(item: keys.Item | None) -> dict[str, Any] | None:
@@ -255,11 +244,10 @@ def delete_limits(
     """Delete the limits of one level with its audit event; False when none were stored."""
     validate_level(entity_id, resource)
     item_key = config_key_for(state, entity_id, resource)
-    for _attempt in range(MAX_ATTEMPTS):
-        before = yield from _read_config(state, item_key)
+
+    def plan(before: keys.Item | None) -> list[dict[str, Any]] | None:
         if before is None:
-            deleted = False
-            break
+            return None
         event = auditor.put(
             state,
             "delete_limits",
@@ -268,11 +256,9 @@ def delete_limits(
             before=_config_json(before),
         )
         condition = keys.unchanged(before, keys.CONFIG_VERSION_ATTRS)
-        if (yield from commit(state, [keys.tx_delete(state.table, item_key, condition), event])):
-            deleted = True
-            break
-    else:
-        raise too_busy(f"the limits at {item_key[keys.PK]['S']} {item_key[keys.SK]['S']}")
+        return [keys.tx_delete(state.table, item_key, condition), event]
+
+    deleted = (yield from audited_change(state, item_key, _limits_at(item_key), plan)) is not None
     evict(state, entity_id, resource)
     if entity_id is None and resource is None:
         learn_failure_policy(state, None)
@@ -282,14 +268,7 @@ def delete_limits(
 def get_failure_policy(state: RepoState) -> Flow[FailurePolicy | None]:
     """Read the stored failure policy (consistent read); this client remembers it."""
     result = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": keys.system_config_key(state.namespace),
-                "ConsistentRead": True,
-            },
-        )
+        Call("get_item", keys.get_consistent(state.table, keys.system_config_key(state.namespace)))
     )
     learn_failure_policy(state, result.item)
     return stored_failure_policy(state)

@@ -9,14 +9,7 @@ from typing import Any, Final
 from zae_limiter import keys
 from zae_limiter.errors import EntityExistsError, EntityNotFoundError, ValidationError
 from zae_limiter.flows import Call, Flow, one, paginate, pause
-from zae_limiter.flows.audit import (
-    MAX_ATTEMPTS,
-    Auditor,
-    commit,
-    entity_json,
-    limits_json,
-    too_busy,
-)
+from zae_limiter.flows.audit import Auditor, audited_change, commit, entity_json, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.models import Entity
@@ -24,16 +17,8 @@ from zae_limiter.models import Entity
 
 def get_entity(state: RepoState, entity_id: str) -> Flow[Entity | None]:
     keys.validate_id("entity_id", entity_id)
-    result = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": keys.entity_key(state.namespace, entity_id),
-                "ConsistentRead": True,
-            },
-        )
-    )
+    entity_key = keys.entity_key(state.namespace, entity_id)
+    result = yield from one(Call("get_item", keys.get_consistent(state.table, entity_key)))
     return keys.decode_entity(result.item) if result.item else None
 
 
@@ -96,21 +81,15 @@ def update_entity(
 ) -> Flow[Entity]:
     """Change an entity's name, parent or cascade; its bucket shards follow the new links."""
     keys.validate_id("entity_id", entity_id)
-    for _attempt in range(MAX_ATTEMPTS):
-        read = yield from one(
-            Call(
-                "get_item",
-                {"TableName": state.table, "Key": keys.entity_key(state.namespace, entity_id),
-                 "ConsistentRead": True},
-            )
-        )  # fmt: skip
-        if read.item is None:
+
+    def plan(read: keys.Item | None) -> Flow[list[dict[str, Any]]]:
+        if read is None:
             raise EntityNotFoundError(entity_id)
-        before = keys.decode_entity(read.item)
+        before = keys.decode_entity(read)
         after = _updated(before, name, parent_id, cascade)
         yield from _check_links(state, after)
         item = keys.encode_entity(state.namespace, after)
-        put = keys.tx_put(state.table, item, keys.unchanged(read.item, _ENTITY_ATTRS))
+        put = keys.tx_put(state.table, item, keys.unchanged(read, _ENTITY_ATTRS))
         event = auditor.put(
             state,
             "update_entity",
@@ -118,10 +97,14 @@ def update_entity(
             before=entity_json(before),
             after=entity_json(after),
         )
-        if (yield from commit(state, [put, event])):
-            break
-    else:
-        raise too_busy(f"entity {entity_id!r}")
+        return [put, event]
+
+    entity_key = keys.entity_key(state.namespace, entity_id)
+    replaced = yield from audited_change(state, entity_key, f"entity {entity_id!r}", plan)
+    if replaced is None:  # the plan refuses a missing entity: never here
+        raise EntityNotFoundError(entity_id)
+    before = keys.decode_entity(replaced)
+    after = _updated(before, name, parent_id, cascade)  # what the committed attempt wrote
     if (after.cascade, after.parent_id) != (before.cascade, before.parent_id):
         yield from _relink_buckets(state, after)
     state.entities.pop(entity_id, None)
@@ -189,7 +172,7 @@ def list_entities(state: RepoState) -> Flow[list[str]]:
     items = yield from paginate(
         Call("query", keys.namespace_query_entities(state.table, state.namespace))
     )
-    return sorted(keys.parse_entity_pk(i[keys.PK]["S"])[1] for i in items)
+    return sorted(keys.parse_entity_pk(keys.pk_of(i))[1] for i in items)
 
 
 def get_entities(state: RepoState, entity_ids: Sequence[str]) -> Flow[list[Entity]]:
@@ -198,7 +181,7 @@ def get_entities(state: RepoState, entity_ids: Sequence[str]) -> Flow[list[Entit
         keys.validate_id("entity_id", entity_id)
     wanted = [keys.entity_key(state.namespace, e) for e in entity_ids]
     found = yield from batch_get(state, wanted)
-    items = (found.get((k[keys.PK]["S"], k[keys.SK]["S"])) for k in wanted)
+    items = (found.get(keys.key_id(k)) for k in wanted)
     return [keys.decode_entity(item) for item in items if item is not None]
 
 
@@ -234,7 +217,7 @@ def delete_entity(state: RepoState, entity_id: str, auditor: Auditor) -> Flow[in
         Call("query", keys.entity_query_items(state.table, state.namespace, entity_id))
     )
     doomed = [{keys.PK: i[keys.PK], keys.SK: i[keys.SK]} for i in own]
-    configured = [k for k in doomed if k[keys.SK]["S"] == keys.SK_META or keys.config_level(k)]
+    configured = [k for k in doomed if keys.key_id(k)[1] == keys.SK_META or keys.config_level(k)]
     if configured:
         yield from _delete_configured(state, entity_id, configured, auditor)
         doomed = [k for k in doomed if k not in configured]

@@ -72,7 +72,7 @@ def namespace_info(state: RepoState, ns: str | None) -> Flow[NamespaceInfo]:
         kind = keys.index_kind(entry)
         counts[kind] = counts.get(kind, 0) + 1
         if kind == "bucket":
-            _ns, entity_id, resource, _shard = keys.parse_bucket_pk(entry[keys.PK]["S"])
+            _ns, entity_id, resource, _shard = keys.parse_bucket_pk(keys.pk_of(entry))
             buckets.add((entity_id, resource))
     return NamespaceInfo(ns, counts, len(buckets))
 

@@ -20,16 +20,8 @@ from zae_limiter.models import BucketState
 def read_shards(state: RepoState, entity_id: str, resource: str) -> Flow[list[BucketState]]:
     """Shard 0, then (if it says there are more) the others in one BatchGetItem."""
     ns = state.namespace
-    first = yield from one(
-        Call(
-            "get_item",
-            {
-                "TableName": state.table,
-                "Key": keys.bucket_key(ns, entity_id, resource, 0),
-                "ConsistentRead": True,
-            },
-        )
-    )
+    first_key = keys.bucket_key(ns, entity_id, resource, 0)
+    first = yield from one(Call("get_item", keys.get_consistent(state.table, first_key)))
     if not first.item:
         return []
     shard0 = keys.decode_bucket(first.item)

@@ -116,6 +116,11 @@ class StackOptions:
     namespace_policies: tuple[str, ...] = ()
     usage_windows: tuple[str, ...] = ("hourly", "daily", "monthly")
     usage_retention_days: int = 90
+    dashboard: bool = True
+    contributor_insights: bool = True
+    #: Expired audit events go to an S3 bucket of the stack (needs the aggregator).
+    audit_archive: bool = True
+    audit_archive_glacier_days: int = 90
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -141,6 +146,7 @@ class StackOptions:
         if self.pitr_recovery_days is not None:
             _in_range("--pitr-recovery-days", self.pitr_recovery_days, 1, 35)
         _in_range("--usage-retention-days", self.usage_retention_days, 1, 3650)
+        _in_range("--audit-archive-glacier-days", self.audit_archive_glacier_days, 0, 36500)
         unknown = sorted(set(self.usage_windows) - set(USAGE_WINDOWS))
         if unknown or not self.usage_windows:
             raise ValidationError(
@@ -193,6 +199,11 @@ class StackOptions:
     def duration_alarm_ms(self) -> int:
         """Alarm when an invocation takes 80% of the timeout: it is about to time out."""
         return self.lambda_timeout_seconds * 800
+
+    @property
+    def archives_audit(self) -> bool:
+        """The archive is written by the aggregator: without it there is nothing to write."""
+        return self.audit_archive and self.aggregator
 
     @property
     def scoped_policies(self) -> tuple[NamespacePolicy, ...]:

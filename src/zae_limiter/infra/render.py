@@ -6,7 +6,6 @@ No AWS calls here: `zae-limiter render` and the tests use this alone.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,15 @@ import jinja2
 import yaml
 
 from zae_limiter import keys, table
+from zae_limiter.flows.version import client_version
 from zae_limiter.infra import options as opts
+from zae_limiter.infra.dashboard import dashboard_body
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.schema import SCHEMA_VERSION
 
 STACK_TEMPLATE = "stack.yaml.j2"
+#: Where archived audit events go in the archive bucket (the lifecycle rule's filter).
+AUDIT_ARCHIVE_PREFIX = "audit/"
 
 
 def templates_dir() -> Path:
@@ -54,10 +57,7 @@ def _environment() -> jinja2.Environment:
 
 
 def package_version() -> str:
-    try:
-        return metadata.version("zae-limiter")
-    except metadata.PackageNotFoundError:  # running from a bare source tree
-        return "0.0.0"
+    return client_version()
 
 
 def template_context(options: StackOptions) -> dict[str, Any]:
@@ -72,6 +72,8 @@ def template_context(options: StackOptions) -> dict[str, Any]:
         "runtime": opts.LAMBDA_RUNTIME,
         "handler": opts.AGGREGATOR_HANDLER,
         "namespaces": options.scoped_policies,
+        "dashboard_body": dashboard_body(options),
+        "archive_prefix": AUDIT_ARCHIVE_PREFIX,
         "table": {
             "billing_mode": table.BILLING_MODE,
             "attribute_definitions": table.attribute_definitions(),

@@ -13,6 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from zae_limiter import keys, schema, table
+from zae_limiter.errors import CONDITION_FAILED, INVALID_REQUEST, NOT_FOUND
 from zae_limiter.infra.aws import Aws, error_code, translated
 from zae_limiter.infra.errors import InfraError
 
@@ -43,7 +44,7 @@ def describe_table(aws: Aws, name: str) -> dict[str, Any] | None:
         try:
             described: dict[str, Any] = ddb.describe_table(TableName=name)["Table"]
         except ClientError as error:
-            if error_code(error) == "ResourceNotFoundException":
+            if error_code(error) == NOT_FOUND:
                 return None
             raise
     return described
@@ -88,7 +89,7 @@ def enable_ttl(aws: Aws, name: str) -> bool:
             code = error_code(error)
             if code in _TTL_UNSUPPORTED:
                 return False
-            if code == "ValidationException" and "already enabled" in str(error):
+            if code == INVALID_REQUEST and "already enabled" in str(error):
                 return True
             raise
     return True
@@ -106,7 +107,7 @@ def write_version_record(aws: Aws, name: str, updated_by: str) -> bool:
         try:
             ddb.put_item(**keys.put_new(name, item))
         except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
+            if error_code(error) == CONDITION_FAILED:
                 return False
             raise
     return True

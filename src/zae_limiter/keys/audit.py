@@ -1,4 +1,4 @@
-"""Audit events and the namespace index: keys, codecs, queries and transaction parts.
+"""Audit events: keys, codec and queries.
 
 An audit event sits in its own partition per entity, `{ns}/AUDIT#{entity}` (namespace-level
 changes, such as resource or system defaults, use `{ns}/AUDIT#` with nothing after it),
@@ -11,23 +11,18 @@ namespace `_`, the one the schema version record lives in.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from zae_limiter.keys.core import (
-    A_CASCADE,
-    A_CREATED,
     A_ENTITY_ID,
     A_KIND,
-    A_PARENT,
     A_RESOURCE,
-    DEFAULT_RESOURCE,
     GSI4,
     GSI4PK,
     GSI4SK,
     PK,
     SK,
-    SK_CONFIG,
     TTL,
     Item,
     get_s,
@@ -136,150 +131,22 @@ def audit_query_namespace(table: str, ns: str, since_ms: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------- transactions
-def transact(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {"TransactItems": list(items)}
-
-
-def tx_put(
-    table: str, item: Item, condition: tuple[str, dict[str, str], dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"TableName": table, "Item": item}
-    _add_condition(body, condition)
-    return {"Put": body}
-
-
-def tx_delete(
-    table: str, key: Item, condition: tuple[str, dict[str, str], dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"TableName": table, "Key": key}
-    _add_condition(body, condition)
-    return {"Delete": body}
-
-
-def _add_condition(
-    body: dict[str, Any], condition: tuple[str, dict[str, str], dict[str, Any]] | None
-) -> None:
-    if condition is None:
-        return
-    expression, names, values = condition
-    body["ConditionExpression"] = expression
-    body["ExpressionAttributeNames"] = names
-    if values:
-        body["ExpressionAttributeValues"] = values
-
-
-Condition = tuple[str, dict[str, str], dict[str, Any]]
-
-
-def unchanged(before: Mapping[str, Any] | None, attrs: Sequence[str]) -> Condition:
-    """A condition that holds only while the item is as it was read.
-
-    Absent before: the item must still be absent. Present: it must exist and each of
-    `attrs` (scalar attributes: S, N or BOOL) must hold the value read, or still be absent.
-    """
-    names = {"#pk": PK}
-    if before is None:
-        return "attribute_not_exists(#pk)", names, {}
-    parts = ["attribute_exists(#pk)"]
-    values: dict[str, Any] = {}
-    for i, attr in enumerate(attrs):
-        names[f"#a{i}"] = attr
-        if attr in before:
-            values[f":v{i}"] = before[attr]
-            parts.append(f"#a{i} = :v{i}")
-        else:
-            parts.append(f"attribute_not_exists(#a{i})")
-    return " AND ".join(parts), names, values
-
-
-#: The attributes whose values tell that a config item was rewritten since it was read.
-CONFIG_VERSION_ATTRS = (A_CREATED,)
-
-
-def cancelled_by_condition(response: Mapping[str, Any]) -> list[bool]:
-    """For a cancelled transaction: which of its items failed their condition."""
-    reasons = response.get("CancellationReasons") or []
-    return [str(r.get("Code", "")) == "ConditionalCheckFailed" for r in reasons]
-
-
-# ---------------------------------------------------------------- the namespace index
-def namespace_query_keys(table: str, ns: str, start: Item | None = None) -> dict[str, Any]:
-    """One page of every item key of a namespace (GSI4, KEYS_ONLY)."""
-    params: dict[str, Any] = {
-        "TableName": table,
-        "IndexName": GSI4,
-        "KeyConditionExpression": "#pk = :pk",
-        "ExpressionAttributeNames": {"#pk": GSI4PK},
-        "ExpressionAttributeValues": {":pk": s(ns)},
-    }
-    if start:
-        params["ExclusiveStartKey"] = start
-    return params
-
-
-def namespace_scan(table: str) -> dict[str, Any]:
-    """The namespace index's partition keys (a Scan of the KEYS_ONLY index)."""
-    return {
-        "TableName": table,
-        "IndexName": GSI4,
-        "ProjectionExpression": "#pk",
-        "ExpressionAttributeNames": {"#pk": GSI4PK},
-    }
-
-
-def index_kind(item: Mapping[str, Any]) -> str:
-    """What an index entry is, from its GSI4 sort key: entity, bucket, usage, audit, config."""
-    sort_key = get_s(item, GSI4SK) or ""
-    head = sort_key.split("#", 1)[0].lower()
-    return "config" if head.endswith("_config") else head
-
-
-def index_namespace(item: Mapping[str, Any]) -> str:
-    return get_s(item, GSI4PK) or ""
-
-
-def item_key(item: Mapping[str, Any]) -> Item:
-    return {PK: item[PK], SK: item[SK]}
-
-
-# ---------------------------------------------------------------- stored limit levels
-def config_level(item: Mapping[str, Any]) -> tuple[str | None, str | None] | None:
-    """(entity, resource) of a config item's key; None if the key is not a config's.
-
-    An entity default comes back with the resource None, as `set_limits` takes it.
-    """
-    pk, sk = get_s(item, PK) or "", get_s(item, SK) or ""
-    if sk.startswith(SK_CONFIG + "#") and "/ENTITY#" in pk:
-        resource = sk[len(SK_CONFIG) + 1 :]
-        return pk.partition("/ENTITY#")[2], None if resource == DEFAULT_RESOURCE else resource
-    if sk != SK_CONFIG:
-        return None
-    if "/RESOURCE#" in pk:
-        return None, pk.partition("/RESOURCE#")[2]
-    if pk.endswith("/SYSTEM#"):
-        return None, None
-    return None
-
-
-# ---------------------------------------------------------------- entity updates
-def bucket_relink(table: str, bucket: Item, cascade: bool, parent_id: str | None) -> dict[str, Any]:
-    """Point an existing bucket shard at its entity's new cascade and parent.
-
-    Neither attribute is an index key, so this never writes to an index.
-    """
-    names = {"#pk": PK, "#c": A_CASCADE, "#p": A_PARENT}
-    values: dict[str, Any] = {":c": {"BOOL": cascade}}
-    if parent_id is None:
-        update = "SET #c = :c REMOVE #p"
-    else:
-        update = "SET #c = :c, #p = :p"
-        values[":p"] = s(parent_id)
-    return {
-        "TableName": table,
-        "Key": bucket,
-        "UpdateExpression": update,
-        "ConditionExpression": "attribute_exists(#pk)",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
+__all__ = [
+    "AUDIT_INDEX_PREFIX",
+    "AUDIT_KIND",
+    "AUDIT_SK_PREFIX",
+    "A_ACTION",
+    "A_AFTER",
+    "A_AT",
+    "A_BEFORE",
+    "A_EVENT_ID",
+    "A_NAMESPACE",
+    "A_PRINCIPAL",
+    "TABLE_NAMESPACE",
+    "audit_item",
+    "audit_pk",
+    "audit_query_entity",
+    "audit_query_namespace",
+    "audit_sk",
+    "decode_audit",
+]

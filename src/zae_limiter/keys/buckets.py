@@ -451,3 +451,24 @@ def move_tokens(
         "ExpressionAttributeNames": {"#pk": PK},
         "ExpressionAttributeValues": values,
     }
+
+
+__all__ = [
+    "A_SHARD_DOUBLED",
+    "A_WCU_LIMIT",
+    "A_WINDOW_START",
+    "A_WINDOW_WRITES",
+    "WINDOW_MS",
+    "adjust_tokens",
+    "create_bucket",
+    "decode_bucket",
+    "double_shards",
+    "move_tokens",
+    "new_bucket_item",
+    "partition_wcu",
+    "refill_and_consume",
+    "speculative_consume",
+    "window_parts",
+    "with_doubling",
+    "write_rate",
+]

@@ -201,3 +201,89 @@ def get_n(item: Mapping[str, Any], attr: str, default: int = 0) -> int:
 def get_bool(item: Mapping[str, Any], attr: str) -> bool:
     value = item.get(attr)
     return bool(value and value.get("BOOL"))
+
+
+def key_id(item: Mapping[str, Any]) -> tuple[str, str]:
+    """An item's (or an item key's) PK and SK as plain strings: to index items read."""
+    return str(item[PK]["S"]), str(item[SK]["S"])
+
+
+def pk_of(item: Mapping[str, Any]) -> str:
+    return str(item[PK]["S"])
+
+
+# ---------------------------------------------------------------- requests
+def get_consistent(table: str, item_key: Item) -> dict[str, Any]:
+    """A GetItem that reads the latest write: what a read-then-conditional-write needs."""
+    return {"TableName": table, "Key": item_key, "ConsistentRead": True}
+
+
+__all__ = [
+    "A_CASCADE",
+    "A_CREATED",
+    "A_ENTITY_ID",
+    "A_KIND",
+    "A_LIMITS",
+    "A_NAME",
+    "A_PARENT",
+    "A_REFILL",
+    "A_RESOURCE",
+    "A_SHARD_COUNT",
+    "A_SHARD_ID",
+    "BUCKET_PREFIX",
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_RESOURCE",
+    "FIELDS",
+    "GSI1",
+    "GSI1PK",
+    "GSI1SK",
+    "GSI2",
+    "GSI2PK",
+    "GSI2SK",
+    "GSI3",
+    "GSI3PK",
+    "GSI3SK",
+    "GSI4",
+    "GSI4PK",
+    "GSI4SK",
+    "MAX_ID_LENGTH",
+    "PK",
+    "SK",
+    "SK_CONFIG",
+    "SK_META",
+    "SK_STATE",
+    "TTL",
+    "VERSION_PK",
+    "VERSION_SK",
+    "Item",
+    "bucket_key",
+    "bucket_pk",
+    "config_sk",
+    "entity_config_key",
+    "entity_key",
+    "entity_pk",
+    "get_bool",
+    "get_consistent",
+    "get_n",
+    "get_s",
+    "is_bucket_pk",
+    "key",
+    "key_id",
+    "limit_attr",
+    "n",
+    "parent_pk",
+    "parse_bucket_pk",
+    "parse_entity_pk",
+    "parse_usage_sk",
+    "pk_of",
+    "resource_config_key",
+    "resource_pk",
+    "s",
+    "system_config_key",
+    "system_pk",
+    "usage_sk",
+    "validate_id",
+    "validate_namespace",
+    "validate_resource",
+    "version_key",
+]

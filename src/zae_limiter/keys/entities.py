@@ -173,3 +173,18 @@ def config_item(
 
 #: On the system config item: what acquire does when DynamoDB is unavailable.
 A_ON_UNAVAILABLE = "on_unavailable"
+
+
+__all__ = [
+    "A_ON_UNAVAILABLE",
+    "bucket_query_for_entity",
+    "config_item",
+    "decode_entity",
+    "decode_limits",
+    "encode_entity",
+    "encode_limits",
+    "entity_query_children",
+    "entity_query_items",
+    "namespace_query_entities",
+    "put_new",
+]

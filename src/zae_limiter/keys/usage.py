@@ -37,7 +37,8 @@ from zae_limiter.keys.core import (
 from zae_limiter.models import UsageSnapshot
 
 # ======================================================== usage snapshots and the aggregator
-# Appended for issue 6 (the aggregator). Usage snapshots live under the entity partition:
+# Written by the aggregator only. Usage snapshots live under the entity partition, so one
+# query reads an entity's history:
 # PK `{ns}/ENTITY#{id}`, SK `#USAGE#{resource}#{window}#{start}`. Counters are exact
 # millitokens (`u_{limit}`); `sq_{shard}` is the last stream sequence number of that
 # bucket shard already counted, so a re-delivered stream record is never counted twice.
@@ -330,3 +331,38 @@ def table_from_stream_arn(arn: str) -> str | None:
 
 
 # ======================================================== end of usage / aggregator section
+
+
+__all__ = [
+    "A_QUIET_SINCE",
+    "A_USAGE_EVENTS",
+    "A_USAGE_WINDOW",
+    "A_USAGE_WINDOW_START",
+    "KIND_USAGE",
+    "SK_USAGE_PREFIX",
+    "STREAM_INSERT",
+    "STREAM_MODIFY",
+    "STREAM_REMOVE",
+    "TC_SUFFIX",
+    "USAGE_COUNTER_PREFIX",
+    "USAGE_FENCE_PREFIX",
+    "USAGE_INDEX_PREFIX",
+    "aggregator_refill",
+    "batch_get_consistent",
+    "clear_quiet",
+    "decode_usage",
+    "mark_quiet",
+    "merge_transaction",
+    "merge_update",
+    "propagate_shard_count",
+    "table_from_stream_arn",
+    "usage_counter_attr",
+    "usage_fence_attr",
+    "usage_fences",
+    "usage_key",
+    "usage_query_entity",
+    "usage_query_namespace",
+    "usage_query_resource",
+    "usage_sk_prefix",
+    "usage_update",
+]

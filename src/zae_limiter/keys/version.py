@@ -7,8 +7,9 @@ from typing import Any
 from zae_limiter.keys.core import PK, SK, TTL, Item, n, s, version_key
 
 # ================================================================ schema version and migrations
-# Appended for issue 7 (`zae-limiter migrate`). The version record lives at `version_key()`;
-# the schema-1 (pre-shard) bucket layout is spelled here only so the migration can retire it.
+# One record per table, at `version_key()`, says which layout the items follow, so a client
+# too old for it refuses to write. The schema-1 (pre-shard) bucket layout is spelled here
+# only so `zae-limiter migrate` can retire it.
 A_SCHEMA_VERSION = "schema_version"
 A_MIN_CLIENT_VERSION = "min_client_version"
 A_UPDATED_AT = "updated_at"
@@ -151,3 +152,25 @@ def expire_old_bucket(table: str, item_key: Item, expire_at_s: int) -> dict[str,
 
 
 # ================================================================ end of schema version section
+
+
+__all__ = [
+    "A_MIGRATING_TO",
+    "A_MIGRATION_CURSOR",
+    "A_MIGRATION_DONE",
+    "A_MIGRATION_STARTED",
+    "A_MIGRATION_STEP",
+    "A_MIN_CLIENT_VERSION",
+    "A_SCHEMA_VERSION",
+    "A_UPDATED_AT",
+    "A_UPDATED_BY",
+    "OLD_BUCKET_SK_PREFIX",
+    "begin_migration",
+    "expire_old_bucket",
+    "get_version",
+    "namespace_of",
+    "old_bucket_scan",
+    "old_bucket_sk",
+    "save_migration_progress",
+    "set_version",
+]

@@ -89,10 +89,6 @@ class AsyncLeanClient(LeanBase):
         )
         return self.result(operation, status, parsed)
 
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
     async def update_item(self, **params: Any) -> dict[str, Any]:
         return await self.call("UpdateItem", params)
 

@@ -98,6 +98,9 @@ class Hooks:
 class LeanBase:
     """The parts of a lean call that do no I/O; subclasses send and emit events."""
 
+    #: The face's own keep-alive transport (None: sends through the client's session).
+    transport: Any = None
+
     def __init__(self, client: Any) -> None:
         meta = client.meta
         self.regular = client
@@ -125,6 +128,10 @@ class LeanBase:
     def endpoint(self, connect: float | None, read: float | None) -> Endpoint:
         return Endpoint.of(self.url, self.session, connect, read)
 
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
     def members(self, code: str) -> Collection[str]:
         """Modelled members of an error code (cached; unknown codes have none)."""
         found = self._members.get(code)
@@ -138,7 +145,8 @@ class LeanBase:
         """The request as `before-call` handlers see it."""
         body = protocol.encode(params)
         headers = protocol.request_headers(operation, self.user_agent)
-        return protocol.request_dict(self.url, headers, body)
+        # The URL botocore shows handlers is the endpoint joined with the path, `/`.
+        return protocol.request_dict(self.target_url, headers, body)
 
     def sign(self, request: dict[str, Any], frozen: Any) -> dict[str, str]:
         """Sign the request with frozen credentials; its wire headers."""

@@ -73,10 +73,6 @@ class SyncLeanClient(LeanBase):
         )
         return self.result(operation, status, parsed)
 
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
     def update_item(self, **params: Any) -> dict[str, Any]:
         return self.call("UpdateItem", params)
 

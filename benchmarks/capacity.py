@@ -7,7 +7,7 @@ difference, so this table is the contract. Where the library does better than th
 design, `design` keeps the design's figure and `note` says why.
 
 Measured on DynamoDB Local (real consumed capacity, indexes included) when Java and the
-jar are installed; otherwise on moto with the billing rules of `bench.model`, which the
+jar are installed; otherwise on moto with the billing rules of `benchmarks.model`, which the
 report labels "modelled".
 """
 
@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from zae_limiter.bench import paths
-from zae_limiter.bench.engines import (
+from benchmarks import paths
+from benchmarks.engines import (
     DYNAMODB_LOCAL,
     MOTO,
     create_table,
     dynamodb_local_missing,
     running,
 )
-from zae_limiter.bench.model import ModelledClient
+from benchmarks.model import ModelledClient
 from zae_limiter.capacity import Measurement
 
 MEASURED = "measured on DynamoDB Local"

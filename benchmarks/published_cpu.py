@@ -1,6 +1,6 @@
 # mypy: ignore-errors
 # (written against the published API of zae-limiter, not against this package)
-"""Run by `bench.cpu` in a separate virtualenv holding the published zae-limiter: client
+"""Run by `benchmarks.cpu` in a separate virtualenv holding the published zae-limiter: client
 CPU per steady acquire of that version, printed as one JSON line. Not imported by the
 library (it targets the published API, not this one)."""
 

@@ -1,4 +1,4 @@
-"""`python -m zae_limiter.bench [--out DIR] [--quick] [--skip SECTION]`: run, write, print."""
+"""`python -m benchmarks [--out DIR] [--quick] [--skip SECTION]`: run, write, print."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from zae_limiter.bench import suite
+from benchmarks import suite
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m zae_limiter.bench",
+        prog="python -m benchmarks",
         description="Capacity, cost, latency and hot-entity benchmarks on local engines.",
     )
     parser.add_argument(
@@ -34,7 +34,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     shown = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m zae_limiter.bench", *map(shlex.quote, shown)])
+    command = " ".join(["python -m benchmarks", *map(shlex.quote, shown)])
     sections = tuple(s for s in suite.SECTIONS if s not in args.skip)
     report = suite.run(
         args.out, args.quick, sections, command, capacity_engine=args.capacity_engine

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from zae_limiter.bench import capacity, cpu, latency, reserves, web
-from zae_limiter.bench.report import Report
+from benchmarks import capacity, cpu, latency, reserves, web
+from benchmarks.report import Report
 
 DEFAULT_OUT = Path("bench-results")
 SECTIONS = ("capacity", "latency", "hot-entity", "web", "cpu", "reserves")
@@ -40,14 +40,14 @@ def timed(report: Report, section: str, log: Callable[[str], None]) -> Iterator[
 def hot_entity_section(
     out_dir: Path, quick: bool, failures: list[str] | None = None
 ) -> tuple[dict[str, Any] | None, str]:
-    """Run `bench.hot_entity.run` when that module exists; (results, note for the report)."""
+    """Run `benchmarks.hot_entity.run` when that module exists; (results, note for the report)."""
     try:
-        from zae_limiter.bench import hot_entity
+        from benchmarks import hot_entity
     except ImportError as missing:
-        return None, f"not available: zae_limiter.bench.hot_entity cannot be imported ({missing})"
+        return None, f"not available: benchmarks.hot_entity cannot be imported ({missing})"
     run = getattr(hot_entity, "run", None)
     if run is None:
-        return None, "not available: zae_limiter.bench.hot_entity has no run()"
+        return None, "not available: benchmarks.hot_entity has no run()"
     wanted = {**HOT_ENTITY_ARGS[quick], "out_dir": out_dir / "hot-entity"}
     accepted = inspect.signature(run).parameters
     kwargs = {k: v for k, v in wanted.items() if k in accepted}
@@ -66,7 +66,7 @@ def run(
     out_dir: Path = DEFAULT_OUT,
     quick: bool = False,
     sections: tuple[str, ...] = SECTIONS,
-    command: str = "python -m zae_limiter.bench",
+    command: str = "python -m benchmarks",
     log: Callable[[str], None] = print,
     capacity_engine: str | None = None,
 ) -> Report:
@@ -85,7 +85,7 @@ def run(
             )
     else:
         report.hot_entity_note = "skipped (--skip hot-entity)"
-    for section in (web, reserves, cpu):
-        report.extra.update(section.run_section(out_dir, quick, sections, log, report.failures))
+    for section in (web.SECTION, reserves.SECTION, cpu.SECTION):
+        report.extra.update(section.run(out_dir, quick, sections, log, report.failures))
     report.seconds["total"] = time.monotonic() - total
     return report

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from zae_limiter.bench.hot_entity import COLUMNS, convergence, run_phase
+from benchmarks.hot_phase import COLUMNS, convergence, run_phase
 from zae_limiter.limits import Limit
 from zae_limiter.testing.emulator import PartitionEmulator
 from zae_limiter.testing.load import Phase

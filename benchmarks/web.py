@@ -11,21 +11,21 @@ and the adjustment write on every request. Needs a checkout (examples/) and the 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from zae_limiter.bench.engines import MOTO, create_table, running
-from zae_limiter.bench.latency import percentile
+from benchmarks.engines import MOTO, create_table, running
+from benchmarks.latency import percentile
+from benchmarks.sections import Log, Section
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 APP = "examples.gateway.app"
 ROUTE = "/v1/chat/completions"
 KEYS = 50
@@ -218,24 +218,8 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join([title, "", head, *rows, "", *added])
 
 
-def run_section(
-    out_dir: Path,
-    quick: bool,
-    sections: tuple[str, ...],
-    log: Callable[[str], None],
-    failures: list[str] | None = None,
-) -> dict[str, str]:
-    """The `web` section of `make bench` (markdown by section name); {} when skipped.
-    A failure is shown in the report and added to `failures` (the command then fails)."""
-    if "web" not in sections:
-        return {}
-    log("[bench] web ...")
-    try:
-        data = run(seconds=2.0 if quick else 5.0)
-    except Exception as error:  # the other sections still run; the command fails at the end
-        data = {"note": f"failed: {type(error).__name__}: {error}"}
-        if failures is not None:
-            failures.append(f"web: {type(error).__name__}: {error}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "web.json").write_text(json.dumps(data, indent=2) + "\n")
-    return {"web": markdown(data)}
+def _measure_section(_out: Path, quick: bool, _log: Log, _failures: list[str]) -> dict[str, Any]:
+    return run(seconds=2.0 if quick else 5.0)
+
+
+SECTION = Section("web", _measure_section, markdown)

@@ -23,23 +23,29 @@ def dynamodb_local_missing() -> str | None:
 
 
 @contextmanager
-def local_environment(endpoint_url: str) -> Iterator[None]:
-    """AWS_* variables for `endpoint_url` while the block runs; restored afterwards."""
-    wanted = {**local_env(endpoint_url)}
+def local_environment(endpoint_url: str, endpoint_variable: bool = True) -> Iterator[None]:
+    """AWS_* variables for `endpoint_url` while the block runs; restored afterwards (only
+    the names it sets or clears: the rest of the environment is never touched).
+    `endpoint_variable=False` leaves AWS_ENDPOINT_URL unset, for clients given their own."""
+    wanted: dict[str, str | None] = {**local_env(endpoint_url)}
+    if not endpoint_variable:
+        wanted["AWS_ENDPOINT_URL"] = None
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        wanted[name] = ""
+        wanted[name] = None
     saved = {name: os.environ.get(name) for name in wanted}
-    os.environ.update({k: v for k, v in wanted.items() if v})
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        os.environ.pop(name, None)
+    _set(wanted)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set(saved)
+
+
+def _set(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @contextmanager
@@ -53,8 +59,9 @@ def table_name(prefix: str = "zael-bench") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def create_table(endpoint_url: str, prefix: str = "zael-bench") -> str:
-    """Create the library's table with a patient client; returns its name.
+def create_table(endpoint_url: str, prefix: str = "zael-bench", name: str | None = None) -> str:
+    """Create the library's table (`name`, else a fresh one) with a patient client;
+    returns its name.
 
     A JVM that is still warming up (DynamoDB Local on a busy machine) can take longer
     than the library's 5 s read timeout to answer the first CreateTable.
@@ -64,7 +71,7 @@ def create_table(endpoint_url: str, prefix: str = "zael-bench") -> str:
 
     from zae_limiter.table import create_table_params
 
-    name = table_name(prefix)
+    name = name or table_name(prefix)
     access_key, secret_key = LOCAL_CREDENTIALS
     client = boto3.session.Session().client(
         "dynamodb",

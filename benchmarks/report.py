@@ -10,14 +10,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zae_limiter.bench.capacity import CapacityRun, PathResult
-from zae_limiter.bench.cost import (
+from benchmarks.capacity import CapacityRun, PathResult
+from benchmarks.cost import (
     RRU_PRICE_PER_MILLION,
     WRU_PRICE_PER_MILLION,
     PathCost,
     costs,
 )
-from zae_limiter.bench.latency import LatencyResult
+from benchmarks.latency import LatencyResult
 
 MARKDOWN_NAME = "report.md"
 JSON_NAME = "report.json"

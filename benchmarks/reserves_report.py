@@ -1,10 +1,10 @@
-"""Markdown for the `reserves` section of `make bench` (data from `bench.reserves.run`)."""
+"""Markdown for the `reserves` section of `make bench` (data from `benchmarks.reserves.run`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.bench.cost import WRU_PRICE_PER_MILLION
+from benchmarks.cost import WRU_PRICE_PER_MILLION
 
 #: The issue's targets, shown next to the figures (printed, never asserted).
 REQUESTS_TARGET = 0.05

@@ -29,9 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.engines import DYNAMODB_LOCAL, MOTO, create_table, dynamodb_local_missing
+from benchmarks.engines import running as running_engine
+from benchmarks.sections import Log, Section
 from zae_limiter import Limit, RateLimiter, Repository, SyncRateLimiter, SyncRepository
-from zae_limiter.bench.engines import DYNAMODB_LOCAL, MOTO, create_table, dynamodb_local_missing
-from zae_limiter.bench.engines import running as running_engine
 
 PUBLISHED_VERSION = "0.17.0"
 PUBLISHED_SCRIPT = Path(__file__).with_name("published_cpu.py")
@@ -189,32 +190,20 @@ def _ratio(part: float | None, whole: float | None) -> str:
     return "-" if part is None or not whole else f"{part / whole:.2f}"
 
 
-def run_section(
-    out_dir: Path,
-    quick: bool,
-    sections: tuple[str, ...],
-    log: Callable[[str], None],
-    failures: list[str] | None = None,
-) -> dict[str, str]:
-    """The `cpu` section of `make bench` (markdown by section name); {} when skipped.
-    A failure is shown in the report and added to `failures` (the command then fails)."""
-    if "cpu" not in sections:
-        return {}
-    log("[bench] cpu ...")
+def _measure_section(out_dir: Path, quick: bool, log: Log, _failures: list[str]) -> dict[str, Any]:
     python, note = published_python(out_dir, log)
-    try:
-        results = run(quick, python)
-    except Exception as error:  # the other sections still run; the command fails at the end
-        why = f"{type(error).__name__}: {error}"
-        if failures is not None:
-            failures.append(f"cpu: {why}")
-        return {"cpu": f"## Client CPU per steady acquire\n\nfailed: {why}\n"}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = {"note": note, "results": [asdict(r) for r in results]}
-    (out_dir / "cpu.json").write_text(json.dumps(data, indent=2) + "\n")
-    return {"cpu": markdown(results, note)}
+    return {"note": note, "results": [asdict(r) for r in run(quick, python)]}
 
 
-if __name__ == "__main__":  # python -m zae_limiter.bench.cpu [--quick]
+def _render_section(data: dict[str, Any]) -> str:
+    if "results" not in data:
+        return f"## Client CPU per steady acquire\n\n{data['note']}\n"
+    return markdown([CpuResult(**r) for r in data["results"]], data["note"])
+
+
+SECTION = Section("cpu", _measure_section, _render_section)
+
+
+if __name__ == "__main__":  # python -m benchmarks.cpu [--quick]
     found, why = published_python(Path("bench-results"), print)
     print(markdown(run("--quick" in sys.argv, found), why))

@@ -1,6 +1,6 @@
 """Client CPU of one lean `UpdateItem`, alone (no limiter around it), sync and async.
 
-`python -m zae_limiter.bench.lean_call [moto|dynamodb-local] [calls]` starts the engine,
+`python -m benchmarks.lean_call [moto|dynamodb-local] [calls]` starts the engine,
 then prints CPU ms per call (user + system, `os.times`) for three rounds of each face.
 What `wire/` costs without the library's flows and driver: compare builds with it.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import boto3
 
+from benchmarks.engines import DYNAMODB_LOCAL, MOTO, create_table, running
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
-from zae_limiter.bench.engines import DYNAMODB_LOCAL, MOTO, create_table, running
 from zae_limiter.flows.bucket_write import stored_config
 from zae_limiter.wire import lean_client
 
@@ -75,7 +75,7 @@ async def async_rounds(url: str, params: dict[str, Any], calls: int) -> list[flo
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m zae_limiter.bench.lean_call",
+        prog="python -m benchmarks.lean_call",
         description="Client CPU of one lean UpdateItem, alone, sync and async.",
     )
     parser.add_argument("engine", nargs="?", default=DYNAMODB_LOCAL, choices=(MOTO, DYNAMODB_LOCAL))

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from benchmarks.engines import MOTO, create_table, running
 from zae_limiter import (
     Limit,
     RateLimiter,
@@ -24,7 +25,6 @@ from zae_limiter import (
     SyncRateLimiter,
     SyncRepository,
 )
-from zae_limiter.bench.engines import MOTO, create_table, running
 from zae_limiter.errors import ZaeLimiterError
 
 RESOURCE = "bench"

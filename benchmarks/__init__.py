@@ -1,4 +1,4 @@
-"""Benchmarks to plan with: `python -m zae_limiter.bench [--out DIR] [--quick]`.
+"""Benchmarks to plan with: `python -m benchmarks [--out DIR] [--quick]`.
 
 - `capacity`: round trips, RCU and WCU (indexes included) of every acquire path, read
   from the capacity meter on DynamoDB Local (or modelled on moto), against the budget;

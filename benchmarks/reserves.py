@@ -10,15 +10,14 @@
    a probe in this process that times its own acquires on the same entity: the p50 of
    those served from a reserve is the latency once reserves are held.
 5. Cost: one client acquiring at a steady rate on DynamoDB Local, its clock simulated (no
-   waiting), the capacity DynamoDB reports per acquire, priced as in `bench.cost`.
+   waiting), the capacity DynamoDB reports per acquire, priced as in `benchmarks.cost`.
 
-Figures are printed, never asserted. `run_section` is the `reserves` section of `make bench`.
+Figures are printed, never asserted. `SECTION` is the `reserves` section of `make bench`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +25,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import reserves_shared as shared
+from benchmarks.cost import per_million
+from benchmarks.engines import (
+    DYNAMODB_LOCAL,
+    MOTO,
+    create_table,
+    dynamodb_local_missing,
+    running,
+)
+from benchmarks.latency import percentile
+from benchmarks.reserves_report import markdown
+from benchmarks.sections import Log, Section
 from zae_limiter import (
     Limit,
     RateLimiter,
@@ -33,17 +44,6 @@ from zae_limiter import (
     SyncRateLimiter,
     SyncRepository,
 )
-from zae_limiter.bench import reserves_shared as shared
-from zae_limiter.bench.cost import per_million
-from zae_limiter.bench.engines import (
-    DYNAMODB_LOCAL,
-    MOTO,
-    create_table,
-    dynamodb_local_missing,
-    running,
-)
-from zae_limiter.bench.latency import percentile
-from zae_limiter.bench.reserves_report import markdown
 
 RESOURCE = "api"
 #: Never the bottleneck: the figures are the cost of admitting.
@@ -192,7 +192,8 @@ class _Probe:
 
 def hot_entity(seconds: float, multiple: int, processes: int) -> dict[str, Any]:
     """Section 4: one entity offered `multiple` x a partition's write limit, reserves on."""
-    from zae_limiter.bench import hot_entity as hot
+    from benchmarks import hot_entity as hot
+    from benchmarks.hot_phase import run_phase
     from zae_limiter.testing.load import Phase
 
     partition = 50
@@ -204,13 +205,13 @@ def hot_entity(seconds: float, multiple: int, processes: int) -> dict[str, Any]:
         partition, pinned=False,
     )  # fmt: skip
     with hot.environment(engine, partition) as (upstream, emu):
-        hot.create_table(upstream, table)
+        create_table(upstream, name=table)
         # Before the probe's first acquire: it would cache "no limits stored" otherwise.
         _setup(upstream, table, [phase.entity], phase.limit)
         probe = _Probe(emu.endpoint_url, table, phase.entity, partition)
         probe.thread.start()
         try:
-            result = hot.run_phase(emu, upstream, table, phase, processes)
+            result = run_phase(emu, upstream, table, phase, processes)
         finally:
             probe.stop.set()
             probe.thread.join(timeout=10)
@@ -236,7 +237,7 @@ def hot_entity(seconds: float, multiple: int, processes: int) -> dict[str, Any]:
 
 
 def create_name() -> str:
-    from zae_limiter.bench.engines import table_name
+    from benchmarks.engines import table_name
 
     return table_name("zael-bench-reserves")
 
@@ -340,21 +341,8 @@ def run(
     return data
 
 
-def run_section(
-    out_dir: Path,
-    quick: bool,
-    sections: tuple[str, ...],
-    log: Callable[[str], None],
-    failures: list[str] | None = None,
-) -> dict[str, str]:
-    """The `reserves` section of `make bench` (markdown by section name); {} when skipped."""
-    if "reserves" not in sections:
-        return {}
-    log("[bench] reserves ...")
-    started = time.monotonic()
-    data = run(quick, log, failures)
-    data["seconds"] = round(time.monotonic() - started, 1)
-    log(f"[bench] reserves done in {data['seconds']:.0f}s")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "reserves.json").write_text(json.dumps(data, indent=2) + "\n")
-    return {"reserves": markdown(data)}
+def _measure_section(_out: Path, quick: bool, log: Log, failures: list[str]) -> dict[str, Any]:
+    return run(quick, log, failures)
+
+
+SECTION = Section("reserves", _measure_section, markdown)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zae_limiter.bench.capacity import CapacityRun
+from benchmarks.capacity import CapacityRun
 
 #: US East (N. Virginia) on-demand prices, dollars per million request units.
 WRU_PRICE_PER_MILLION = 0.625

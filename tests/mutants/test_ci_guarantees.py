@@ -1,0 +1,126 @@
+"""Mutants for the guarantees of docs/guarantees.md that the `ci` work proves: each check
+breaks one product function on purpose and shows that the guarantee's own test fails.
+
+The bound on an acquire, against real stalls (tests/integration/stall_cases.py):
+- sync: the SDK's socket timeouts are what cut a stalled call; a client whose timeouts
+  are not derived from the repository's `timeout` (botocore's 60 s) must be caught;
+- async: the driver cuts a call in flight at the deadline; with the socket timeouts gone
+  too, a deadline that is not enforced must be caught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import pytest
+
+from tests.conftest import Api
+from tests.engine import test_wire_conformance as conformance
+from tests.integration import stall_cases
+from tests.integration import test_reserves as reserves_tests
+from tests.mutants import must_fail, mutant, mutant_wrapping
+from zae_limiter import drivers, errors, repository
+from zae_limiter.wire import protocol
+from zae_limiter.wire.base import LeanBase
+
+
+def _untimed(timeout: float | None) -> dict[str, Any]:
+    # botocore's own defaults: the repository's timeout reaches no socket.
+    return {"connect_timeout": 60, "read_timeout": 60, "retries": {"total_max_attempts": 1}}
+
+
+@contextmanager
+def calls_not_bounded_by_the_timeout() -> Iterator[None]:
+    with mutant(repository, "_timeouts", _untimed):
+        yield
+
+
+@contextmanager
+def deadline_not_enforced() -> Iterator[None]:
+    """Neither the per-acquire deadline nor the async per-call bound binds any call."""
+
+    def unbound_runner(original: Any) -> Any:
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            self.call_timeout = None
+
+        return init
+
+    with ExitStack() as stack:
+        stack.enter_context(calls_not_bounded_by_the_timeout())
+        stack.enter_context(mutant(drivers._Deadline, "remaining", lambda self: None))
+        stack.enter_context(mutant_wrapping(drivers._Runner, "__init__", unbound_runner))
+        yield
+
+
+def test_sync_stall_test_catches_calls_without_socket_timeouts(
+    moto_http: str, table_name: str
+) -> None:
+    with calls_not_bounded_by_the_timeout():
+        failure = must_fail(stall_cases.take_stalls_after_warm_up, "sync", moto_http, table_name)
+    assert "still running" in str(failure)
+
+
+def test_async_stall_test_catches_a_deadline_not_enforced(
+    moto_http: str, table_name: str
+) -> None:
+    with deadline_not_enforced():
+        failure = must_fail(stall_cases.take_stalls_after_warm_up, "async", moto_http, table_name)
+    assert "still running" in str(failure)
+
+
+def test_async_is_cut_by_the_deadline_alone(moto_http: str, table_name: str) -> None:
+    # Without socket timeouts the async deadline still bounds the acquire: what the
+    # mutant above removes is the deadline, not something the socket would have done.
+    with calls_not_bounded_by_the_timeout():
+        stall_cases.take_stalls_after_warm_up("async", moto_http, table_name)
+
+
+# A return of a token reserve whose outcome is unknown (tests/integration/test_reserves.py):
+# treating every failure as a throttle (refused, so not applied) retries it.
+
+
+def test_unknown_return_test_catches_a_retried_return(api: Api) -> None:
+    always = property(lambda self: True)
+    with mutant(errors.RateLimiterUnavailable, "throttled", always):
+        must_fail(reserves_tests.unknown_outcome_return, api)
+
+
+# The lean path's parser (tests/engine/test_wire_conformance.py): the same raw bytes read
+# by botocore's parser and by ours.
+
+
+def _without_message(original: Any) -> Any:
+    def parse(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        parsed: dict[str, Any] = original(*args, **kwargs)
+        if "Error" in parsed:
+            parsed["Error"] = {k: v for k, v in parsed["Error"].items() if k != "Message"}
+        return parsed
+
+    return parse
+
+
+@pytest.fixture(scope="module")
+def raw_server() -> Iterator[Any]:
+    server = conformance.RawServer()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("answer", ["503-html", "400-typed-extra", "502-text"])
+def test_error_body_test_catches_a_parser_that_drops_the_message(
+    raw_server: Any, answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = conformance.test_error_bodies_read_as_botocores_own_parser_reads_them
+    with mutant_wrapping(protocol, "parse", _without_message):
+        must_fail(body, raw_server, answer, monkeypatch)
+
+
+def test_error_body_test_catches_a_parser_that_drops_the_failed_conditions_item(
+    raw_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = conformance.test_error_bodies_read_as_botocores_own_parser_reads_them
+    with mutant(LeanBase, "members", lambda self, code: ()):
+        must_fail(body, raw_server, "400-ccf-item", monkeypatch)

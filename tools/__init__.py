@@ -1,0 +1,1 @@
+"""Maintainer tools that run from a checkout (not part of the wheel)."""
