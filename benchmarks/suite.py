@@ -9,11 +9,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks import capacity, cpu, latency, reserves, web
+from benchmarks import capacity, cpu, hot_throttle, latency, reserves, web
 from benchmarks.report import Report
 
 DEFAULT_OUT = Path("bench-results")
-SECTIONS = ("capacity", "latency", "hot-entity", "web", "cpu", "reserves")
+SECTIONS = ("capacity", "latency", "hot-entity", "hot-throttle", "web", "cpu", "reserves")
 LATENCY_SECONDS = {False: 5.0, True: 1.5}
 #: Arguments for `hot_entity.run`, full and quick; only those it accepts are passed.
 #: The scenarios (hot_scenarios.py) run after the runs, with token reserves off.
@@ -85,7 +85,7 @@ def run(
             )
     else:
         report.hot_entity_note = "skipped (--skip hot-entity)"
-    for section in (web.SECTION, reserves.SECTION, cpu.SECTION):
+    for section in (hot_throttle.SECTION, web.SECTION, reserves.SECTION, cpu.SECTION):
         report.extra.update(section.run(out_dir, quick, sections, log, report.failures))
     report.seconds["total"] = time.monotonic() - total
     return report

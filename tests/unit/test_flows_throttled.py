@@ -128,3 +128,26 @@ def test_a_table_level_throttle_of_a_reserve_write_never_doubles() -> None:
 
 def _fields(level: Any) -> dict[str, Any]:
     return {name: getattr(level, name) for name in level.__dataclass_fields__}
+
+
+def test_after_a_wait_a_reserve_taken_meanwhile_serves_the_acquire() -> None:
+    """Another thread of the same client took a reserve while this acquire was throttled:
+    after its wait the acquire is served from it, with no second write."""
+    state = state_with(shards=1)
+    state.reserves = ReserveBook()
+    key = ("e1", "gpt")
+    level = make_level()
+    calls: list[Call] = []
+
+    def answer(call: Call) -> Any:
+        calls.append(call)
+        if len(calls) == 1:  # meanwhile, the other thread's write brought a reserve
+            assert state.reserves is not None
+            state.reserves.install(key, 0, level.limits, {"rpm": 5000, "tpm": 500_000}, 1, T0)
+        return throttle()
+
+    outcome, sent, slept = answered(take_any_shard(state, level, T0, True, NOT_FETCHED), answer)
+    assert isinstance(outcome, Taken) and outcome.from_reserve
+    assert len(sent) == 1 and slept > 0
+    held = state.reserves.holding(key)
+    assert held is not None and held.left == {"rpm": 4000, "tpm": 400_000}

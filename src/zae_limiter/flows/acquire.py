@@ -293,9 +293,14 @@ def take_any_shard(
                 raise
             else:
                 throttled.note_reserve_write(state, here, True, at_ms)
+                waits = tries.waits
                 next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
                 if next_shard is None:
                     raise
+                if tries.waits > waits:  # it waited: a reserve may cover it now
+                    served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
+                    if served is not None:
+                        return served
                 shard, prefetched = next_shard, NOT_FETCHED
                 continue
         else:

@@ -11,6 +11,10 @@ reach the caller. The waits are counted in simulated time (the flow's own sum), 
 read from a clock: the driver's deadline still cuts a run that takes too long in
 wall-clock time.
 
+After a wait, the client's reserve of the bucket is looked at again: with several threads
+on one client, another acquire may have taken one meanwhile, and the tokens are then
+already out of the bucket, with no write at all.
+
 The jittered, growing waits keep a throttled fleet from retrying in step: each acquire
 sends a handful of writes at most, spread over its wait budget.
 """
@@ -21,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 
 from zae_limiter.flows.backoff import backoff_ms
-from zae_limiter.flows.bucket_write import Level
+from zae_limiter.flows.bucket_write import Level, Taken
 from zae_limiter.flows.context import RepoState
 
 #: Shards tried for one level without waiting (the first and two others).
@@ -71,3 +75,22 @@ def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: 
         book.stretch.throttled(key, now_ms)
     else:
         book.stretch.succeeded(key)
+
+
+def from_reserve(state: RepoState, level: Level, now_ms: int) -> Taken | None:
+    """The level served from the client's reserve of its bucket, if it now covers it."""
+    book = state.reserves
+    if book is None:
+        return None
+    key = (level.entity_id, level.resource)
+    shard = book.spend(key, level.limits, level.consume_milli, now_ms)
+    if shard is None:
+        return None
+    return Taken(
+        level.entity_id,
+        level.resource,
+        shard,
+        level.consume_milli,
+        level.limits,
+        from_reserve=True,
+    )
