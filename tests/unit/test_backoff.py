@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from zae_limiter.flows import backoff
 from zae_limiter.flows.reserve import Reserve, ReserveBook, ReserveSettings
 from zae_limiter.limits import Limit
@@ -120,3 +122,15 @@ def test_reserves_taken_together_fall_due_apart() -> None:
     assert len(seconds) >= 2
     per_second = max(sum(1 for t in due_at.values() if (t - T0) // 1000 == s) for s in seconds)
     assert per_second <= 60  # about half in each of the last two seconds, never all
+
+
+def test_full_budgets_of_quiet_buckets_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backoff, "BUDGETS_MAX", 10)
+    book = ReserveBook(ReserveSettings(), random.Random(3))
+    for i in range(30):
+        book._outgoing.append(
+            (key(i), Reserve(0, LIMITS, {"rps": 1000}, {1: {"rps": 1000}}, T0, T0))
+        )
+    assert len(book.due(T0)) == 30
+    book.due(T0 + 60_000)  # every budget full again: all but what is needed go
+    assert len(book.pacer._budgets) <= 10

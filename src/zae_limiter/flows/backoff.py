@@ -37,6 +37,8 @@ CAP_MS = 5000
 #: with bursts of `BUDGET_BURST` writes.
 BUDGET_MULTIPLE = 2.0
 BUDGET_BURST = 2.0
+#: Budgets kept before full ones are forgotten (a gateway returns reserves of many keys).
+BUDGETS_MAX = 10_000
 #: A reserve goes back somewhere in the last this-much of its `max_age_ms`.
 AGE_SPREAD = 0.2
 
@@ -138,6 +140,8 @@ class Pacer:
         A key that was backing off and has nothing outgoing any more went through (or was
         given up): its backoff starts over.
         """
+        if len(self._budgets) > BUDGETS_MAX:
+            self.forget_idle(now_ms)
         waiting = {pair[0] for pair in outgoing}
         done = [
             k for k, r in self._retries.items() if k not in waiting and r.not_before_ms <= now_ms
