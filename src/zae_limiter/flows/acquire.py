@@ -360,7 +360,8 @@ def _after_throttle(
     if wait is None:
         return None
     yield from pause(wait)
-    return random.randrange(max(1, count))
+    # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
+    return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
 
 
 def _learn_from_prefetched(state: RepoState, level: Level, prefetched: Any) -> None:
