@@ -75,7 +75,7 @@ def _run_clients(
     ready, go = ctx.Barrier(processes + 1), ctx.Barrier(processes + 1)
     start = ctx.Value("d", 0.0)
     results = ctx.Queue()
-    threads = max(1, math.ceil(phase.rate / processes / RATE_PER_THREAD))
+    threads = phase.threads or max(1, math.ceil(phase.rate / processes / RATE_PER_THREAD))
     spec = WorkerSpec(emu.endpoint_url, table, phase, phase.rate / processes, threads, 0.0)
     procs = [
         ctx.Process(target=worker, args=(spec, ready, go, start, results)) for _ in range(processes)
@@ -115,6 +115,8 @@ def _rows(
                 "forwarded_writes": stats.by_second.get(epoch, _ZERO).forwarded,
                 "rejections": tally.rejected.get(second, 0),
                 "unavailable": tally.unavailable.get(second, 0),
+                "client_throttles": tally.client_throttles.get(second, 0),
+                "returns_retried": tally.returns_retried.get(second, 0),
             }
         )
     return rows
@@ -206,9 +208,16 @@ def over_admission(phase: Phase, tally: Tally) -> dict[str, Any]:
 
 
 def run_phase(
-    emu: PartitionEmulator, upstream: str, table: str, phase: Phase, processes: int
+    emu: PartitionEmulator,
+    upstream: str,
+    table: str,
+    phase: Phase,
+    processes: int,
+    prime: bool = False,
 ) -> dict[str, Any]:
-    """Run one phase through the emulator; per-second rows and a summary."""
+    """Run one phase through the emulator; per-second rows and a summary. With `prime`,
+    the entity's bucket exists before the start (one acquire, straight on the engine):
+    the run measures a hot entity, not the race to create it."""
     from zae_limiter import SyncRateLimiter, SyncRepository
 
     emu.reset()
@@ -218,11 +227,20 @@ def run_phase(
     ) as repo:
         limiter = SyncRateLimiter(repo)
         limiter.set_limits(phase.entity, [phase.limit], RESOURCE)
+        if prime:
+            with limiter.acquire(phase.entity, RESOURCE, {phase.limit.name: 1}):
+                pass
         with ShardPoller(limiter, phase.entity) as poller:
             tally, start_at = _run_clients(emu, table, phase, processes)
             time.sleep(POLL_INTERVAL_S * 2)
     rows = _rows(phase, tally, start_at, emu, poller)
     result = {"summary": _summary(phase, rows, tally), "seconds": rows}
+    latencies = sorted(tally.admitted_latency)
+    if latencies:
+        result["admitted_latency_ms"] = {
+            "p50": round(1000 * latencies[len(latencies) // 2], 3),
+            "p99": round(1000 * latencies[int(len(latencies) * 0.99)], 3),
+        }
     if phase.name == "tight":
         result["over_admission"] = over_admission(phase, tally)
     return result

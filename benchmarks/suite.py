@@ -9,11 +9,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks import capacity, cpu, exactness, latency, reserves, web
+from benchmarks import capacity, cpu, exactness, hot_throttle, latency, reserves, web
 from benchmarks.report import Report
 
 DEFAULT_OUT = Path("bench-results")
-SECTIONS = ("capacity", "latency", "hot-entity", "web", "cpu", "reserves", "exactness")
+SECTIONS = (
+    "capacity",
+    "latency",
+    "hot-entity",
+    "hot-throttle",
+    "web",
+    "cpu",
+    "reserves",
+    "exactness",
+)
 LATENCY_SECONDS = {False: 5.0, True: 1.5}
 #: Arguments for `hot_entity.run`, full and quick; only those it accepts are passed.
 #: The scenarios (hot_scenarios.py) run after the runs, with token reserves off.
@@ -85,7 +94,8 @@ def run(
             )
     else:
         report.hot_entity_note = "skipped (--skip hot-entity)"
-    for section in (web.SECTION, reserves.SECTION, cpu.SECTION, exactness.SECTION):
+    extra = (hot_throttle.SECTION, web.SECTION, reserves.SECTION, cpu.SECTION, exactness.SECTION)
+    for section in extra:
         report.extra.update(section.run(out_dir, quick, sections, log, report.failures))
     report.seconds["total"] = time.monotonic() - total
     return report

@@ -471,7 +471,9 @@ class SyncRepository(_SyncFace):
             client = boto3.session.Session().client("dynamodb", **kwargs)
         repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
         if state.reserves is not None:
-            repo._keeper = SyncKeeper(repo)
+            # The exit hook holds the runner, never the repository (collected unclosed).
+            runner, limit = repo._runner, repo.timeout
+            repo._keeper = SyncKeeper(repo, lambda flow: runner.run(flow, limit, cleanup=True))
         repo._runner.lean = lean_client(client, asynchronous=False) if lean else None
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)

@@ -6,6 +6,9 @@ daemon thread for it, an async one a task on its event loop, both started by the
 reserve and asleep while none is held. Closing returns everything; a repository that was
 never closed returns its reserves at interpreter exit (the async face then uses a boto3
 client of its own, since its event loop is gone by then).
+
+A keeper knows its repository only through the small protocols below (its state, its
+clock, how it runs a flow): the repository module imports this one, never the reverse.
 """
 
 from __future__ import annotations
@@ -16,22 +19,44 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zae_limiter.flows import Flow
 from zae_limiter.flows.reserve_ops import give_back_reserves
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
-    from zae_limiter.repository import Repository, SyncRepository, _Base
 
 log = logging.getLogger("zae_limiter")
 #: A keeper looks at the book at least this often (s), whatever the repository's clock says.
 POLL_SECONDS = 0.5
 
 
-def due_returns(repo: _Base, everything: bool = False) -> Flow[None] | None:
+class Kept(Protocol):
+    """What a keeper needs of any repository."""
+
+    state: RepoState
+    timeout: float
+    clock: Callable[[], int]
+
+    def now_ms(self) -> int: ...
+
+
+class SyncKept(Kept, Protocol):
+    def run(self, flow: Flow[Any], timeout: float | None = ..., cleanup: bool = ...) -> Any: ...
+
+
+class AsyncKept(Kept, Protocol):
+    @property
+    def table_name(self) -> str: ...
+
+    def run(
+        self, flow: Flow[Any], timeout: float | None = ..., cleanup: bool = ...
+    ) -> Awaitable[Any]: ...
+
+
+def due_returns(repo: Kept, everything: bool = False) -> Flow[None] | None:
     """The flow that writes back what is due now (or everything); None: nothing to do."""
     book = repo.state.reserves
     if book is None:
@@ -41,14 +66,15 @@ def due_returns(repo: _Base, everything: bool = False) -> Flow[None] | None:
     return give_back_reserves(repo.state, items, now) if items else None
 
 
-def _wait_seconds(repo: _Base) -> float | None:
+def _wait_seconds(repo: Kept) -> float | None:
     """How long to sleep before looking again; None when no reserve is held (the keeper
     then ends, and the next reserve starts it again)."""
     book = repo.state.reserves
-    due = None if book is None else book.next_due_ms()
+    now = repo.now_ms()
+    due = None if book is None else book.next_due_ms(now)
     if due is None:
         return None
-    return min(POLL_SECONDS, max(0.0, (due - repo.now_ms()) / 1000))
+    return min(POLL_SECONDS, max(0.0, (due - now) / 1000))
 
 
 def _next_wait(ref: weakref.ref[Any]) -> float | None:
@@ -93,15 +119,13 @@ class _AtExit:
 class SyncKeeper:
     """A daemon thread per sync repository that holds reserves."""
 
-    def __init__(self, repo: SyncRepository) -> None:
+    def __init__(self, repo: SyncKept, at_exit: Callable[[Flow[None]], None]) -> None:
+        """`at_exit` runs a flow without the repository (which may be gone by then)."""
         self._repo = weakref.ref(repo)
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
-        runner, timeout = repo._runner, repo.timeout
-        self._at_exit = _AtExit(
-            repo.state, repo.clock, lambda flow: runner.run(flow, timeout, cleanup=True)
-        )
+        self._at_exit = _AtExit(repo.state, repo.clock, at_exit)
 
     def _run_now(self, flow: Flow[None]) -> None:
         repo = self._repo()
@@ -151,7 +175,7 @@ class SyncKeeper:
 class AsyncKeeper:
     """A task on the repository's event loop, while it holds reserves."""
 
-    def __init__(self, repo: Repository, client_kwargs: dict[str, Any]) -> None:
+    def __init__(self, repo: AsyncKept, client_kwargs: dict[str, Any]) -> None:
         self._repo = weakref.ref(repo)
         self._task: asyncio.Task[None] | None = None
         self._closed = False

@@ -1,9 +1,10 @@
-"""Table-level throttling through the partition emulator: no doubling, fail fast.
+"""Table-level throttling through the partition emulator: short waits, no doubling.
 
 The emulator limits the whole table below what one partition takes; one client acquires
-on one entity as fast as it can. Every refusal must reach the caller as a throttled
-`RateLimiterUnavailable` after its one write (no retry on another shard, no doubling
-write), and the shard count must stay 1.
+on one entity as fast as it can. A throttled acquire waits a few jittered backoffs within
+its budget (flows/throttled.py), so most get through; a refusal reaches the caller as a
+throttled `RateLimiterUnavailable`; no acquire sends more than a handful of writes, none
+is a doubling write, and the shard count stays 1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from tests._servers import EngineEndpoint, unique_name
 from zae_limiter import Limit, RateLimiterUnavailable, SyncRateLimiter, SyncRepository
+from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
 from zae_limiter.testing import PartitionEmulator
 
 pytestmark = pytest.mark.engine
@@ -41,23 +43,24 @@ def limiter(
         repo.close()
 
 
-def test_table_level_throttles_fail_fast_and_never_double(
+def test_table_level_throttles_wait_briefly_and_never_double(
     limiter: tuple[SyncRateLimiter, PartitionEmulator],
 ) -> None:
     rl, emu = limiter
     admitted = refused = 0
     with rl.repository.meter.measure() as measured:
-        for _ in range(80):
+        for _ in range(24):
             try:
                 with rl.acquire("tenant", "api", {"rps": 1}, limits=ROOMY):
                     admitted += 1
             except RateLimiterUnavailable as error:
                 assert error.throttled, error
                 refused += 1
-    assert refused > 0 and admitted > 0
+    assert admitted > 0
     stats = emu.stats()
-    # each refusal was one throttled write: no retry on another shard, no doubling write
-    assert stats.throttled_writes == refused
+    assert stats.throttled_writes > 0  # the table did refuse writes
+    # one write and at most MAX_THROTTLED_WAITS more per acquire: never a retry storm
+    assert stats.throttled_writes <= (admitted + refused) * (1 + MAX_THROTTLED_WAITS)
     assert set(stats.by_partition) == {"default/BUCKET#tenant#api#0"}
     assert "get_item" not in measured.ops  # no confirming read: the evidence said no
     emu.table_writes_per_second = None

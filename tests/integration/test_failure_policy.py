@@ -15,6 +15,7 @@ from tests.conftest import Api
 from tests.integration.faults import KINDS, faults, limiter, pk_contains
 from tests.integration.stall_cases import CASES
 from zae_limiter import Limit, RateLimiterUnavailable, RateLimitExceeded, ValidationError
+from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
 
 RPM = Limit.per_minute("rpm", 100)
 TPM = Limit.per_minute("tpm", 10_000)
@@ -65,7 +66,8 @@ def test_allow_admits_with_a_lease_that_holds_nothing(api: Api, kind: str) -> No
     with pytest.raises(KeyError):
         with api.acquire("key-1", "gpt-4", {"rpm": 5}, on_unavailable="allow"):
             raise KeyError("the guarded call failed")
-    assert injected.takes <= writes + 2  # the failed takes only: no give-back of nothing
+    # the failed takes only (a throttled one retries after short waits): no give-back
+    assert injected.takes <= writes + 1 + MAX_THROTTLED_WAITS
     injected.heal()
     assert api.available("key-1", "gpt-4") == {"rpm": 99, "tpm": 10_000}
     stats = api.limiter.get_stats().resources["gpt-4"]
@@ -180,7 +182,7 @@ def test_cascade_parent_failure_with_allow_leaves_both_buckets_as_they_were(api:
 
 
 @pytest.mark.parametrize("fresh_entity", [False, True])
-def test_sustained_throttling_makes_at_most_two_attempts_per_acquire(
+def test_sustained_throttling_makes_a_bounded_number_of_attempts_per_acquire(
     api: Api, fresh_entity: bool
 ) -> None:
     api.set_system_defaults([RPM])
@@ -193,8 +195,9 @@ def test_sustained_throttling_makes_at_most_two_attempts_per_acquire(
         with pytest.raises(RateLimiterUnavailable):
             warm(api, "key-1" if not fresh_entity else f"key-{i}")
     # one attempt, one try to double the shards (at most once per client and window),
-    # one attempt on another shard: then the throttle reaches the caller
-    assert injected.takes <= 2 * acquires
+    # one attempt on another shard, a few after short waits: then the throttle reaches
+    # the caller (flows/throttled.py)
+    assert injected.takes <= (2 + MAX_THROTTLED_WAITS) * acquires
     assert injected.doublings <= acquires
     assert injected.one_attempt_per_call()
     assert api.repo.get_capacity_stats().throttles == injected.writes

@@ -19,6 +19,7 @@ from zae_limiter import (
     SyncRateLimiter,
     SyncRepository,
 )
+from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
 
 BIG = [Limit.per_minute("rpm", 1_000_000)]
 
@@ -183,7 +184,7 @@ def test_a_throttle_on_a_cool_shard_is_the_tables_no_doubling_no_retry(
     throttled: tuple[SyncRateLimiter, list[str], set[str]], clock: Clock
 ) -> None:
     """Table-level pressure (every write throttled, this shard far below its partition's
-    limit): the acquire fails at once, and the shard count stays."""
+    limit): the acquire fails after a few tries on its shard, and the shard count stays."""
     limiter, calls, hot = throttled
     for _ in range(3):  # 3 writes in 2 s: 1.5/s on a 10/s partition
         with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
@@ -197,23 +198,28 @@ def test_a_throttle_on_a_cool_shard_is_the_tables_no_doubling_no_retry(
                 pass
         assert raised.value.throttled
         clock.advance(0.2)
-    assert calls == ["UpdateItem:0"] * 5  # no doubling try, no other shard, no config read
+    # no doubling try, no other shard, no config read; a few tries each (flows/throttled.py)
+    assert set(calls) == {"UpdateItem:0"}
+    assert 5 <= len(calls) <= 5 * (1 + MAX_THROTTLED_WAITS)
     assert limiter.get_shards("hot", "api")[0].shard_count == 1
 
 
-def test_throttled_shard_zero_without_other_shards_fails_at_once(
+def test_throttled_shard_zero_without_other_shards_fails_after_a_few_tries(
     throttled: tuple[SyncRateLimiter, list[str], set[str]], clock: Clock
 ) -> None:
     limiter, calls, hot = throttled
     warm(limiter, clock)
     hot.add("default/BUCKET#hot#api#0")
     calls.clear()
-    with pytest.raises(RateLimiterUnavailable, match="shard 1 does not exist"):
+    with pytest.raises(RateLimiterUnavailable) as raised:
         with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
             pass
+    assert raised.value.throttled
     # The throttled write, the read that confirms a doubling is due, one doubling try,
-    # the probe of shard 1 and the read that shows there is none: bounded, no storm.
-    assert calls == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "UpdateItem:1", "GetItem:0"]
+    # the probe of shard 1 and the read that shows there is none; then shard 0 again
+    # after short waits (flows/throttled.py): bounded, no storm.
+    assert calls[:5] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "UpdateItem:1", "GetItem:0"]
+    assert set(calls[5:]) <= {"UpdateItem:0"} and len(calls[5:]) <= 1 + MAX_THROTTLED_WAITS
 
 
 def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
@@ -261,13 +267,11 @@ def test_a_throttled_doubling_rides_on_the_next_write_to_shard_zero(
     limiter, calls, hot = throttled
     warm(limiter, clock)
     hot.update({"default/BUCKET#hot#api#0", "let-piggyback-through"})
-    with pytest.raises(RateLimiterUnavailable):  # throttled, doubling throttled, no shard 1
-        with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
-            pass
-    assert limiter.get_shards("hot", "api")[0].shard_count == 1
     calls.clear()
+    # Throttled, the doubling throttled too, no shard 1: the acquire tries shard 0 again
+    # after a short wait, and that write carries the doubling and gets in.
     with limiter.acquire("hot", "api", {"rpm": 1}, limits=BIG):
-        pass  # the acquire on shard 0 carried the doubling, and got in
-    assert calls == ["UpdateItem:0"]
+        pass
+    assert calls[-1] == "UpdateItem:0"
     assert limiter.get_shards("hot", "api")[0].shard_count == 2
     assert limiter.repository.state.entities["hot"].shard_counts["api"] == 2

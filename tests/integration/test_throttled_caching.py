@@ -17,6 +17,7 @@ from moto import mock_aws
 
 from tests.conftest import Clock
 from zae_limiter import Limit, RateLimiterUnavailable, SyncRateLimiter, SyncRepository
+from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
 
 RPM = Limit.per_minute("rpm", 600)
 HOT = "default/BUCKET#key-1#gpt#0"
@@ -65,9 +66,12 @@ def test_throttled_acquires_read_the_configs_once(
             assert raised.value.throttled
             clock.advance(0.1)
     # One config read (with shard 0's item) for the first acquire; every acquire sent its
-    # one write, which the meter counts as a throttle (it consumed nothing).
+    # write, the first also its few retries after short waits, the later ones held back
+    # first (the bucket's gate in this client, flows/throttled.py) and so sent fewer. The
+    # meter counts each as a throttle (they consumed nothing).
     assert measured.ops == ["batch_get_item"]
-    assert meter.throttles - throttles == 10
+    sent = meter.throttles - throttles
+    assert 10 + MAX_THROTTLED_WAITS <= sent < 10 * (1 + MAX_THROTTLED_WAITS)
 
 
 def test_the_entity_is_known_after_a_throttled_first_acquire(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
-from zae_limiter.flows import Flow, Result, run_pure
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, Result, Sleep, run_pure
 from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState
 from zae_limiter.limits import Limit
@@ -123,3 +125,24 @@ def value_of(params: dict[str, Any], before: str, expression: str) -> int:
     match = re.search(re.escape(before) + r"\s*(:\w+)", params[expression])
     assert match, f"{before!r} not in {params[expression]!r}"
     return int(params["ExpressionAttributeValues"][match.group(1)]["N"])
+
+
+def answered(flow: Any, answer: Callable[[Call], Any]) -> tuple[Any, list[Call], int]:
+    """Run a flow to its end: (value or raised error, calls, simulated ms slept)."""
+    calls: list[Call] = []
+    slept = 0
+    send: Any = None
+    try:
+        request = next(flow)
+        while True:
+            if isinstance(request, Sleep):
+                slept += request.ms
+                send = None
+            else:
+                calls.append(request)
+                send = answer(request)
+            request = flow.throw(send) if isinstance(send, BaseException) else flow.send(send)
+    except StopIteration as done:
+        return done.value, calls, slept
+    except RateLimiterUnavailable as error:
+        return error, calls, slept

@@ -2,7 +2,7 @@
 
 A throttle doubles the shards only when this client's last view of the shard's write-rate
 window shows the partition near its own limit; otherwise the table is the bottleneck and
-the throttle reaches the caller at once, with no doubling and no retry on another shard.
+the throttle reaches the caller after the acquire's short wait budget, with no doubling.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit._flowkit import T0, item, make_level, make_state, ok
+from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.acquire import take_any_shard
@@ -105,17 +105,21 @@ def test_a_throttle_without_partition_evidence_fails_fast(
     writes: int, span_ms: int, seen_ms: int
 ) -> None:
     state = state_that_saw(writes, span_ms, seen_ms)
-    with pytest.raises(RateLimiterUnavailable) as raised:
-        run(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), [throttle()])
-    assert raised.value.throttled
+    raised, calls, _slept = answered(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle()
+    )
+    assert isinstance(raised, RateLimiterUnavailable) and raised.throttled
+    assert {c.op for c in calls} == {"update_item"}  # no read of shard 0, no doubling
     assert state.shard_count("e1", "gpt") == 1
     assert not state.entities["e1"].doubling_tried
 
 
 def test_a_client_that_never_saw_the_shard_does_not_double() -> None:
     state = make_state()
-    with pytest.raises(RateLimiterUnavailable):
-        run(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), [throttle()])
+    raised, _calls, _slept = answered(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle()
+    )
+    assert isinstance(raised, RateLimiterUnavailable)
     assert not state.entities["e1"].doubling_tried
 
 
@@ -135,8 +139,10 @@ def test_a_throttled_first_acquire_still_learns_the_entity_from_the_prefetched_i
     so the next acquire does not read the configs again."""
     state = make_state(known=False)
     prefetched = item(T0 - 1000, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
-    with pytest.raises(RateLimiterUnavailable):
-        run(take_any_shard(state, make_level(), T0, True, prefetched), [throttle()])
+    raised, _calls, _slept = answered(
+        take_any_shard(state, make_level(), T0, True, prefetched), lambda _c: throttle()
+    )
+    assert isinstance(raised, RateLimiterUnavailable)
     assert "e1" in state.entities
     assert state.shard_count("e1", "gpt") == 4
 
@@ -150,6 +156,9 @@ def test_evidence_from_before_a_doubling_does_not_double_again() -> None:
     for shard in (0, 1):  # whichever shard the acquire picks
         meta.seen_windows[("gpt", shard)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
     meta.shard_counts["gpt"] = 2
-    with pytest.raises(RateLimiterUnavailable):
-        run(take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED), [throttle()])
+    raised, _calls, _slept = answered(
+        take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED),
+        lambda _c: throttle(),
+    )
+    assert isinstance(raised, RateLimiterUnavailable)
     assert not meta.doubling_tried

@@ -92,9 +92,7 @@ def _defined_names(path: Path) -> set[str]:
     return {n for n in names if not n.startswith("_")}
 
 
-# TODO(throttle, issue 25): the keepers are to take a protocol or callables instead of a
-# repository; then this edge goes and the allow-list is empty.
-CIRCLES_ALLOWED = {frozenset({"zae_limiter.repository", "zae_limiter.reserve_keeper"})}
+CIRCLES_ALLOWED: set[frozenset[str]] = set()
 
 
 def _import_graph(root: Path) -> dict[str, set[str]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded, ValidationError
-from zae_limiter.flows import Flow, lockstep, reserve_ops
+from zae_limiter.flows import Flow, lockstep, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, local_rejection
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
@@ -257,20 +257,17 @@ def _take_parent(
     )
 
 
-#: Shards tried for one level before a rejection stands (the first and two others).
-MAX_SHARD_TRIES = 3
-
-
 def take_any_shard(
     state: RepoState, level: Level, now_ms: int, speculative: bool, prefetched: Any
 ) -> Flow[Taken | Rejected]:
     """Take from a random shard; a drained shard is not the entity: try up to two others.
 
-    A throttled write on a shard whose measured write rate shows its partition is the
-    bottleneck prompts one doubling try on shard 0 and one more attempt on another shard
-    (shard 1 when only one is known: a probe). Any other throttle is the table's: it
-    reaches the caller at once, as does a second throttle, so a hot entity never turns
-    into a retry storm and table-wide pressure never multiplies shards.
+    A throttled write was not applied, so it is tried again (flows/throttled.py): on a
+    shard not tried yet, then after short jittered waits, until the acquire's wait budget
+    is spent. A throttle on a shard whose measured write rate shows its partition is the
+    bottleneck also prompts one doubling try on shard 0 (and the next try goes to shard 1
+    when only one is known: a probe). A reserve write that is throttled stretches the
+    client's reserve first (fewer, larger writes), and counts as evidence all the same.
     """
     _learn_from_prefetched(state, level, prefetched)
     count = level.shard_count
@@ -278,31 +275,49 @@ def take_any_shard(
     preferred = reserve_ops.preferred_shard(state, level)
     if preferred is not None and prefetched is NOT_FETCHED:
         shard = preferred
-    tried = [shard]
-    throttles = 0
+    tries = throttled.Tries([shard])
+    gate = throttled.gate_ms(state, level, now_ms)
+    if gate:  # this client was throttled on the bucket just now: hold back first
+        yield from pause(tries.hold_back(gate))
+        served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
+        if served is not None:
+            return served
     while True:
-        here = level
-        if shard != level.shard_id or level.shard_count <= shard:
-            here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
-        if here.flush is not None and shard != preferred:
-            here = replace(here, flush=None)  # the reserve's spending belongs to its shard
-        outcome: Taken | Rejected | None = None
+        here = _on_shard(level, shard, count, preferred)
+        at_ms = now_ms + tries.waited_ms
         try:
-            outcome = yield from take(state, here, now_ms, speculative, prefetched)
-            if isinstance(outcome, Taken) or len(tried) >= MAX_SHARD_TRIES:
-                return outcome
+            outcome = yield from take(state, here, at_ms, speculative, prefetched)
         except RateLimiterUnavailable as error:
-            stale = error.code == SHARD_NOT_FOUND and not throttles
-            if not stale or len(tried) >= MAX_SHARD_TRIES:
-                throttles += 1
-                if not error.throttled or throttles > 1 or state.max_shards == 1:
+            if error.code == SHARD_NOT_FOUND and tries.throttles:
+                # A probe after a throttle found no such shard: shard 0's count is known
+                # now, and the try goes to one that exists.
+                shard = random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
+                prefetched = NOT_FETCHED
+                continue
+            if error.code == SHARD_NOT_FOUND:
+                outcome = None  # a stale count: shard 0's is known now, pick again
+            elif not error.throttled:
+                raise
+            else:
+                throttled.note_reserve_write(state, here, True, at_ms)
+                throttled.note_throttle(state, here, at_ms)
+                waits = tries.waits
+                next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
+                if next_shard is None:
                     raise
-                since = throttle_evidence(state, here, now_ms)
-                if since is None:
-                    raise
-                yield from double(state, level.entity_id, level.resource, now_ms, since, True)
-        count = max(state.shard_count(level.entity_id, level.resource), 1 + throttles)
-        others = [s for s in range(count) if s not in tried]
+                if tries.waits > waits:  # it waited: a reserve may cover it now
+                    served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
+                    if served is not None:
+                        return served
+                shard, prefetched = next_shard, NOT_FETCHED
+                continue
+        else:
+            if isinstance(outcome, Taken):
+                throttled.note_reserve_write(state, here, False, at_ms)
+                throttled.note_success(state, here)
+                return outcome
+        count = max(state.shard_count(level.entity_id, level.resource), 1)
+        others = tries.untried(count)
         if not others:
             if outcome is None:
                 raise RateLimiterUnavailable(
@@ -310,8 +325,44 @@ def take_any_shard(
                 )
             return outcome
         shard = random.choice(others)
-        tried.append(shard)
+        tries.tried.append(shard)
         prefetched = NOT_FETCHED
+
+
+def _on_shard(level: Level, shard: int, count: int, preferred: int | None) -> Level:
+    here = level
+    if shard != level.shard_id or level.shard_count <= shard:
+        here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
+    if here.flush is not None and shard != preferred:
+        here = replace(here, flush=None)  # the reserve's spending belongs to its shard
+    return here
+
+
+def _after_throttle(
+    state: RepoState, level: Level, here: Level, tries: throttled.Tries, now_ms: int
+) -> Flow[int | None]:
+    """The shard to try after a throttle on `here` (None: give up), doubling first when
+    this client's view of the shard shows its partition is the bottleneck."""
+    tries.throttles += 1
+    if not tries.doubled and state.max_shards > 1:
+        since = throttle_evidence(state, here, now_ms)
+        if since is not None:
+            tries.doubled = True
+            yield from double(state, level.entity_id, level.resource, now_ms, since, True)
+    count = state.shard_count(level.entity_id, level.resource)
+    if tries.doubled:
+        count = max(count, 2)
+    others = tries.untried(count)
+    if others:
+        shard = random.choice(others)
+        tries.tried.append(shard)
+        return shard
+    wait = tries.wait_ms()
+    if wait is None:
+        return None
+    yield from pause(wait)
+    # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
+    return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
 
 
 def _learn_from_prefetched(state: RepoState, level: Level, prefetched: Any) -> None:

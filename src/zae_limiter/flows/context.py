@@ -55,6 +55,9 @@ class EntityMeta:
     #: A doubling that was throttled: (count it starts from, evidence since), to ride on
     #: this client's next write to shard 0.
     want_double: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: After throttles on a resource: (no write before this time in ms, throttles in a
+    #: row), so this client's other acquires wait instead of piling on (flows/throttled.py).
+    throttled_until: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

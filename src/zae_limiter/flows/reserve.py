@@ -26,11 +26,14 @@ threads); `flows.acquire` decides and `flows.reserve_return` writes.
 from __future__ import annotations
 
 import math
+import random
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zae_limiter.errors import ValidationError
+from zae_limiter.flows.backoff import Pacer, spread_age_ms
+from zae_limiter.flows.stretch import Stretch
 from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
 from zae_limiter.limits import Limit
 
@@ -140,8 +143,14 @@ class ReserveStats:
 class ReserveBook:
     """Every reserve and demand estimate of one client."""
 
-    def __init__(self, settings: ReserveSettings | None = None) -> None:
+    def __init__(
+        self, settings: ReserveSettings | None = None, rng: random.Random | None = None
+    ) -> None:
         self.settings = settings or ReserveSettings()
+        #: Backoff and write budgets of the returns (see flows/backoff.py).
+        self.pacer = Pacer(self.settings.writes_per_second, rng)
+        #: Write-rate targets cut by throttled reserve writes (see flows/stretch.py).
+        self.stretch = Stretch()
         self._lock = threading.Lock()
         self._reserves: dict[Key, Reserve] = {}
         self._demand: dict[Key, _Demand] = {}
@@ -199,10 +208,11 @@ class ReserveBook:
             if demand.count * 1000 / DEMAND_TAU_MS < settings.hot_rate:
                 return {}
             held = self._reserves.get(key)
+            period_ms = self.stretch.period_ms(key, settings.period_ms)
             wanted: dict[str, int] = {}
             for limit in limits:
                 rate = demand.amounts.get(limit.name, 0.0) * 1000 / DEMAND_TAU_MS
-                target = max(int(rate * settings.period_ms / 1000), 2 * consume.get(limit.name, 0))
+                target = max(int(rate * period_ms / 1000), 2 * consume.get(limit.name, 0))
                 cap = int(settings.max_share * limit.capacity_milli / max(1, shard_count))
                 left = held.left.get(limit.name, 0) if held is not None else 0
                 # Whole tokens (see bucket_write.grant).
@@ -331,7 +341,9 @@ class ReserveBook:
                 self._retire(key)
                 held = None
             if held is None:
-                held = self._reserves[key] = Reserve(shard_id, limits, {}, {}, now_ms, now_ms)
+                # Born a little earlier than now: returns taken together fall due apart.
+                born = now_ms - spread_age_ms(self.settings.max_age_ms, self.pacer.rng)
+                held = self._reserves[key] = Reserve(shard_id, limits, {}, {}, born, now_ms)
             counted = held.taken.setdefault(epoch, {})
             for name, milli in granted.items():
                 held.left[name] = held.left.get(name, 0) + milli
@@ -346,7 +358,7 @@ class ReserveBook:
                 idle = now_ms - held.used_ms >= settings.idle_ms
                 if idle or now_ms - held.born_ms >= settings.max_age_ms:
                     self._retire(key)
-            out, self._outgoing = self._outgoing, []
+            out, self._outgoing = self.pacer.release(self._outgoing, now_ms)
             return out
 
     def drain(self) -> list[tuple[Key, Reserve]]:
@@ -357,16 +369,17 @@ class ReserveBook:
             out, self._outgoing = self._outgoing, []
             return out
 
-    def next_due_ms(self) -> int | None:
-        """When the next reserve becomes due (None: none held, nothing outgoing)."""
+    def next_due_ms(self, now_ms: int | None = None) -> int | None:
+        """When the next reserve becomes due (None: none held, nothing outgoing); with
+        `now_ms`, returns waiting for their backoff or budget count from when they may go."""
         with self._lock:
-            if self._outgoing:
-                return 0
             settings = self.settings
             times = [
                 min(h.used_ms + settings.idle_ms, h.born_ms + settings.max_age_ms)
                 for h in self._reserves.values()
             ]
+            if self._outgoing:
+                times.append(0 if now_ms is None else self.pacer.due_at(self._outgoing, now_ms))
             return min(times, default=None)
 
     def returned(self, held: Reserve, back: Mapping[str, int]) -> None:
@@ -380,9 +393,14 @@ class ReserveBook:
         with self._lock:
             self.stats.lost += count
 
-    def retry_later(self, items: Iterable[tuple[Key, Reserve]]) -> None:
-        """Returns that DynamoDB refused (throttled, so not applied): try them again later."""
+    def retry_later(self, items: Iterable[tuple[Key, Reserve]], now_ms: int | None = None) -> None:
+        """Returns that DynamoDB refused (throttled, so not applied): try them again after
+        a backoff (see flows/backoff.py)."""
         with self._lock:
+            items = list(items)
+            if now_ms is not None:
+                for key, _held in items:
+                    self.pacer.throttled(key, now_ms)
             self._outgoing.extend(items)
 
     def snapshot(self) -> ReserveStats:

@@ -209,4 +209,4 @@ def give_back_reserves(
         else:
             book.returned(held, back)
     if again:
-        book.retry_later(again)
+        book.retry_later(again, now_ms)

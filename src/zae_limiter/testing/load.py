@@ -35,6 +35,11 @@ class Phase:
     #: Token reserves in the clients: None keeps the library's default; False measures
     #: sharding alone (one write per acquire).
     reserve: bool | None = None
+    #: One client (repository) per process, shared by its threads, as a server process
+    #: would; False: one per thread.
+    shared_client: bool = False
+    #: Threads per process (0: enough for RATE_PER_THREAD each, see bench.hot_entity).
+    threads: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +65,24 @@ class Tally:
     admitted_at: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     unavailable_codes: dict[str, int] = field(default_factory=dict)
+    #: Throttles the clients saw, and reserve returns they scheduled again, per second.
+    client_throttles: dict[int, int] = field(default_factory=dict)
+    returns_retried: dict[int, int] = field(default_factory=dict)
+    #: How long each admitted acquire took (s).
+    admitted_latency: list[float] = field(default_factory=list)
 
     def add(self, column: dict[int, int], second: int) -> None:
         column[second] = column.get(second, 0) + 1
 
     def merge(self, other: Tally) -> None:
-        for name in ("attempted", "admitted", "rejected", "unavailable"):
+        for name in (
+            "attempted",
+            "admitted",
+            "rejected",
+            "unavailable",
+            "client_throttles",
+            "returns_retried",
+        ):
             mine: dict[int, int] = getattr(self, name)
             for second, n in getattr(other, name).items():
                 mine[second] = mine.get(second, 0) + n
@@ -74,6 +91,7 @@ class Tally:
         self.missed += other.missed
         self.first_attempt = min(self.first_attempt, other.first_attempt)
         self.admitted_at.extend(other.admitted_at)
+        self.admitted_latency.extend(other.admitted_latency)
         self.errors.extend(other.errors[: max(0, 5 - len(self.errors))])
 
 
@@ -118,6 +136,7 @@ def _attempt(limiter: Any, phase: Phase, start_at: float, tally: Tally) -> None:
         done = time.time()
         tally.add(tally.admitted, int(done - start_at))
         tally.admitted_at.append(done)
+        tally.admitted_latency.append(done - began)
 
 
 def reserve_kwargs(reserve: bool | None) -> dict[str, Any]:
@@ -148,27 +167,88 @@ def worker(spec: WorkerSpec, ready: Any, go: Any, start: Any, results: Any) -> N
             max_shards=1 if spec.phase.pinned else 256,
             **options,
         )
-        for _ in range(spec.threads)
+        for _ in range(1 if spec.phase.shared_client else spec.threads)
     ]
+    if spec.phase.shared_client:
+        _warm_up(repos[0], spec.phase)
     ready.wait()
     go.wait()
     spec = WorkerSpec(
         spec.endpoint_url, spec.table, spec.phase, spec.rate, spec.threads, start.value
     )
-    tallies = [Tally() for _ in range(spec.threads)]
+    tallies = [Tally() for _ in range(spec.threads + 1)]
+    limiters = [SyncRateLimiter(repo) for repo in repos]
     threads = [
         threading.Thread(
-            target=_client_thread, args=(spec, i, tallies[i], SyncRateLimiter(repos[i]))
+            target=_client_thread, args=(spec, i, tallies[i], limiters[i % len(limiters)])
         )
         for i in range(spec.threads)
     ]
+    sampler = _Sampler(repos, spec.start_at, tallies[-1])
     for t in threads:
         t.start()
+    sampler.start()
     for t in threads:
         t.join()
+    sampler.stop()
     for repo in repos:
         repo.close()
     total = Tally()
     for tally in tallies:
         total.merge(tally)
     results.put(total)
+
+
+def _warm_up(repo: Any, phase: Phase) -> None:
+    """One acquire on an entity of this process's own, before the start: connections are
+    open and the engine has served this code path, as in a process that has been running.
+    The measured entity is not touched."""
+    import os
+
+    from zae_limiter import SyncRateLimiter
+
+    with SyncRateLimiter(repo).acquire(
+        f"warm-{os.getpid()}", RESOURCE, {phase.limit.name: 1}, limits=[phase.limit]
+    ):
+        pass
+
+
+class _Sampler:
+    """Counts, per second, the throttles the clients saw and the returns they retried."""
+
+    def __init__(self, repos: list[Any], start_at: float, tally: Tally) -> None:
+        self.repos = repos
+        self.start_at = start_at
+        self.tally = tally
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self._last = (0, 0)
+
+    def _totals(self) -> tuple[int, int]:
+        throttles = sum(r.get_capacity_stats().throttles for r in self.repos)
+        books = [r.state.reserves for r in self.repos if r.state.reserves is not None]
+        return throttles, sum(book.pacer.retried for book in books)
+
+    def _sample(self) -> None:
+        now = self._totals()
+        second = int(time.time() - self.start_at)
+        self.tally.client_throttles[second] = (
+            self.tally.client_throttles.get(second, 0) + now[0] - self._last[0]
+        )
+        self.tally.returns_retried[second] = (
+            self.tally.returns_retried.get(second, 0) + now[1] - self._last[1]
+        )
+        self._last = now
+
+    def _loop(self) -> None:
+        self._last = self._totals()
+        while not self._done.wait(0.1):
+            self._sample()
+        self._sample()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()

@@ -1,0 +1,137 @@
+"""What an acquire does when its write is throttled: another shard, or a short wait.
+
+A throttle is a refusal: the write was not applied, so trying again is safe. It is not
+a reason to fail the caller while capacity may exist elsewhere: another shard of the
+entity sits on another partition, and a partition's refusals clear within the second.
+So a throttled acquire write tries a shard it has not tried yet (at most
+`MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
+jitter (see flows/backoff.py) and tries again, at most `MAX_THROTTLED_WAITS` times,
+the waits adding up to `THROTTLED_WAIT_MS`. Only then does `RateLimiterUnavailable`
+reach the caller. The waits are counted in simulated time (the flow's own sum), never
+read from a clock: the driver's deadline still cuts a run that takes too long in
+wall-clock time.
+
+A throttle also closes the bucket's gate in this client for a backoff: its other
+acquires on the bucket hold back until then (within their own budget) instead of adding
+writes to a partition that is refusing them.
+
+After a wait, the client's reserve of the bucket is looked at again: with several threads
+on one client, another acquire may have taken one meanwhile, and the tokens are then
+already out of the bucket, with no write at all.
+
+The jittered, growing waits keep a throttled fleet from retrying in step: each acquire
+sends a handful of writes at most, spread over its wait budget.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from zae_limiter.flows.backoff import backoff_ms
+from zae_limiter.flows.bucket_write import Level, Taken
+from zae_limiter.flows.context import RepoState
+
+_GATE_RNG = random.Random()
+#: Shards tried for one level without waiting (the first and two others).
+MAX_SHARD_TRIES = 3
+#: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
+THROTTLED_WAIT_MS = 600
+MAX_THROTTLED_WAITS = 4
+
+
+@dataclass(slots=True)
+class Tries:
+    """One level's tries: the shards tried, throttles seen, time waited (ms)."""
+
+    tried: list[int]
+    rng: random.Random = field(default_factory=random.Random)
+    throttles: int = 0
+    waits: int = 0
+    waited_ms: int = 0
+    doubled: bool = False
+
+    def untried(self, count: int) -> list[int]:
+        if len(self.tried) >= MAX_SHARD_TRIES:
+            return []
+        return [s for s in range(count) if s not in self.tried]
+
+    def hold_back(self, gate: int) -> int:
+        """A wait before the first write, while the bucket's gate is closed (0: none)."""
+        # Jittered past the gate: the client's other acquires do not all go at its end.
+        wait = min(gate + self.rng.randint(0, gate), THROTTLED_WAIT_MS - self.waited_ms)
+        if wait <= 0:
+            return 0
+        self.waits += 1
+        self.waited_ms += wait
+        return wait
+
+    def wait_ms(self) -> int | None:
+        """How long to wait before trying again; None: the budget is spent."""
+        left = THROTTLED_WAIT_MS - self.waited_ms
+        if left <= 0 or self.waits >= MAX_THROTTLED_WAITS:
+            return None
+        # The last wait takes what is left: the acquire gives up only at its budget's end.
+        last = self.waits == MAX_THROTTLED_WAITS - 1
+        wait = left if last else max(1, min(left, backoff_ms(self.throttles, self.rng)))
+        self.waits += 1
+        self.waited_ms += wait
+        return wait
+
+
+def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
+    """A write to the bucket was throttled: this client's writes to it hold back for a
+    backoff that grows with the throttles in a row (full jitter, see flows/backoff.py)."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None:
+        return
+    _until, row = meta.throttled_until.get(level.resource, (0, 0))
+    wait = backoff_ms(row + 1, _GATE_RNG)
+    meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
+
+
+def note_success(state: RepoState, level: Level) -> None:
+    meta = state.entities.get(level.entity_id)
+    if meta is not None and meta.throttled_until:
+        meta.throttled_until.pop(level.resource, None)
+
+
+def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
+    """How long an acquire should hold back before writing to the bucket (0: go)."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None or not meta.throttled_until:
+        return 0
+    until, _row = meta.throttled_until.get(level.resource, (0, 0))
+    return max(0, until - now_ms)
+
+
+def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: int) -> None:
+    """A write that asked for a reserve went through or was throttled: the bucket's
+    reserve write-rate target steps up or is halved (flows/stretch.py)."""
+    book = state.reserves
+    if book is None or not level.hold_milli:
+        return
+    key = (level.entity_id, level.resource)
+    if throttled:
+        book.stretch.throttled(key, now_ms)
+    else:
+        book.stretch.succeeded(key)
+
+
+def from_reserve(state: RepoState, level: Level, now_ms: int) -> Taken | None:
+    """The level served from the client's reserve of its bucket, if it now covers it."""
+    book = state.reserves
+    if book is None:
+        return None
+    key = (level.entity_id, level.resource)
+    shard = book.spend(key, level.limits, level.consume_milli, now_ms)
+    if shard is None:
+        return None
+    return Taken(
+        level.entity_id,
+        level.resource,
+        shard,
+        level.consume_milli,
+        level.limits,
+        from_reserve=True,
+    )

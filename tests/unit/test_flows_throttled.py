@@ -1,0 +1,179 @@
+"""A throttled acquire write (flows/acquire.take_any_shard, flows/throttled.py), driven by
+canned answers: another shard or a short wait within the acquire's wait budget, reserve
+writes that count as doubling evidence and stretch the client's reserve.
+
+Time is simulated: a `Sleep` the flow yields is answered at once and only counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows.acquire import take_any_shard
+from zae_limiter.flows.bucket_write import Taken
+from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.reserve import ReserveBook
+from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.throttled import MAX_SHARD_TRIES, MAX_THROTTLED_WAITS, THROTTLED_WAIT_MS
+
+WCU = 50
+FULL = {"rpm": 9000, "tpm": 900_000}
+
+
+def throttle() -> RateLimiterUnavailable:
+    return RateLimiterUnavailable("throttled", code="ProvisionedThroughputExceededException")
+
+
+def shard_of(call: Call) -> int:
+    return int(call.params["Key"]["PK"]["S"].rsplit("#", 1)[1])
+
+
+def state_with(shards: int = 1, hot_window: bool = False) -> RepoState:
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shard_counts["gpt"] = shards
+    if hot_window:  # 50/s over 2 s: the partition's whole limit
+        for s in range(shards):
+            meta.seen_windows[("gpt", s)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, shards)
+    return state
+
+
+def test_a_throttled_write_tries_another_shard_before_failing() -> None:
+    state = state_with(shards=4)
+    hot = {0}
+
+    def answer(call: Call) -> Any:
+        return throttle() if shard_of(call) in hot else ok(item(T0, FULL, shard_count=4))
+
+    for first in range(20):  # whichever shard comes first, the acquire lands elsewhere
+        hot = {first % 4}
+        outcome, _calls, slept = answered(
+            take_any_shard(state, make_level(shard_count=4), T0, True, NOT_FETCHED), answer
+        )
+        assert isinstance(outcome, Taken), outcome
+        assert outcome.shard_id not in hot
+        assert slept == 0  # another partition had room: no waiting
+
+
+def test_a_throttled_write_on_the_only_shard_waits_and_succeeds() -> None:
+    state = state_with(shards=1)
+    answers = iter([throttle(), throttle(), ok(item(T0, FULL))])
+    outcome, calls, slept = answered(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: next(answers)
+    )
+    assert isinstance(outcome, Taken)
+    assert len(calls) == 3 and 0 < slept <= THROTTLED_WAIT_MS
+
+
+def test_unavailable_only_when_the_wait_budget_is_spent() -> None:
+    """Throttled everywhere, table-level (no partition evidence): a bounded number of
+    jittered tries, waits summing to the budget, then the throttle reaches the caller,
+    and no doubling (more shards would only add writes)."""
+    for shards in (1, 4):
+        state = state_with(shards=shards)
+        outcome, calls, slept = answered(
+            take_any_shard(state, make_level(shard_count=shards), T0, True, NOT_FETCHED),
+            lambda _c: throttle(),
+        )
+        assert isinstance(outcome, RateLimiterUnavailable) and outcome.throttled
+        assert slept == THROTTLED_WAIT_MS
+        assert len(calls) <= min(shards, MAX_SHARD_TRIES) + MAX_THROTTLED_WAITS  # not a storm
+        assert all(c.op == "update_item" for c in calls)
+        assert not state.entities["e1"].doubling_tried
+        assert state.shard_count("e1", "gpt") == shards
+
+
+@pytest.mark.parametrize("reserve", [False, True])
+def test_a_throttled_reserve_write_counts_toward_doubling(reserve: bool) -> None:
+    """A reserve take is throttled on a shard whose partition is at its limit: shard 0 is
+    doubled exactly as for a write without a reserve."""
+    state = state_with(shards=1, hot_window=True)
+    state.reserves = ReserveBook()
+    level = make_level()
+    if reserve:
+        level = level.__class__(**{**_fields(level), "hold_milli": {"rpm": 5000}})
+    before = item(T0 - 5000, FULL)
+    after = item(T0, FULL, shard_count=2)
+    answers = iter([throttle(), Result({"Item": before}), ok(after), ok(after)])
+    outcome, calls, _slept = answered(
+        take_any_shard(state, level, T0, True, NOT_FETCHED), lambda _c: next(answers)
+    )
+    assert isinstance(outcome, Taken) and outcome.shard_id == 1
+    doubling = calls[2].params["ExpressionAttributeValues"]
+    assert doubling[":new"] == {"N": "2"}
+    key = ("e1", "gpt")
+    # The throttled reserve write also stretched this client's reserve; the next write,
+    # which went through, stepped it back up by one step (below the target still).
+    assert (state.reserves.stretch.factor(key) < 1.0) is reserve
+
+
+def test_a_table_level_throttle_of_a_reserve_write_never_doubles() -> None:
+    state = state_with(shards=1)
+    state.reserves = ReserveBook()
+    level = make_level()
+    level = level.__class__(**{**_fields(level), "hold_milli": {"rpm": 5000}})
+    outcome, _calls, _slept = answered(
+        take_any_shard(state, level, T0, True, NOT_FETCHED), lambda _c: throttle()
+    )
+    assert isinstance(outcome, RateLimiterUnavailable)
+    assert not state.entities["e1"].doubling_tried
+    # throttled over 600 ms: halved once per SETTLE_MS (500 ms) of throttles, not per write
+    assert state.reserves.stretch.factor(("e1", "gpt")) in (0.5, 0.25)
+
+
+def _fields(level: Any) -> dict[str, Any]:
+    return {name: getattr(level, name) for name in level.__dataclass_fields__}
+
+
+def test_after_a_wait_a_reserve_taken_meanwhile_serves_the_acquire() -> None:
+    """Another thread of the same client took a reserve while this acquire was throttled:
+    after its wait the acquire is served from it, with no second write."""
+    state = state_with(shards=1)
+    state.reserves = ReserveBook()
+    key = ("e1", "gpt")
+    level = make_level()
+    calls: list[Call] = []
+
+    def answer(call: Call) -> Any:
+        calls.append(call)
+        if len(calls) == 1:  # meanwhile, the other thread's write brought a reserve
+            assert state.reserves is not None
+            state.reserves.install(key, 0, level.limits, {"rpm": 5000, "tpm": 500_000}, 1, T0)
+        return throttle()
+
+    outcome, sent, slept = answered(take_any_shard(state, level, T0, True, NOT_FETCHED), answer)
+    assert isinstance(outcome, Taken) and outcome.from_reserve
+    assert len(sent) == 1 and slept > 0
+    held = state.reserves.holding(key)
+    assert held is not None and held.left == {"rpm": 4000, "tpm": 400_000}
+
+
+def test_after_a_throttle_the_clients_next_acquire_holds_back_before_writing() -> None:
+    """The first acquire is throttled to the end of its budget; the next one, on the same
+    bucket, waits before its first write instead of adding one at once; after a write
+    that goes through, acquires write at once again."""
+    state = state_with(shards=1)
+    answered(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle())
+    calls: list[str] = []
+
+    def answer(call: Call) -> Any:
+        calls.append("write")
+        return ok(item(T0, FULL))
+
+    flow = take_any_shard(state, make_level(), T0 + 1, True, NOT_FETCHED)
+    first = next(flow)
+    assert not isinstance(first, Call)  # a Sleep: no write before the gate opens
+    outcome, _sent, _slept = answered(
+        take_any_shard(state, make_level(), T0 + 1, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken) and calls == ["write"]
+    outcome, _sent, slept = answered(
+        take_any_shard(state, make_level(), T0 + 2, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken) and slept == 0
