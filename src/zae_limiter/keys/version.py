@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.keys.core import PK, SK, TTL, Item, n, s, version_key
+from zae_limiter.keys.core import A_REFILL, PK, SK, SK_STATE, TTL, Item, n, s, version_key
 
 # ================================================================ schema version and migrations
 # Appended for issue 7 (`zae-limiter migrate`). The version record lives at `version_key()`;
@@ -151,3 +151,22 @@ def expire_old_bucket(table: str, item_key: Item, expire_at_s: int) -> dict[str,
 
 
 # ================================================================ end of schema version section
+
+
+def legacy_bucket_scan(table: str, start_key: Item | None, page_size: int) -> dict[str, Any]:
+    """One page of schema-2 bucket items (every namespace): those still holding `rf`,
+    which the conversion to full-at times removes."""
+    params: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": "#sk = :state AND attribute_exists(#rf)",
+        "ExpressionAttributeNames": {"#sk": SK, "#rf": A_REFILL},
+        "ExpressionAttributeValues": {":state": s(SK_STATE)},
+        "Limit": page_size,
+    }
+    if start_key:
+        params["ExclusiveStartKey"] = start_key
+    return params
+
+
+def get_item_consistent(table: str, key: Item) -> dict[str, Any]:
+    return {"TableName": table, "Key": key, "ConsistentRead": True}
