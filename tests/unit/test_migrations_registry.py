@@ -218,3 +218,34 @@ def test_migrate_runs_steps_in_order_and_bumps_after_each() -> None:
         (2, "0.1.0"),
         (1, migrations.BASE_MIN_CLIENT_VERSION),
     ]
+
+
+def test_step_three_writes_the_full_at_time_the_library_reads() -> None:
+    """v0003 converts to the same full-at time as a 0.2.0 client's first write would,
+    held reserves and shards included (flows.shares.current is the library's read)."""
+    from zae_limiter.bucket import LimitState
+    from zae_limiter.flows.shares import current
+    from zae_limiter.limits import Limit
+    from zae_limiter.migrations import v0003_full_at_buckets as v0003
+    from zae_limiter.models import BucketState
+
+    now = 1_800_000_000_000
+    rpm = Limit.custom("rpm", 10, 10, 60)
+    stored = LimitState(capacity_milli=10_000, refill_amount_milli=10_000, refill_period_ms=60_000)
+    epoch = keys.reserve_epoch(now)
+    for count, tk, held in [(1, 2000, 0), (2, -1500, 0), (1, 3000, 2000), (4, 9999, 0)]:
+        bucket = BucketState(
+            "e", "gpt", 1, count, now - 7_777, {"rpm": stored},
+            reserved={"rpm": {epoch: held}} if held else {}, legacy_tokens={"rpm": tk},
+        )  # fmt: skip
+        item = keys.new_bucket_item("default", bucket, now)
+        item[keys.A_REFILL] = keys.n(now - 7_777)
+        item[keys.limit_attr("rpm", "tk")] = keys.n(tk)
+        if held:
+            item[keys.reserve_attr("rpm", epoch)] = keys.n(held)
+        params = v0003.conversion("t", item, now)
+        assert params is not None
+        values = params["ExpressionAttributeValues"]
+        library, _held, rebase = current(keys.decode_bucket(item), rpm, now)
+        assert rebase and values[":v0"] == keys.n(library.full_at or 0), (count, tk, held)
+        assert values[":ok0"] == keys.n(tk) and values[":orf"] == keys.n(now - 7_777)
