@@ -28,4 +28,3 @@ def version_item(now_ms: int, updated_by: str) -> dict[str, Any]:
         keys.A_UPDATED_AT: keys.n(now_ms),
         keys.A_UPDATED_BY: keys.s(updated_by),
     }
-

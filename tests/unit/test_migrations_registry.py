@@ -136,8 +136,11 @@ def test_check_record_rules() -> None:
 
 
 def test_this_release_reads_schema_two_three_and_a_table_between() -> None:
-    for record in (VersionRecord(2, "0.1.0"), VersionRecord(3, "0.2.0"),
-                   VersionRecord(2, "0.1.0", migrating_to=3)):
+    for record in (
+        VersionRecord(2, "0.1.0"),
+        VersionRecord(3, "0.2.0"),
+        VersionRecord(2, "0.1.0", migrating_to=3),
+    ):
         check_record(record, "t", "0.2.0")
     with pytest.raises(SchemaVersionError, match="schema version 2 or later"):
         check_record(VersionRecord(1, migrating_to=2), "t", "0.2.0")
