@@ -11,9 +11,12 @@ from typing import Any
 from zae_limiter import keys
 
 #: The layout of items this release writes. Bumped by a migration, never by a deploy.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The oldest schema this release still reads: schema-2 bucket items (`tk` as of `rf`)
+#: are read as they are and converted on their first write, or by `zae-limiter migrate`.
+OLDEST_READABLE = 2
 #: The oldest client release that understands SCHEMA_VERSION.
-MIN_CLIENT_VERSION = "0.1.0"
+MIN_CLIENT_VERSION = "0.2.0"
 
 
 def version_item(now_ms: int, updated_by: str) -> dict[str, Any]:
@@ -25,4 +28,3 @@ def version_item(now_ms: int, updated_by: str) -> dict[str, Any]:
         keys.A_UPDATED_AT: keys.n(now_ms),
         keys.A_UPDATED_BY: keys.s(updated_by),
     }
-

@@ -95,12 +95,12 @@ def test_fresh_table_has_no_record_is_accepted_and_migrate_stamps_it(
         assert repo.run(read_version(repo.state)) is None
         assert repo.run(check_version(repo.state)) is None  # a fresh table is accepted
         plan = repo.run(migrations.status(repo.state))
-        assert (plan.current, plan.target, plan.pending) == (1, 2, True)
+        assert (plan.current, plan.target, plan.pending) == (1, 3, True)
         outcomes = repo.run(migrations.migrate(repo.state, plan, NOW_MS, BY))
-        assert [(o.version, o.items, o.skipped) for o in outcomes] == [(2, 0, False)]
+        assert [(o.version, o.items, o.skipped) for o in outcomes] == [(2, 0, False), (3, 0, False)]
         record = repo.run(check_version(repo.state))
     assert record is not None
-    assert (record.schema_version, record.min_client_version) == (2, "0.1.0")
+    assert (record.schema_version, record.min_client_version) == (3, "0.2.0")
     assert (record.updated_at_ms, record.updated_by) == (NOW_MS, BY)
     assert not record.migrating and record.cursor is None
     assert list(scan_all(ddb, table_name)) == [("_/SYSTEM#", "#VERSION")]
@@ -110,7 +110,7 @@ def test_table_at_an_older_schema_is_refused_with_the_command_to_run(
     ddb: Any, old: OldTable
 ) -> None:
     with open_repo(old.name, ddb) as repo, pytest.raises(SchemaVersionError) as caught:
-        repo.run(check_version(repo.state, "0.1.0"))
+        repo.run(check_version(repo.state, "0.2.0"))
     message = str(caught.value)
     assert "schema version 1" in message and "needs schema version 2" in message
     assert f"`zae-limiter migrate --name {old.name}`" in message
@@ -119,12 +119,12 @@ def test_table_at_an_older_schema_is_refused_with_the_command_to_run(
 def test_table_at_a_newer_schema_is_refused(ddb: Any, table_name: str) -> None:
     create_table(ddb, table_name)
     with open_repo(table_name, ddb) as repo:
-        repo.run(write_version(repo.state, 3, "0.5.0", NOW_MS, BY))
+        repo.run(write_version(repo.state, 4, "0.5.0", NOW_MS, BY))
         with pytest.raises(SchemaVersionError) as caught:
-            repo.run(check_version(repo.state, "0.1.0"))
-        assert "schema version 3" in str(caught.value)
-        assert "up to 2" in str(caught.value) and "0.1.0" in str(caught.value)
-        with pytest.raises(SchemaVersionError, match="newer than 2"):
+            repo.run(check_version(repo.state, "0.2.0"))
+        assert "schema version 4" in str(caught.value)
+        assert "up to 3" in str(caught.value) and "0.2.0" in str(caught.value)
+        with pytest.raises(SchemaVersionError, match="newer than 3"):
             repo.run(migrations.status(repo.state))
 
 
@@ -155,9 +155,9 @@ def test_old_layout_is_migrated_and_everything_else_is_kept(ddb: Any, old: OldTa
     before = scan_all(ddb, old.name)
     with open_repo(old.name, ddb) as repo:
         outcomes = run_migration(repo)
-        record = repo.run(check_version(repo.state, "0.1.0"))
-    assert [(o.version, o.items) for o in outcomes] == [(2, 5)]
-    assert record is not None and record.schema_version == 2 and not record.migrating
+        record = repo.run(check_version(repo.state, "0.2.0"))
+    assert [(o.version, o.items) for o in outcomes] == [(2, 5), (3, 0)]
+    assert record is not None and record.schema_version == 3 and not record.migrating
     after = scan_all(ddb, old.name)
     assert set(after) == set(before)
     for item_key in old.kept:
@@ -190,7 +190,7 @@ def test_dry_run_counts_and_changes_nothing(ddb: Any, old: OldTable) -> None:
     with open_repo(old.name, ddb) as repo:
         plan = repo.run(migrations.status(repo.state))
         counted = repo.run(migrations.plan_migration(repo.state, plan, NOW_MS))
-    assert [(c.version, c.items, c.blocked) for c in counted] == [(2, 5, None)]
+    assert [(c.version, c.items, c.blocked) for c in counted] == [(2, 5, None), (3, 0, None)]
     assert (
         counted[0].by_namespace
         == old.old_buckets_by_namespace()
@@ -230,7 +230,7 @@ def test_interrupted_migration_resumes_where_it_stopped(
         assert record.migrating_to == 2 and record.migration_step == v0002.PHASE
         assert record.cursor is not None and 0 < record.done < total
         with pytest.raises(SchemaVersionError, match="interrupted"):
-            repo.run(check_version(repo.state, "0.1.0"))
+            repo.run(check_version(repo.state, "0.2.0"))
         halfway = scan_all(ddb, table_name)
         expired = {k for k in old.old_buckets if keys.TTL in halfway[k]}
         assert record.done <= len(expired) < total
@@ -239,11 +239,11 @@ def test_interrupted_migration_resumes_where_it_stopped(
         calls: list[Any] = []
         plan = repo.run(migrations.status(repo.state))
         outcomes = repo.run(recorded(migrations.migrate(repo.state, plan, later, BY), calls))
-        record = repo.run(check_version(repo.state, "0.1.0"))
+        record = repo.run(check_version(repo.state, "0.2.0"))
     scans = [c for c in calls if not isinstance(c, tuple) and c.op == "scan"]
     assert scans[0].params.get("ExclusiveStartKey") == halfway_cursor(halfway)
     assert outcomes[0].items == total - len(expired)
-    assert record is not None and record.schema_version == 2 and not record.migrating
+    assert record is not None and record.schema_version == 3 and not record.migrating
     done = scan_all(ddb, table_name)
     for item_key in old.old_buckets:
         first_run = item_key in expired
@@ -300,8 +300,8 @@ def test_failed_write_is_thrown_into_the_flow_and_rerun_finishes(ddb: Any, old: 
             run_migration(repo)
         failing = False
         assert run_migration(repo)[0].version == 2
-        record = repo.run(check_version(repo.state, "0.1.0"))
-    assert record is not None and record.schema_version == 2
+        record = repo.run(check_version(repo.state, "0.2.0"))
+    assert record is not None and record.schema_version == 3
     after = scan_all(ddb, old.name)
     assert all(keys.TTL in after[k] for k in old.old_buckets)
 
@@ -313,12 +313,12 @@ async def test_async_repository_runs_the_same_migration(moto_http: str, table_na
     repo = await Repository.open(name=table_name, endpoint_url=moto_http, check_schema=False)
     try:
         with pytest.raises(SchemaVersionError):
-            await repo.run(check_version(repo.state, "0.1.0"))
+            await repo.run(check_version(repo.state, "0.2.0"))
         plan = await repo.run(migrations.status(repo.state))
         outcomes = await repo.run(migrations.migrate(repo.state, plan, NOW_MS, BY))
-        assert [(o.version, o.items) for o in outcomes] == [(2, 5)]
-        record = await repo.run(check_version(repo.state, "0.1.0"))
-        assert record is not None and record.schema_version == 2
+        assert [(o.version, o.items) for o in outcomes] == [(2, 5), (3, 0)]
+        record = await repo.run(check_version(repo.state, "0.2.0"))
+        assert record is not None and record.schema_version == 3
     finally:
         await repo.close()
     after = scan_all(client, table_name)

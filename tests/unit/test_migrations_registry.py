@@ -51,7 +51,7 @@ def fake(version: int, reversible: bool = True) -> Migration:
 def test_steps_are_contiguous_and_end_at_the_schema_version() -> None:
     versions = [s.version for s in migrations.STEPS]
     assert versions == list(range(BASE_VERSION + 1, BASE_VERSION + 1 + len(versions)))
-    assert migrations.LATEST == schema.SCHEMA_VERSION == 2
+    assert migrations.LATEST == schema.SCHEMA_VERSION == 3
     assert migrations.STEPS[-1].min_client_version == schema.MIN_CLIENT_VERSION
 
 
@@ -130,9 +130,24 @@ def test_check_record_rules() -> None:
     with pytest.raises(SchemaVersionError, match="interrupted"):
         check_record(VersionRecord(2, migrating_to=3), "t", "0.1.0", supported=2)
     with pytest.raises(SchemaVersionError, match=r"3, but zae-limiter 0\.1\.0 .* up to 2"):
-        check_record(VersionRecord(3), "t", "0.1.0")
+        check_record(VersionRecord(3), "t", "0.1.0", supported=2)
     with pytest.raises(SchemaVersionError, match=r"0\.1\.0 is older than 0\.2\.0"):
         check_record(VersionRecord(2, "0.2.0"), "t", "0.1.0")
+
+
+def test_this_release_reads_schema_two_three_and_a_table_between() -> None:
+    for record in (
+        VersionRecord(2, "0.1.0"),
+        VersionRecord(3, "0.2.0"),
+        VersionRecord(2, "0.1.0", migrating_to=3),
+    ):
+        check_record(record, "t", "0.2.0")
+    with pytest.raises(SchemaVersionError, match="schema version 2 or later"):
+        check_record(VersionRecord(1, migrating_to=2), "t", "0.2.0")
+    with pytest.raises(SchemaVersionError, match="interrupted"):
+        check_record(VersionRecord(3, migrating_to=4), "t", "0.2.0")
+    with pytest.raises(SchemaVersionError, match=r"older than 0\.2\.0"):
+        check_record(VersionRecord(3, "0.2.0"), "t", "0.1.9")
 
 
 def test_check_version_is_one_read() -> None:
@@ -206,3 +221,34 @@ def test_migrate_runs_steps_in_order_and_bumps_after_each() -> None:
         (2, "0.1.0"),
         (1, migrations.BASE_MIN_CLIENT_VERSION),
     ]
+
+
+def test_step_three_writes_the_full_at_time_the_library_reads() -> None:
+    """v0003 converts to the same full-at time as a 0.2.0 client's first write would,
+    held reserves and shards included (flows.shares.current is the library's read)."""
+    from zae_limiter.bucket import LimitState
+    from zae_limiter.flows.shares import current
+    from zae_limiter.limits import Limit
+    from zae_limiter.migrations import v0003_full_at_buckets as v0003
+    from zae_limiter.models import BucketState
+
+    now = 1_800_000_000_000
+    rpm = Limit.custom("rpm", 10, 10, 60)
+    stored = LimitState(capacity_milli=10_000, refill_amount_milli=10_000, refill_period_ms=60_000)
+    epoch = keys.reserve_epoch(now)
+    for count, tk, held in [(1, 2000, 0), (2, -1500, 0), (1, 3000, 2000), (4, 9999, 0)]:
+        bucket = BucketState(
+            "e", "gpt", 1, count, now - 7_777, {"rpm": stored},
+            reserved={"rpm": {epoch: held}} if held else {}, legacy_tokens={"rpm": tk},
+        )  # fmt: skip
+        item = keys.new_bucket_item("default", bucket, now)
+        item[keys.A_REFILL] = keys.n(now - 7_777)
+        item[keys.limit_attr("rpm", "tk")] = keys.n(tk)
+        if held:
+            item[keys.reserve_attr("rpm", epoch)] = keys.n(held)
+        params = v0003.conversion("t", item, now)
+        assert params is not None
+        values = params["ExpressionAttributeValues"]
+        library, _held, rebase = current(keys.decode_bucket(item), rpm, now)
+        assert rebase and values[":v0"] == keys.n(library.full_at or 0), (count, tk, held)
+        assert values[":ok0"] == keys.n(tk) and values[":orf"] == keys.n(now - 7_777)

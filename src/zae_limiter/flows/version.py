@@ -102,7 +102,11 @@ def check_record(
             f"{client} understands only up to {supported}: upgrade zae-limiter "
             f"(see `zae-limiter migrate --name {table} --check`)"
         )
-    if record.schema_version < supported or record.migrating:
+    # A table at any schema from `oldest` up, or migrating within that range, is read:
+    # this release reads both item forms those schemas leave.
+    oldest = min(supported, schema.OLDEST_READABLE)
+    beyond = record.migrating_to is not None and record.migrating_to > supported
+    if record.schema_version < oldest or beyond:
         doing = (
             f" (a migration to {record.migrating_to} is under way or was interrupted)"
             if record.migrating
@@ -110,7 +114,7 @@ def check_record(
         )
         raise SchemaVersionError(
             f"table {table!r} has schema version {record.schema_version}{doing}, but "
-            f"zae-limiter {client} needs schema version {supported}: run {fix}"
+            f"zae-limiter {client} needs schema version {oldest} or later: run {fix}"
         )
     if record.min_client_version and not version_at_least(client, record.min_client_version):
         raise SchemaVersionError(

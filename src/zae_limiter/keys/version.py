@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.keys.core import PK, SK, TTL, Item, n, s, version_key
+from zae_limiter.keys.core import A_REFILL, PK, SK, SK_STATE, TTL, Item, n, s, version_key
 
 # ================================================================ schema version and migrations
 # One record per table, at `version_key()`, says which layout the items follow, so a client
@@ -154,6 +154,21 @@ def expire_old_bucket(table: str, item_key: Item, expire_at_s: int) -> dict[str,
 # ================================================================ end of schema version section
 
 
+def legacy_bucket_scan(table: str, start_key: Item | None, page_size: int) -> dict[str, Any]:
+    """One page of schema-2 bucket items (every namespace): those still holding `rf`,
+    which the conversion to full-at times removes."""
+    params: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": "#sk = :state AND attribute_exists(#rf)",
+        "ExpressionAttributeNames": {"#sk": SK, "#rf": A_REFILL},
+        "ExpressionAttributeValues": {":state": s(SK_STATE)},
+        "Limit": page_size,
+    }
+    if start_key:
+        params["ExclusiveStartKey"] = start_key
+    return params
+
+
 __all__ = [
     "A_MIGRATING_TO",
     "A_MIGRATION_CURSOR",
@@ -168,6 +183,7 @@ __all__ = [
     "begin_migration",
     "expire_old_bucket",
     "get_version",
+    "legacy_bucket_scan",
     "namespace_of",
     "old_bucket_scan",
     "old_bucket_sk",

@@ -18,6 +18,7 @@ from zae_limiter.flows.audit import Auditor, commit
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.version import VersionRecord, read_version, write_version
 from zae_limiter.migrations import v0002_pre_shard_buckets as _v0002
+from zae_limiter.migrations import v0003_full_at_buckets as _v0003
 from zae_limiter.migrations._base import (
     BASE_MIN_CLIENT_VERSION,
     BASE_VERSION,
@@ -52,6 +53,15 @@ STEPS: tuple[Migration, ...] = (
         up=_v0002.up,
         plan=_v0002.plan,
         down=_v0002.down,
+    ),
+    Migration(
+        version=_v0003.version,
+        description=_v0003.description,
+        reversible=_v0003.reversible,
+        min_client_version=_v0003.min_client_version,
+        up=_v0003.up,
+        plan=_v0003.plan,
+        down=_v0003.down,
     ),
 )
 LATEST = STEPS[-1].version if STEPS else BASE_VERSION
