@@ -300,7 +300,10 @@ def take_any_shard(
                 since = throttle_evidence(state, here, now_ms)
                 if since is None:
                     raise
-                yield from double(state, level.entity_id, level.resource, now_ms, since, True)
+                names = [limit.name for limit in level.limits]
+                yield from double(
+                    state, level.entity_id, level.resource, now_ms, since, True, names
+                )
         count = max(state.shard_count(level.entity_id, level.resource), 1 + throttles)
         others = [s for s in range(count) if s not in tried]
         if not others:
