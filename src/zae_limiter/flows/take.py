@@ -225,6 +225,10 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
         return (yield from _current(state, level))
     shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
     bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
+    # It may be a donor itself, to shards the count already has: what it gives them is
+    # what it held when it was made, as after a count raise.
+    made = {name: at for name, at in full_at.items() if at is not None}
+    bucket = replace(bucket, split_full_at=made)
     item = keys.new_bucket_item(ns, bucket, now_ms)
     put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
     return item if put.ok else put.old

@@ -65,10 +65,8 @@ def new_bucket_item(ns: str, bucket: BucketState, now_ms: int) -> Item:
     for name, state in bucket.limits.items():
         if state.full_at is not None:
             item[limit_attr(name, "fa")] = n(state.full_at)
-            if bucket.shard_id:
-                # A split shard may be a donor itself (to shards the count already has):
-                # what it gives is what it held when it was made, as for a count raise.
-                item[limit_attr(name, "sf")] = n(state.full_at)
+        if name in bucket.split_full_at:
+            item[limit_attr(name, "sf")] = n(bucket.split_full_at[name])
         item[limit_attr(name, "cp")] = n(state.capacity_milli)
         item[limit_attr(name, "ra")] = n(state.refill_amount_milli)
         item[limit_attr(name, "rp")] = n(state.refill_period_ms)
