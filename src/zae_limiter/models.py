@@ -45,6 +45,9 @@ class BucketState:
     reserved: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     #: Schema-v2 tokens (`tk` as of `last_refill_ms`) of limits not converted yet.
     legacy_tokens: Mapping[str, int] = field(default_factory=dict)
+    #: Full-at values as of the last count raise (or the split that made the shard): what
+    #: shards that the raise made and that do not exist yet split off (keys.snapshot_parts).
+    split_full_at: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def user_limits(self) -> dict[str, LimitState]:

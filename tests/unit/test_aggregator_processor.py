@@ -168,15 +168,17 @@ def test_doubling_at_80_percent_write_pressure_and_propagation() -> None:
     plan = process([modify(image(sc=2, rpm_tk=40_000, rpm_tc=0), hot)], CONFIG, T0 + 1_000)
     (double,) = plan.by_kind("double")
     assert double.call.params == keys.double_shards(
-        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 2, 4, T0 + 1_000, T0 - 1_000
+        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 2, 4, T0 + 1_000, T0 - 1_000, ["rpm"]
     )
+    # The raise snapshots what shard 0 holds: the shards it makes split that off.
+    assert "#sf0 = if_not_exists(#sa0, :nosnap)" in double.call.params["UpdateExpression"]
     # Shard 0 went from 2 to 4 in this batch: shard 1 learns it (2 and 3 do not exist yet).
     grown = modify(image(sc=2, rpm_tc=0), image(sc=4, rpm_tc=0), seq=51)
     stale = modify(image(shard=5, sc=2, rpm_tc=0), image(shard=5, sc=2, rpm_tc=0), seq=52)
     writes = process([grown, stale], CONFIG, T0).by_kind("propagate")
     assert [w.call.params["Key"] for w in writes] == [keys.bucket_key("ns", "e1", "gpt", 1)]
     assert writes[0].call.params == keys.propagate_shard_count(
-        "tbl", keys.bucket_key("ns", "e1", "gpt", 1), 4
+        "tbl", keys.bucket_key("ns", "e1", "gpt", 1), 4, ["rpm"]
     )
 
 
@@ -190,7 +192,7 @@ def test_doubling_needs_significant_evidence_on_a_low_write_limit() -> None:
     hot = image(sc=1, rpm_tc=1_000, wcu_cp=5, ws=T0 - 2_000, wn=20)
     (double,) = process([modify(before, hot)], CONFIG, T0).by_kind("double")
     assert double.call.params == keys.double_shards(
-        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 1, 2, T0, T0 - 2_000
+        "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 1, 2, T0, T0 - 2_000, ["rpm"]
     )
     early = image(sc=1, rpm_tc=1_000, ws=T0 - 500, wn=900)  # under a second: no trend yet
     assert process([modify(before, early)], CONFIG, T0).by_kind("double") == []

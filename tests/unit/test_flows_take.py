@@ -394,8 +394,18 @@ def test_a_donor_that_never_saw_the_doubling_records_it_first() -> None:
     assert flow.send(Result({"Item": shard0})).op == "get_item"  # shard 1, the donor
     move = flow.send(Result({"Item": sibling}))
     assert move.op == "update_item"
-    assert move.params["ExpressionAttributeValues"] == {":new": keys.n(4), ":old": keys.n(2)}
-    recorded_count = {**sibling, keys.A_SHARD_COUNT: keys.n(4)}
+    values = move.params["ExpressionAttributeValues"]
+    assert (values[":new"], values[":old"]) == (keys.n(4), keys.n(2))
+    assert "#sf0 = if_not_exists(#sa0, :nosnap)" in move.params["UpdateExpression"]
+    # ALL_NEW as DynamoDB returns it: the count and the snapshot of the full-at time; a
+    # take on the sibling since (its fa moved on) is not the new shard's.
+    fa = keys.limit_attr("rpm", "fa")
+    recorded_count = {
+        **sibling,
+        keys.A_SHARD_COUNT: keys.n(4),
+        keys.limit_attr("rpm", "sf"): sibling[fa],
+        fa: keys.n(int(sibling[fa]["N"]) + 1000 * 60_000 * 4),
+    }
     put = flow.send(ok(recorded_count))
     assert put.op == "put_item"
     created = keys.decode_bucket(put.params["Item"])

@@ -94,7 +94,8 @@ def plan_group(
     merge: MergeCandidate | None = None
     if count < config.max_shard_count and proven_hot(shards, config.shard_up, now_ms):
         since = min(keys.get_n(c.new or {}, keys.A_WINDOW_START, now_ms) for c in latest.values())
-        writes.append(_double(group, count, config, now_ms, since, _last_seq(latest)))
+        names = _limit_names(latest)
+        writes.append(_double(group, count, config, now_ms, since, _last_seq(latest), names))
     elif shard0 is not None:
         writes.extend(_propagate(group, shards, latest, count, config))
         quiet, merge = _quiet(group, shard0, count, load, config, now_ms)
@@ -105,6 +106,12 @@ def plan_group(
 def _count(change: Change) -> int:
     assert change.new is not None
     return max(1, keys.get_n(change.new, keys.A_SHARD_COUNT, 1))
+
+
+def _limit_names(latest: Mapping[int, Change]) -> list[str]:
+    """The limits the shards' images hold: each count raise snapshots their full-at values."""
+    names = {name for c in latest.values() for name in keys.decode_bucket(c.new or {}).limits}
+    return sorted(names)
 
 
 def _last_seq(latest: Mapping[int, Change]) -> tuple[str, ...]:
@@ -118,11 +125,14 @@ def _double(
     now_ms: int,
     measured_since: int,
     seqs: tuple[str, ...],
+    names: Sequence[str],
 ) -> Write:
     ns, entity_id, resource = group
     new_count = min(count * 2, config.max_shard_count)
     shard0 = keys.bucket_key(ns, entity_id, resource, 0)
-    params = keys.double_shards(config.table, shard0, count, new_count, now_ms, measured_since)
+    params = keys.double_shards(
+        config.table, shard0, count, new_count, now_ms, measured_since, names
+    )
     return Write("double", Call("update_item", params), seqs)
 
 
@@ -142,13 +152,14 @@ def _propagate(
     targets.update(i for i, c in latest.items() if 0 < i < count and _count(c) < count)
     ns, entity_id, resource = group
     seqs = (latest[0].sequence_number,)
+    names = _limit_names(latest)
     return [
         Write(
             "propagate",
             Call(
                 "update_item",
                 keys.propagate_shard_count(
-                    config.table, keys.bucket_key(ns, entity_id, resource, i), count
+                    config.table, keys.bucket_key(ns, entity_id, resource, i), count, names
                 ),
             ),
             seqs,

@@ -348,7 +348,10 @@ def _after_throttle(
         since = throttle_evidence(state, here, now_ms)
         if since is not None:
             tries.doubled = True
-            yield from double(state, level.entity_id, level.resource, now_ms, since, True)
+            names = [limit.name for limit in level.limits]
+            yield from double(
+                state, level.entity_id, level.resource, now_ms, since, True, names
+            )
     count = state.shard_count(level.entity_id, level.resource)
     if tries.doubled:
         count = max(count, 2)

@@ -60,7 +60,21 @@ def tokens_now(bucket: BucketState, limit: Limit, now_ms: int, shares: int = 1) 
     `shares_held`). Tokens held in reserves are not there for anyone else."""
     state, held, _ = current(bucket, limit, now_ms)
     count = bucket.shard_count
-    return shares * state.tokens(now_ms, count) - held
+    own = state.tokens(now_ms, count)
+    if shares == 1:
+        return own - held
+    # The shares not split off yet hold what the split will copy: the snapshot.
+    given = replace(state, full_at=split_full_at(bucket, limit, now_ms))
+    return own + (shares - 1) * given.tokens(now_ms, count) - held
+
+
+def split_full_at(bucket: BucketState, limit: Limit, now_ms: int) -> int | None:
+    """The full-at value a shard split off `bucket` starts from: the snapshot the last
+    count raise took (keys.snapshot_parts), else (none taken, or one under another
+    config) the current one, which gives no more than the snapshot would."""
+    state, _, rebase = current(bucket, limit, now_ms)
+    snapshot = bucket.split_full_at.get(limit.name)
+    return state.full_at if snapshot is None or rebase else snapshot
 
 
 def capacity_of(limit: Limit, shard_count: int, shares: int = 1) -> int:
@@ -101,6 +115,7 @@ def read_shares(shards: Sequence[BucketState]) -> list[tuple[BucketState, int]]:
     for bucket in shards:
         shares = held[bucket.shard_id]
         if count is not None and bucket.shard_id < count and bucket.shard_count != count:
-            bucket = replace(bucket, shard_count=count)
+            # Its snapshot predates the raise still to come, which takes a new one.
+            bucket = replace(bucket, shard_count=count, split_full_at={})
         counted.append((bucket, shares))
     return counted

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,7 @@ from zae_limiter.flows.bucket_write import Level, Rejected, Taken, image, learn,
 from zae_limiter.flows.charge import charge_lost
 from zae_limiter.flows.context import RepoState, WindowSeen
 from zae_limiter.flows.plan import new_bucket, plan_write
-from zae_limiter.flows.shares import current, donor_of, stored_config
+from zae_limiter.flows.shares import donor_of, split_full_at, stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 
@@ -225,6 +225,10 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
         return (yield from _current(state, level))
     shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
     bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
+    # It may be a donor itself, to shards the count already has: what it gives them is
+    # what it held when it was made, as after a count raise.
+    made = {name: at for name, at in full_at.items() if at is not None}
+    bucket = replace(bucket, split_full_at=made)
     item = keys.new_bucket_item(ns, bucket, now_ms)
     put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
     return item if put.ok else put.old
@@ -249,7 +253,8 @@ def _split_off(
     """
     if donor.shard_count < count:
         key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
-        params = keys.set_shard_count(state.table, key, donor.shard_count, count)
+        names = [limit.name for limit in level.limits]
+        params = keys.set_shard_count(state.table, key, donor.shard_count, count, names)
         try:
             moved = yield from one(Call("update_item", params))
         except RateLimiterUnavailable as error:
@@ -262,7 +267,7 @@ def _split_off(
         donor = keys.decode_bucket(seen)
         if donor.shard_count != count:
             return None
-    return {limit.name: current(donor, limit, now_ms)[0].full_at for limit in level.limits}
+    return {limit.name: split_full_at(donor, limit, now_ms) for limit in level.limits}
 
 
 def _empty(limit: Limit, count: int, now_ms: int) -> int:
@@ -300,7 +305,8 @@ def _after_write(
         return _propagate(state, level, count)
     meta.seen_windows[(level.resource, level.shard_id)] = seen
     if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
-        return double(state, level.entity_id, level.resource, now_ms, seen.start_ms)
+        names = [limit.name for limit in level.limits]
+        return double(state, level.entity_id, level.resource, now_ms, seen.start_ms, False, names)
     return None
 
 
@@ -355,7 +361,9 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
 def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     try:
-        yield from one(Call("update_item", keys.propagate_shard_count(state.table, key, count)))
+        names = [limit.name for limit in level.limits]
+        params = keys.propagate_shard_count(state.table, key, count, names)
+        yield from one(Call("update_item", params))
     except RateLimiterUnavailable:
         return  # a hot shard: the next write to it tries again
 
@@ -367,6 +375,7 @@ def double(
     now_ms: int,
     measured_since: int,
     confirm: bool = False,
+    limits: Sequence[str] = (),
 ) -> Flow[None]:
     """One conditional write on shard 0; at most one try per client per window.
 
@@ -385,7 +394,9 @@ def double(
     if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
         return
     try:
-        params = keys.double_shards(state.table, key, count, count * 2, now_ms, measured_since)
+        params = keys.double_shards(
+            state.table, key, count, count * 2, now_ms, measured_since, limits
+        )
         result = yield from one(Call("update_item", params))
     except RateLimiterUnavailable:
         # Shard 0 is throttled too. Try again soon (after the next good write), not after a

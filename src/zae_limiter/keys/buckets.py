@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zae_limiter.bucket import LimitState
@@ -65,6 +65,8 @@ def new_bucket_item(ns: str, bucket: BucketState, now_ms: int) -> Item:
     for name, state in bucket.limits.items():
         if state.full_at is not None:
             item[limit_attr(name, "fa")] = n(state.full_at)
+        if name in bucket.split_full_at:
+            item[limit_attr(name, "sf")] = n(bucket.split_full_at[name])
         item[limit_attr(name, "cp")] = n(state.capacity_milli)
         item[limit_attr(name, "ra")] = n(state.refill_amount_milli)
         item[limit_attr(name, "rp")] = n(state.refill_period_ms)
@@ -97,6 +99,10 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         for name, f in fields.items()
         if name in limits and "tk" in f and "fa" not in f
     }
+    # Negative: the limit had no full-at time when the count rose (see `snapshot_parts`).
+    snapshots = {
+        name: f["sf"] for name, f in fields.items() if name in limits and f.get("sf", -1) >= 0
+    }
     return BucketState(
         entity_id=get_s(item, A_ENTITY_ID) or "",
         resource=get_s(item, A_RESOURCE) or "",
@@ -111,6 +117,7 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         window_writes=get_n(item, A_WINDOW_WRITES),
         reserved=decode_reserved(item),
         legacy_tokens=legacy,
+        split_full_at=snapshots,
     )
 
 
@@ -163,25 +170,55 @@ def window_parts(reset: bool, now_ms: int) -> tuple[list[str], list[str], Item]:
     return [], [f"{A_WINDOW_WRITES} :one"], {":one": n(1)}
 
 
+#: A full-at value that says "none when the count rose" (full-at values are never negative).
+NO_SNAPSHOT = -1
+
+
+def snapshot_parts(limits: Sequence[str]) -> tuple[list[str], dict[str, str], Item]:
+    """(SET parts, names, values) that record each limit's full-at value as the write that
+    raises a shard's count finds it (`sf`; right-hand sides read the item before the write).
+
+    A shard that a doubling made is created later, by its first acquire, from its donor's
+    `sf`: what the donor held at the doubling. Copying the donor's `fa` as it is then would
+    copy what the donor took since, a second time (tokens lost). The donor's own takes
+    count against its `fa` alone."""
+    sets, names = [], {}
+    for i, name in enumerate(limits):
+        names[f"#sf{i}"] = limit_attr(name, "sf")
+        names[f"#sa{i}"] = limit_attr(name, "fa")
+        sets.append(f"#sf{i} = if_not_exists(#sa{i}, :nosnap)")
+    return sets, names, ({":nosnap": n(NO_SNAPSHOT)} if sets else {})
+
+
 def double_shards(
-    table: str, shard0_key: Item, old_count: int, new_count: int, now_ms: int, measured_since: int
+    table: str,
+    shard0_key: Item,
+    old_count: int,
+    new_count: int,
+    now_ms: int,
+    measured_since: int,
+    limits: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Raise `shard_count` on shard 0 and restart its write-rate window.
+    """Raise `shard_count` on shard 0, snapshot its `limits`' full-at values (see
+    `snapshot_parts`) and restart its write-rate window.
 
     Refused when someone already changed the count, or when the rate that prompted it was
     measured (partly) before the last doubling: each doubling must be judged on traffic
     spread over the count it produced, or a burst would double again and again.
     """
+    snap_sets, snap_names, snap_values = snapshot_parts(limits)
     return {
         "TableName": table,
         "Key": shard0_key,
-        "UpdateExpression": "SET #sc = :new, #sd = :now, #ws = :now, #wn = :zero",
+        "UpdateExpression": "SET "
+        + ", ".join(["#sc = :new", "#sd = :now", "#ws = :now", "#wn = :zero", *snap_sets]),
         "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :since)",
         "ExpressionAttributeNames": {
             "#sc": A_SHARD_COUNT,
             "#sd": A_SHARD_DOUBLED,
             "#ws": A_WINDOW_START,
             "#wn": A_WINDOW_WRITES,
+            **snap_names,
         },
         "ExpressionAttributeValues": {
             ":new": n(new_count),
@@ -189,6 +226,7 @@ def double_shards(
             ":now": n(now_ms),
             ":since": n(measured_since),
             ":zero": n(0),
+            **snap_values,
         },
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -200,8 +238,22 @@ def with_doubling(
 ) -> dict[str, Any]:
     """An acquire's UpdateItem on shard 0 that also doubles `shard_count` (same fences as
     `double_shards`). When shard 0 is throttled, a separate doubling write rarely gets in:
-    riding on a write the client sends anyway, the first one to get in doubles."""
+    riding on a write the client sends anyway, the first one to get in doubles.
+
+    The take it rides on was planned at the old count, so shard 0's full-at values after
+    it are what it held at the doubling: no snapshot may stand (a stale one is removed),
+    and the split copies the donor's `fa` as it finds it (what shard 0 takes in between
+    is then lost to the new shard, never created)."""
     update = str(params["UpdateExpression"])
+    stale = sorted(
+        str(v)[: -len("fa")] + "sf"
+        for v in params.get("ExpressionAttributeNames", {}).values()
+        if str(v).startswith(BUCKET_PREFIX) and str(v).endswith("_fa")
+    )
+    if stale:
+        update += (" REMOVE " if " REMOVE " not in update else ", ") + ", ".join(
+            f"#dsf{i}" for i in range(len(stale))
+        )
     sets = "#sc = :dbl_new, #sd = :dbl_now"
     update = f"SET {sets}, {update[4:]}" if update.startswith("SET ") else f"SET {sets} {update}"
     condition = (
@@ -216,6 +268,7 @@ def with_doubling(
             **params.get("ExpressionAttributeNames", {}),
             "#sc": A_SHARD_COUNT,
             "#sd": A_SHARD_DOUBLED,
+            **{f"#dsf{i}": attr for i, attr in enumerate(stale)},
         },
         "ExpressionAttributeValues": {
             **params["ExpressionAttributeValues"],

@@ -35,7 +35,7 @@ A_KIND = "kind"
 BUCKET_PREFIX = "b_"
 #: Stored per limit: full-at time, capacity, refill amount and period, total consumed;
 #: `tk` only on schema-v2 items not converted yet.
-FIELDS = ("fa", "cp", "ra", "rp", "tc", "tk")
+FIELDS = ("fa", "cp", "ra", "rp", "tc", "tk", "sf")
 
 # ---------------------------------------------------------------- key formats
 DEFAULT_NAMESPACE = "default"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from zae_limiter.keys.buckets import A_WINDOW_START, A_WINDOW_WRITES
+from zae_limiter.keys.buckets import A_WINDOW_START, A_WINDOW_WRITES, snapshot_parts
 from zae_limiter.keys.core import A_REFILL, A_SHARD_COUNT, PK, Item, limit_attr, n
 from zae_limiter.keys.reserves import reserve_attr
 
@@ -277,18 +277,24 @@ def give_back_write(
 
 
 def set_shard_count(
-    table: str, bucket_item_key: Item, old_count: int, new_count: int
+    table: str,
+    bucket_item_key: Item,
+    old_count: int,
+    new_count: int,
+    limits: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A donor shard's split: SET its count under the count it had. Its full-at times stay:
-    at the higher count the same times mean a smaller share, and the new shard copies
-    them, so the two together hold what the donor held."""
+    """A donor shard's split: SET its count under the count it had, and snapshot its
+    `limits`' full-at values (`snapshot_parts`). Its full-at times stay: at the higher
+    count the same times mean a smaller share, and the new shard copies the snapshot, so
+    the two together hold what the donor held."""
+    sets, names, values = snapshot_parts(limits)
     return {
         "TableName": table,
         "Key": bucket_item_key,
-        "UpdateExpression": "SET #sc = :new",
+        "UpdateExpression": "SET " + ", ".join(["#sc = :new", *sets]),
         "ConditionExpression": "attribute_exists(#pk) AND #sc = :old",
-        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT},
-        "ExpressionAttributeValues": {":new": n(new_count), ":old": n(old_count)},
+        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT, **names},
+        "ExpressionAttributeValues": {":new": n(new_count), ":old": n(old_count), **values},
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from zae_limiter.keys.buckets import A_SHARD_DOUBLED
+from zae_limiter.keys.buckets import A_SHARD_DOUBLED, snapshot_parts
 from zae_limiter.keys.core import (
     A_ENTITY_ID,
     A_KIND,
@@ -202,15 +202,19 @@ def batch_get_consistent(table: str, item_keys: list[Item]) -> dict[str, Any]:
     return {"RequestItems": {table: {"Keys": item_keys, "ConsistentRead": True}}}
 
 
-def propagate_shard_count(table: str, bucket_item_key: Item, new_count: int) -> dict[str, Any]:
-    """Raise an existing shard's `shard_count` to shard 0's (never lowers it)."""
+def propagate_shard_count(
+    table: str, bucket_item_key: Item, new_count: int, limits: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Raise an existing shard's `shard_count` to shard 0's (never lowers it), and
+    snapshot its `limits`' full-at values for the shards the raise makes it donor to."""
+    sets, names, values = snapshot_parts(limits)
     return {
         "TableName": table,
         "Key": bucket_item_key,
-        "UpdateExpression": "SET #sc = :new",
+        "UpdateExpression": "SET " + ", ".join(["#sc = :new", *sets]),
         "ConditionExpression": "attribute_exists(#pk) AND #sc < :new",
-        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT},
-        "ExpressionAttributeValues": {":new": n(new_count)},
+        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT, **names},
+        "ExpressionAttributeValues": {":new": n(new_count), **values},
     }
 
 
