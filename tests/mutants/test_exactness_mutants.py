@@ -6,7 +6,9 @@ DynamoDB Local, with a plan that passes on the real code.
   tokens, and the write's bound no longer keeps the reserve's amount behind);
 - a reserve that serves acquires without spending (its tokens are never subtracted);
 - a take without its availability condition (the bound on the full-at time, `fa <= :b`,
-  dropped from the write).
+  dropped from the write);
+- a take on a full bucket that ADDs to the stored full-at time instead of setting it from
+  now (issue 22's over-admission at the top of the bucket, put back).
 
 Each check first runs on the real code (it must pass there: a check that fails anyway
 proves nothing), then under the mutant, where it must fail.
@@ -23,7 +25,9 @@ from typing import Any
 import pytest
 
 from tests._servers import EngineEndpoint, unique_name
+from tests.engine.burst_drivers import play_sync
 from tests.engine.exactness_clients import CLIENTS, Step, run_plan
+from tests.exactness_model import burst_scenarios, fill_ms, judge
 from tests.mutants import must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
 from zae_limiter.flows import plan as plan_module
@@ -152,3 +156,54 @@ def test_a_take_without_its_availability_condition_is_caught(
     check = _guarantee(dynamodb_local.url, table, BUSY, reserve=False)
     killed = _killed(check, (takes_module, "_expression", _no_availability_condition))
     assert "admitted" in killed
+
+
+_NOT_FULL = re.compile(r"#f(\d+) > :n\1")
+
+
+def _add_to_a_full_bucket(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The old speculative take: ADD to the stored value even when the bucket is full,
+    so the refill it should have clamped at the capacity is kept (tokens created)."""
+
+    def broken(*args: Any) -> Any:
+        write = original(*args)
+        if write.form != takes_module.SET:
+            return write
+        return replace(write, form=takes_module.ADD, amount=write.amount - write.now_ra)
+
+    return broken
+
+
+def _no_not_full_condition(
+    original: Callable[..., tuple[str, str]],
+) -> Callable[..., tuple[str, str]]:
+    def broken(*args: Any) -> tuple[str, str]:
+        update, condition = original(*args)
+        return update, _NOT_FULL.sub(r":n\1 = :n\1", condition)
+
+    return broken
+
+
+def test_a_take_that_adds_to_a_full_bucket_is_caught(dynamodb_local: EngineEndpoint) -> None:
+    """Issue 22's over-admission put back (the take on a full bucket ADDs instead of
+    SETting from now): the after-idle burst test must fail. Reserves off: with reserves
+    on, the burst is served from held counts after a few takes, and the free takes
+    before that stay within the test's allowance."""
+    reserve = False
+    limit = Limit.per_second("rps", 10)
+    plan = next(s for s in burst_scenarios(fill_ms(limit)) if s.name == "after-idle").arrivals
+
+    def check() -> object:
+        # A table of its own each time: the simulated clock starts at the same time.
+        fresh = unique_name()
+        SyncRepository.open(name=fresh, endpoint_url=dynamodb_local.url, create_table=True).close()
+        verdict = judge(limit, plan, play_sync(dynamodb_local.url, fresh, limit, plan, reserve))
+        assert verdict.admitted <= verdict.ideal + 1, f"admitted past the ideal: {verdict}"
+        return verdict
+
+    killed = _killed(
+        check,
+        (plan_module, "_limit_write", _add_to_a_full_bucket),
+        (takes_module, "_expression", _no_not_full_condition),
+    )
+    assert "admitted past the ideal" in killed
