@@ -60,10 +60,10 @@ EXPECTED: tuple[PathBudget, ...] = (
                Budget(0, 0, 0), Budget(0, 0, 0), "remembered until its retry-after"),
     PathBudget("rejection_failed_condition", "rejection by failed condition",
                Budget(1, 0, 1), Budget(1, 0, 1), "a failed conditional write is billed 1 WCU"),
-    PathBudget("fallback_refill_helps", "fallback: refill helps",
-               Budget(2, 0, 2), Budget(3, 1, 2),
-               "better than the design: the failed speculative write returns ALL_OLD, "
-               "which replaces the read"),
+    PathBudget("refill_helps", "refill helps (drained, refilled since)",
+               Budget(1, 0, 1), Budget(3, 1, 2),
+               "better than the design: a full-at time counts the refill itself, so "
+               "the one speculative write is exact (no read, no fallback)"),
     PathBudget("read_then_write", "read then write (speculative_writes=False)",
                Budget(2, 1, 1), None, "consistent GetItem, then the write"),
     PathBudget("first_acquire", "first acquire of a new entity (stored limits)",

@@ -74,7 +74,7 @@ REAL = {
     "speculative_cascade": (1, 0.0, 2.0),
     "rejection_known_locally": (0, 0.0, 0.0),
     "rejection_failed_condition": (1, 0.0, 1.0),
-    "fallback_refill_helps": (2, 0.0, 2.0),
+    "refill_helps": (1, 0.0, 1.0),
     "read_then_write": (2, 1.0, 1.0),
     "first_acquire": (2, 1.0, 4.0),
     "adjust_one_entity": (2, 0.0, 2.0),
