@@ -9,6 +9,7 @@ happens when a scenario advances it.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -223,7 +224,9 @@ def _set_shard_count(limiter: SyncRateLimiter, entity: str, count: int) -> None:
     """What a doubling writes on shard 0, as a plain update (setup, not measured)."""
     repo = limiter.repository
     key = keys.bucket_key(repo.namespace, entity, RESOURCE, 0)
-    params = keys.propagate_shard_count(repo.table_name, key, count)
+    params = keys.propagate_shard_count(
+        repo.table_name, key, count, now_ms=int(time.time() * 1000)
+    )
     repo.run(one(Call("update_item", params)))
 
 

@@ -37,9 +37,18 @@ def bench() -> Iterator[tuple[str, Any, str]]:
         yield upstream, emu, table
 
 
+#: Client threads per process. A throttled acquire waits and retries within its deadline
+#: (up to ~0.6 s), so a thread must not carry more than a couple of acquires a second, or
+#: the waits thin the offer below the partition's rate (CI once saw 46 of 180 attempted
+#: with two threads a process) and the test proves nothing.
+THREADS = OFFERED // PROCESSES // 2
+
+
 def _phase(name: str, seconds: float, pinned: bool) -> Phase:
     wcu = 10**9 if pinned else PARTITION_LIMIT
-    return Phase(name, f"hot-{name}", seconds, OFFERED, ROOMY, wcu, pinned, reserve=False)
+    return Phase(
+        name, f"hot-{name}", seconds, OFFERED, ROOMY, wcu, pinned, reserve=False, threads=THREADS
+    )
 
 
 #: A phase whose clients could not offer the load is run again (on a fresh entity), at
@@ -95,7 +104,12 @@ def test_shard_count_doubles_and_admissions_pass_one_partition(
     # The count follows the load the clients managed to offer (a busy machine offers
     # less than asked): past one partition's, it doubled; never past the rule's bound.
     assert summary["final_shard_count"] >= 2, rows
-    assert max(r["shard_count"] for r in rows) <= 2 * target_shards(OFFERED, PARTITION_LIMIT)
+    # The rule doubles on the partitions' write rate, and a lost race (a conditional write
+    # that failed) takes a partition's capacity as a good write does: the bound is one
+    # doubling past what the writes the partitions took (never the throttled ones) need.
+    writes = max(r["forwarded_writes"] for r in rows)
+    bound = 2 * target_shards(max(writes, OFFERED), PARTITION_LIMIT)
+    assert max(r["shard_count"] for r in rows) <= bound, rows
     assert [c["shard_count"] for c in summary["shard_count_changes"]] == sorted(
         c["shard_count"] for c in summary["shard_count_changes"]
     ), "the shard count only grows"

@@ -178,7 +178,7 @@ def test_doubling_at_80_percent_write_pressure_and_propagation() -> None:
     writes = process([grown, stale], CONFIG, T0).by_kind("propagate")
     assert [w.call.params["Key"] for w in writes] == [keys.bucket_key("ns", "e1", "gpt", 1)]
     assert writes[0].call.params == keys.propagate_shard_count(
-        "tbl", keys.bucket_key("ns", "e1", "gpt", 1), 4, ["rpm"]
+        "tbl", keys.bucket_key("ns", "e1", "gpt", 1), 4, ["rpm"], now_ms=T0
     )
 
 

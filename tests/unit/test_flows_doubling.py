@@ -17,7 +17,9 @@ from zae_limiter.flows import Call, Result
 from zae_limiter.flows.acquire import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.take import NOT_FETCHED, THROTTLE_EVIDENCE_AGE_MS
+from zae_limiter.flows.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
+from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.throttled import THROTTLED_WAIT_MS
 
 WCU = 50
 
@@ -109,7 +111,12 @@ def test_a_throttle_without_partition_evidence_fails_fast(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle()
     )
     assert isinstance(raised, RateLimiterUnavailable) and raised.throttled
-    assert {c.op for c in calls} == {"update_item"}  # no read of shard 0, no doubling
+    # No doubling write: the takes, and at most one read of the window per
+    # EVIDENCE_READ_MS of waiting (it was throttled too: no evidence either).
+    assert all("ws =" not in c.params.get("UpdateExpression", "") for c in calls)
+    reads = [c for c in calls if c.op == "get_item"]
+    assert len(reads) <= 1 + THROTTLED_WAIT_MS // EVIDENCE_READ_MS
+    assert {c.op for c in calls} <= {"update_item", "get_item"}
     assert state.shard_count("e1", "gpt") == 1
     assert not state.entities["e1"].doubling_tried
 

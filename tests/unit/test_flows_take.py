@@ -36,13 +36,8 @@ from zae_limiter.flows.bucket_write import (
     local_rejection,
 )
 from zae_limiter.flows.context import STALE_WINDOW_MS, Exhausted, WindowSeen
-from zae_limiter.flows.take import (
-    DOUBLING_THRESHOLD,
-    EVIDENCE_SIGMAS,
-    MAX_WRITE_ATTEMPTS,
-    partition_bound,
-    take,
-)
+from zae_limiter.flows.evidence import DOUBLING_THRESHOLD, EVIDENCE_SIGMAS, partition_bound
+from zae_limiter.flows.take import MAX_WRITE_ATTEMPTS, take
 from zae_limiter.models import Entity
 
 
@@ -176,7 +171,7 @@ def test_a_window_is_counted_into_and_restarted_only_when_known_old() -> None:
     # never seen: the client cannot know whether someone restarted it, so it only counts
     _, log = drive(take(state, make_level(), T0, True), [ok(new)])
     first = log[0].params["UpdateExpression"]
-    assert "ws =" not in first and re.search(r"\bwn :one\b", first)
+    assert "ws =" not in first and re.search(r"\bwn :wc\b", first)
     _, log = drive(take(state, make_level(), T0 + 500, True), [ok(new)])
     assert "ws =" not in log[0].params["UpdateExpression"]
     # seen recently and two seconds old: restart it

@@ -481,14 +481,20 @@ def test_every_take_counts_the_write_in_the_window() -> None:
     key = keys.bucket_key(NS, "e", "r", 0)
     writes = [_write("rpm", keys.ADD, amount=1, bound=2)]
     counted = keys.take_write(TABLE, key, writes, shard_count=1, now_ms=123)
-    assert re.search(r"ADD .*\bwn :one\b", counted["UpdateExpression"])
+    assert re.search(r"ADD .*\bwn :wc\b", counted["UpdateExpression"])
+    assert counted["ExpressionAttributeValues"][":wc"] == {"N": "1"}
     assert "ws" not in counted["UpdateExpression"]
     reset = keys.take_write(TABLE, key, writes, shard_count=1, now_ms=123, reset_window=True)
     update = reset["UpdateExpression"]
     assert update.startswith("SET ")
     assert reset["ExpressionAttributeValues"][":ws"] == {"N": "123"}
-    assert "wn = :one" in update and "ws = :ws" in update
-    for params in (counted, reset):
+    assert "wn = :wc" in update and "ws = :ws" in update
+    # the restart keeps the window it ends
+    assert "wps = if_not_exists(ws, :ws)" in update and "wpn = if_not_exists(wn, :wz)" in update
+    # failed conditional writes of the same take are counted with the one that lands
+    retried = keys.take_write(TABLE, key, writes, shard_count=1, now_ms=123, writes_counted=3)
+    assert retried["ExpressionAttributeValues"][":wc"] == {"N": "3"}
+    for params in (counted, reset, retried):
         _used_and_bound(params)
 
 

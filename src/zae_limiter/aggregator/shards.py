@@ -6,7 +6,7 @@ Per (entity, resource) seen in the batch:
   write carries its partition's writes in the current window), as a share of the
   partition's write limit (`b_wcu_cp`, 1000/s by default);
 - doubling: when an image's window proves its partition past `shard_up` (80%) by the
-  clients' own rule (`flows.take.partition_bound`: at least a second of writes, two
+  clients' own rule (`flows.evidence.partition_bound`: at least a second of writes, two
   Poisson deviations past the threshold, so a low write limit's lucky burst is not a
   trend) and below `max_shard_count`, `shard_count` is doubled on shard 0 with a
   conditional write (`shard_count = :old`, spaced by `sd`);
@@ -30,7 +30,12 @@ from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Write
 from zae_limiter.aggregator.records import Change
 from zae_limiter.flows import Call
 from zae_limiter.flows.context import DEFAULT_PARTITION_WCU
-from zae_limiter.flows.take import EVIDENCE_SIGMAS, partition_bound, window_seen
+from zae_limiter.flows.evidence import (
+    EVIDENCE_SIGMAS,
+    evidence_since,
+    partition_bound,
+    window_seen,
+)
 
 Group = tuple[str, str, str]
 
@@ -93,11 +98,14 @@ def plan_group(
     writes: list[Write] = []
     merge: MergeCandidate | None = None
     if count < config.max_shard_count and proven_hot(shards, config.shard_up, now_ms):
-        since = min(keys.get_n(c.new or {}, keys.A_WINDOW_START, now_ms) for c in latest.values())
+        since = min(
+            evidence_since(window_seen(c.new or {}, now_ms, DEFAULT_PARTITION_WCU))
+            for c in latest.values()
+        )
         names = _limit_names(latest)
         writes.append(_double(group, count, config, now_ms, since, _last_seq(latest), names))
     elif shard0 is not None:
-        writes.extend(_propagate(group, shards, latest, count, config))
+        writes.extend(_propagate(group, shards, latest, count, config, now_ms))
         quiet, merge = _quiet(group, shard0, count, load, config, now_ms)
         writes.extend(quiet)
     return writes, merge
@@ -142,6 +150,7 @@ def _propagate(
     latest: Mapping[int, Change],
     count: int,
     config: AggregatorConfig,
+    now_ms: int,
 ) -> list[Write]:
     targets: set[int] = set()
     first = shards[0][0]
@@ -159,7 +168,11 @@ def _propagate(
             Call(
                 "update_item",
                 keys.propagate_shard_count(
-                    config.table, keys.bucket_key(ns, entity_id, resource, i), count, names
+                    config.table,
+                    keys.bucket_key(ns, entity_id, resource, i),
+                    count,
+                    names,
+                    now_ms=now_ms,
                 ),
             ),
             seqs,

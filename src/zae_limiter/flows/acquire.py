@@ -21,13 +21,8 @@ from zae_limiter.flows.bucket_write import Level, Rejected, Taken, local_rejecti
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.take import (
-    NOT_FETCHED,
-    SHARD_NOT_FOUND,
-    double,
-    take,
-    throttle_evidence,
-)
+from zae_limiter.flows.evidence import entity_evidence
+from zae_limiter.flows.take import NOT_FETCHED, SHARD_NOT_FOUND, double, take
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
 
@@ -309,6 +304,7 @@ def take_any_shard(
                     served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
                     if served is not None:
                         return served
+                level = throttled.with_reserve(state, level, now_ms + tries.waited_ms)
                 shard, prefetched = next_shard, NOT_FETCHED
                 continue
         else:
@@ -345,7 +341,7 @@ def _after_throttle(
     this client's view of the shard shows its partition is the bottleneck."""
     tries.throttles += 1
     if not tries.doubled and state.max_shards > 1:
-        since = throttle_evidence(state, here, now_ms)
+        since = yield from entity_evidence(state, here, now_ms)
         if since is not None:
             tries.doubled = True
             names = [limit.name for limit in level.limits]

@@ -33,6 +33,9 @@ class WindowSeen:
     partition_wcu: int
     #: The shard count the item recorded: evidence from before a doubling is stale.
     shard_count: int = 1
+    #: The window before this one (it ended at `start_ms`): start (-1: none) and writes.
+    prev_start_ms: int = -1
+    prev_writes: int = 0
 
 
 @dataclass(slots=True)
@@ -47,6 +50,12 @@ class EntityMeta:
     #: The last window this client saw after a write of its own, per (resource, shard):
     #: the evidence it has when a later write there is throttled.
     seen_windows: dict[tuple[str, int], WindowSeen] = field(default_factory=dict)
+    #: When this client last read a shard's window after a throttle (ms), per (resource,
+    #: shard): flows/evidence.py reads it at most every EVIDENCE_READ_MS.
+    evidence_reads: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: This client's failed conditional writes per resource that no write of its own has
+    #: counted in a shard's window yet, and when (ms; flows/take.py).
+    failed_writes: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: When this client last tried to double a resource's shards (ms).
     doubling_tried: dict[str, int] = field(default_factory=dict)
     #: The item as this client's last write to each (resource, shard) left it (ALL_NEW):

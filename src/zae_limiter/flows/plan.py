@@ -106,11 +106,14 @@ def plan_write(
     key: keys.Item,
     reset_window: bool = True,
     confirmed: bool = True,
+    failed_writes: int = 0,
 ) -> WritePlan | Rejected:
     """Take `level.consume_milli` (and a reserve, and report a flush) at `now_ms`.
 
     A `confirmed` image is what DynamoDB showed: a shortage in it is a rejection. An
     unconfirmed one (this client's memory) never rejects: the write's conditions do.
+    `failed_writes`: conditional writes of this take that failed on the item; the write
+    counts them in the partition's write-rate window with itself.
     """
     count = bucket.shard_count
     epoch = keys.reserve_epoch(now_ms)
@@ -167,6 +170,7 @@ def plan_write(
         held_exact=expired,
         remove=[a for a in remove if a not in held_adds] if confirmed else (),
         legacy_rf=legacy if confirmed else None,
+        writes_counted=1 + failed_writes,
     )
     return WritePlan(params, granted, epoch if granted else 0)
 

@@ -193,11 +193,13 @@ class ReserveBook:
         consume: Mapping[str, int],
         shard_count: int,
         now_ms: int,
+        throttled: bool = False,
     ) -> dict[str, int]:
         """Millitokens to take on top of `consume`, per limit ({} when the bucket is not hot).
 
         Enough for the client's own rate over the target period, at least two more acquires
         like this one, at most `max_share` of a shard's capacity, less what is still held.
+        A bucket whose writes are `throttled` counts as hot whatever the client's rate.
         """
         settings = self.settings
         with self._lock:
@@ -205,7 +207,7 @@ class ReserveBook:
             if demand is None:
                 return {}
             demand.decay(now_ms)
-            if demand.count * 1000 / DEMAND_TAU_MS < settings.hot_rate:
+            if not throttled and demand.count * 1000 / DEMAND_TAU_MS < settings.hot_rate:
                 return {}
             held = self._reserves.get(key)
             period_ms = self.stretch.period_ms(key, settings.period_ms)

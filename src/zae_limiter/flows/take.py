@@ -9,10 +9,9 @@ decides whether shard 0 should double the shard count.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zae_limiter import keys
@@ -20,7 +19,14 @@ from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, image, learn, remember
 from zae_limiter.flows.charge import charge_lost
-from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.evidence import (
+    DOUBLING_THRESHOLD,
+    EVIDENCE_SIGMAS,
+    evidence_since,
+    partition_bound,
+    window_seen,
+)
 from zae_limiter.flows.plan import new_bucket, plan_write
 from zae_limiter.flows.shares import donor_of, split_full_at, stored_config
 from zae_limiter.limits import Limit
@@ -31,24 +37,8 @@ from zae_limiter.models import BucketState
 #: fail a bounded take whose tokens are still there: each retry sees them, so allow more
 #: than the handful a bucket without reserves needs.
 MAX_WRITE_ATTEMPTS = 10
-#: A write-rate window must span this long before its rate can prompt a doubling.
-MIN_EVIDENCE_MS = 1000
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250
-#: Double when a partition's write rate passes this share of its write limit.
-DOUBLING_THRESHOLD = 0.8
-#: How far (in standard deviations of a Poisson count) a window's writes must pass the
-#: threshold before they prove the partition hot: ~2% false alarms per window judged.
-EVIDENCE_SIGMAS = 2.0
-#: A throttled write's shard doubles when its own rate is significantly past this share
-#: of the limit. A partition that is the bottleneck takes its whole limit, and a capped
-#: count can never pass the 80% line by much; but a shard past 60% that doubles leaves
-#: halves past 30%, which can never prove 60% again: at most one doubling beyond the
-#: count that keeps every shard under 80%, whatever a burst does.
-THROTTLED_THRESHOLD = 0.6
-THROTTLED_EVIDENCE_SIGMAS = 1.0
-#: A window seen longer ago than this says nothing about why a write is throttled now.
-THROTTLE_EVIDENCE_AGE_MS = 2 * keys.WINDOW_MS
 NOT_FETCHED: Any = object()
 SHARD_NOT_FOUND = "ShardNotFound"
 #: Every conditional write failed: none of them was applied.
@@ -70,17 +60,76 @@ def take(
     image: contention retries never re-read.
     """
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
-    reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
     confirmed = True
+    remembered = image(state, level) if speculative else None
     if prefetched is not NOT_FETCHED:
         item = prefetched
-    elif speculative:
-        item, confirmed = image(state, level), False
+    elif speculative and (remembered is not None or level.shard_id == 0):
+        item, confirmed = remembered, False
     else:
+        # A shard this client never wrote may not exist yet (shard 0 records a doubling
+        # before the new shards are made): a blind write there fails, and a fleet's blind
+        # writes fill the new partition so the write that would create it is throttled.
+        # A read takes none of its write capacity.
         read = yield from one(
             Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
         )
         item = read.item
+    # A failed conditional write takes the partition's write capacity as a good one does,
+    # but only a good one counts in the item's write-rate window. So the next good write
+    # of this client there counts them too (those of earlier takes that ended throttled
+    # or rejected as well), or a partition busy with lost races (a bucket that sits full,
+    # written by many clients at once) looks quiet, and its throttles never double it.
+    failed = _Failed(_uncounted(state, level, now_ms))
+    try:
+        return (yield from _write(state, level, key, now_ms, item, confirmed, failed))
+    finally:
+        _leave_uncounted(state, level, failed.count, now_ms)
+
+
+@dataclass(slots=True)
+class _Failed:
+    """Failed conditional writes on one shard not yet counted in its window."""
+
+    count: int
+
+
+#: Uncounted failed writes a client carries per bucket, at most, and for how long (ms):
+#: older ones belong to a window that is gone, and a pile of them would make the next
+#: window look hotter than the partition is. They are counted by the client's next good
+#: write to any shard of the bucket: an entity's acquires spread evenly over its shards,
+#: so one shard's window stands for the others', and a client that writes each of many
+#: shards only now and then would otherwise never count its lost races at all.
+MAX_UNCOUNTED = MAX_WRITE_ATTEMPTS
+UNCOUNTED_MS = keys.WINDOW_MS
+
+
+def _uncounted(state: RepoState, level: Level, now_ms: int) -> int:
+    meta = state.entities.get(level.entity_id)
+    if meta is None:
+        return 0
+    count, since = meta.failed_writes.pop(level.resource, (0, now_ms))
+    return count if now_ms - since <= UNCOUNTED_MS else 0
+
+
+def _leave_uncounted(state: RepoState, level: Level, count: int, now_ms: int) -> None:
+    meta = state.entities.get(level.entity_id)
+    if meta is not None and count:
+        meta.failed_writes[level.resource] = (min(count, MAX_UNCOUNTED), now_ms)
+
+
+def _write(
+    state: RepoState,
+    level: Level,
+    key: keys.Item,
+    now_ms: int,
+    item: Any,
+    confirmed: bool,
+    failed: _Failed,
+) -> Flow[Taken | Rejected]:
+    """The write loop from a first image: create, plan, write; a lost race re-plans from
+    the ALL_OLD it returns."""
+    reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
     wanted = _pending_doubling(state, level)
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
@@ -90,12 +139,13 @@ def take(
             if result is not None and result.ok:
                 return _taken(level, item, now_ms, False)  # a new item: no reserve to report
             if result is not None:
+                failed.count += 1
                 yield from pause(_backoff_ms(attempt))  # another client created it first
             continue
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
             level = _with_shard_count(level, bucket)
-        plan = plan_write(bucket, level, now_ms, state.table, key, reset, confirmed)
+        plan = plan_write(bucket, level, now_ms, state.table, key, reset, confirmed, failed.count)
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
             # then known, and its next rejection can be local (no config round trip).
@@ -109,12 +159,19 @@ def take(
             wanted = None
         result = yield from one(Call("update_item", params))
         if result.ok:
+            failed.count = 0  # counted by this write
             after = result.attributes
             more = _after_write(state, level, after, now_ms)
             if more is not None:
                 yield from more
             flushed = level.flush is not None
             return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
+        failed.count += 1
+        if result.old:
+            # The item as it is: the next acquires plan from it, and a count that grew
+            # spreads them (a client that kept the old one would keep writing shard 0,
+            # failing on its count and losing the race to the partition's capacity).
+            learn(state, level, result.old)
         if confirmed:
             yield from pause(_backoff_ms(attempt))
             if level.hold_milli:
@@ -302,67 +359,20 @@ def _after_write(
     count = meta.shard_counts.get(level.resource, 1)
     seen = window_seen(attributes, now_ms, state.partition_wcu)
     if level.shard_id and seen.shard_count < count:
-        return _propagate(state, level, count)
+        return _propagate(state, level, count, now_ms)
     meta.seen_windows[(level.resource, level.shard_id)] = seen
     if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
         names = [limit.name for limit in level.limits]
-        return double(state, level.entity_id, level.resource, now_ms, seen.start_ms, False, names)
+        since = evidence_since(seen)
+        return double(state, level.entity_id, level.resource, now_ms, since, False, names)
     return None
 
 
-def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> WindowSeen:
-    """A shard's write-rate window as an image of its item shows it at `seen_ms`
-    (`partition_wcu`: the write limit when the item does not record one)."""
-    return WindowSeen(
-        keys.get_n(item, keys.A_WINDOW_START, seen_ms),
-        keys.get_n(item, keys.A_WINDOW_WRITES),
-        seen_ms,
-        keys.partition_wcu(item, partition_wcu),
-        keys.get_n(item, keys.A_SHARD_COUNT, 1),
-    )
-
-
-def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
-    """Whether a window's writes prove the partition runs past `threshold` of its limit.
-
-    A shard well below its limit still sees random bursts: at 2.5 writes/s, a 2 s window
-    holds 8 or more writes (80% of 5/s) one time in eight. So the count must pass what a
-    partition at the threshold would show by `sigmas` Poisson deviations (sqrt of the
-    expected count): at 1,000 writes/s that is a few percent of the threshold, at 5/s it
-    is what separates a hot shard from a lucky one. The write that brought the window
-    back is not counted: it is there because someone looked.
-    """
-    span_ms = seen.seen_ms - seen.start_ms
-    if span_ms < MIN_EVIDENCE_MS:
-        return False  # less than a second of writes: too few to tell a trend from chance
-    expected = threshold * seen.partition_wcu * span_ms / 1000
-    return seen.writes - 1 > expected + sigmas * math.sqrt(expected)
-
-
-def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None:
-    """When a write to `level`'s shard was throttled: the start of the window that shows
-    this partition is the bottleneck, or None when the client has no such evidence.
-
-    A throttle alone does not say whose limit was hit. If the shard's own rate (the last
-    window this client saw there) was not near the partition's limit, the pressure is the
-    table's (provisioned capacity, on-demand peak, account limits): more shards would
-    only add writes, so no doubling.
-    """
-    meta = state.entities.get(level.entity_id)
-    seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
-    if seen is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
-        return None
-    if seen.shard_count < state.shard_count(level.entity_id, level.resource):
-        return None  # measured before the last doubling: shard 0 would refuse it anyway
-    bound = partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS)
-    return seen.start_ms if bound else None
-
-
-def _propagate(state: RepoState, level: Level, count: int) -> Flow[None]:
+def _propagate(state: RepoState, level: Level, count: int, now_ms: int) -> Flow[None]:
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     try:
         names = [limit.name for limit in level.limits]
-        params = keys.propagate_shard_count(state.table, key, count, names)
+        params = keys.propagate_shard_count(state.table, key, count, names, now_ms=now_ms)
         yield from one(Call("update_item", params))
     except RateLimiterUnavailable:
         return  # a hot shard: the next write to it tries again

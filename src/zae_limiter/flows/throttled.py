@@ -26,7 +26,7 @@ sends a handful of writes at most, spread over its wait budget.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.bucket_write import Level, Taken
@@ -106,16 +106,35 @@ def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
 
 
 def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: int) -> None:
-    """A write that asked for a reserve went through or was throttled: the bucket's
-    reserve write-rate target steps up or is halved (flows/stretch.py)."""
+    """A write to the bucket went through or was throttled: the bucket's reserve
+    write-rate target steps up (after a reserve write) or is halved (flows/stretch.py).
+
+    Any throttled acquire write halves it, not only one that asked for a reserve: the
+    partition refuses this client's writes, and fewer, larger ones are the relief."""
     book = state.reserves
-    if book is None or not level.hold_milli:
+    if book is None:
         return
     key = (level.entity_id, level.resource)
     if throttled:
         book.stretch.throttled(key, now_ms)
-    else:
+    elif level.hold_milli:
         book.stretch.succeeded(key)
+
+
+def with_reserve(state: RepoState, level: Level, now_ms: int) -> Level:
+    """The level to try again after a throttle: asking for a reserve, whatever this
+    client's rate on the bucket (a throttle says the bucket is hot enough). At a cold
+    start, when no client holds a reserve yet, every acquire writes; the first write of
+    each client that gets through then takes a reserve, and its other acquires (held
+    back by the bucket's gate meanwhile) are served from it."""
+    book = state.reserves
+    if book is None or level.hold_milli:
+        return level
+    key = (level.entity_id, level.resource)
+    want = book.want(
+        key, level.limits, level.consume_milli, level.shard_count, now_ms, throttled=True
+    )
+    return replace(level, hold_milli=want) if want else level
 
 
 def from_reserve(state: RepoState, level: Level, now_ms: int) -> Taken | None:

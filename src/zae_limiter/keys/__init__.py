@@ -37,6 +37,8 @@ from zae_limiter.keys.audit import (
     expired_audit_image,
 )
 from zae_limiter.keys.buckets import (
+    A_PREV_WINDOW_START,
+    A_PREV_WINDOW_WRITES,
     A_SHARD_DOUBLED,
     A_WCU_LIMIT,
     A_WINDOW_START,
@@ -259,6 +261,8 @@ __all__ = [
     "A_NAMESPACE",
     "A_ON_UNAVAILABLE",
     "A_PARENT",
+    "A_PREV_WINDOW_START",
+    "A_PREV_WINDOW_WRITES",
     "A_PRINCIPAL",
     "A_QUIET_SINCE",
     "A_REFILL",

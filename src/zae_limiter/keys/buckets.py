@@ -138,6 +138,10 @@ A_SHARD_DOUBLED = "sd"
 #: so the item never grows and the rate is measured in-band at no extra request.
 A_WINDOW_START = "ws"
 A_WINDOW_WRITES = "wn"
+#: The window before the current one (it ended at `ws`): a restart moves `ws`/`wn` here,
+#: so an image just after a restart still shows the rate (flows/evidence.py).
+A_PREV_WINDOW_START = "wps"
+A_PREV_WINDOW_WRITES = "wpn"
 WINDOW_MS = 2000
 
 
@@ -156,18 +160,17 @@ def partition_wcu(item: Mapping[str, Any], default: int = 1000) -> int:
     return get_n(item, A_WCU_LIMIT, default) or default
 
 
-def window_parts(reset: bool, now_ms: int) -> tuple[list[str], list[str], Item]:
-    """(SET parts, ADD parts, values) that count one write in the item's window."""
+def window_parts(reset: bool) -> tuple[list[str], list[str]]:
+    """(SET parts, ADD parts) that count `:wc` writes in the item's window; a restart
+    (at `:ws`) keeps the window it ends (`:wz` is 0, for an item that had none)."""
     if reset:
-        return (
-            [f"{A_WINDOW_START} = :ws", f"{A_WINDOW_WRITES} = :one"],
-            [],
-            {
-                ":ws": n(now_ms),
-                ":one": n(1),
-            },
-        )
-    return [], [f"{A_WINDOW_WRITES} :one"], {":one": n(1)}
+        return [
+            f"{A_PREV_WINDOW_START} = if_not_exists({A_WINDOW_START}, :ws)",
+            f"{A_PREV_WINDOW_WRITES} = if_not_exists({A_WINDOW_WRITES}, :wz)",
+            f"{A_WINDOW_START} = :ws",
+            f"{A_WINDOW_WRITES} = :wc",
+        ], []
+    return [], [f"{A_WINDOW_WRITES} :wc"]
 
 
 #: A full-at value that says "none when the count rose" (full-at values are never negative).
@@ -211,7 +214,8 @@ def double_shards(
         "TableName": table,
         "Key": shard0_key,
         "UpdateExpression": "SET "
-        + ", ".join(["#sc = :new", "#sd = :now", "#ws = :now", "#wn = :zero", *snap_sets]),
+        + ", ".join(["#sc = :new", "#sd = :now", "#ws = :now", "#wn = :zero", *snap_sets])
+        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
         "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :since)",
         "ExpressionAttributeNames": {
             "#sc": A_SHARD_COUNT,
@@ -281,6 +285,8 @@ def with_doubling(
 
 
 __all__ = [
+    "A_PREV_WINDOW_START",
+    "A_PREV_WINDOW_WRITES",
     "A_SHARD_DOUBLED",
     "A_WCU_LIMIT",
     "A_WINDOW_START",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from zae_limiter.keys.buckets import A_WINDOW_START, A_WINDOW_WRITES, snapshot_parts
+from zae_limiter.keys.buckets import A_WINDOW_WRITES, snapshot_parts, window_parts
 from zae_limiter.keys.core import A_REFILL, A_SHARD_COUNT, PK, Item, limit_attr, n
 from zae_limiter.keys.reserves import reserve_attr
 
@@ -119,8 +119,7 @@ def _expression(
     removes: int,
     legacy_rf: bool,
 ) -> tuple[str, str]:
-    sets = [f"{A_WINDOW_WRITES} = :one", f"{A_WINDOW_START} = :ws"] if reset_window else []
-    adds = [] if reset_window else [f"{A_WINDOW_WRITES} :one"]
+    sets, adds = window_parts(reset_window)
     conds = ["#sc = :sc"]
     for i, shape in enumerate(shapes):
         s_, a_, c_ = _limit_parts(i, shape)
@@ -193,21 +192,24 @@ def take_write(
     held_exact: Mapping[str, int] | None = None,
     remove: Sequence[str] = (),
     legacy_rf: int | None = None,
+    writes_counted: int = 1,
 ) -> dict[str, Any]:
     """One conditional UpdateItem: every limit's form, the held counts a reserve moves
     (`held_adds`: attribute -> millitokens), stale held counts to drop (`remove`), and
     the item's shard count, on which every amount depends. `held_exact`: held counts
     (among `held_adds`) that must be exactly these values. `legacy_rf`: the v2 `rf` read
-    (REBASE from `tk`): it must be unchanged, and goes."""
+    (REBASE from `tk`): it must be unchanged, and goes. `writes_counted`: what the write
+    adds to the partition's write-rate window, this write and the failed conditional
+    writes before it (they took the partition's capacity too, see flows/take.py)."""
     held_adds = held_adds or {}
     held_exact = held_exact or {}
     shapes = tuple(_shape(w) for w in writes)
     exact = tuple(attr in held_exact for attr in held_adds)
     update, condition = _expression(shapes, reset_window, exact, len(remove), legacy_rf is not None)
     names: dict[str, str] = {"#sc": A_SHARD_COUNT}
-    values: Item = {":one": n(1), ":sc": n(shard_count)}
+    values: Item = {":wc": n(writes_counted), ":sc": n(shard_count)}
     if reset_window:
-        values[":ws"] = n(now_ms)
+        values[":ws"], values[":wz"] = n(now_ms), n(0)
     for i, write in enumerate(writes):
         _limit_names(i, write, names)
         _limit_values(i, write, values)

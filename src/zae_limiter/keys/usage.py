@@ -6,7 +6,14 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from zae_limiter.keys.buckets import A_SHARD_DOUBLED, snapshot_parts
+from zae_limiter.keys.buckets import (
+    A_PREV_WINDOW_START,
+    A_PREV_WINDOW_WRITES,
+    A_SHARD_DOUBLED,
+    A_WINDOW_START,
+    A_WINDOW_WRITES,
+    snapshot_parts,
+)
 from zae_limiter.keys.core import (
     A_ENTITY_ID,
     A_KIND,
@@ -203,18 +210,34 @@ def batch_get_consistent(table: str, item_keys: list[Item]) -> dict[str, Any]:
 
 
 def propagate_shard_count(
-    table: str, bucket_item_key: Item, new_count: int, limits: Sequence[str] = ()
+    table: str,
+    bucket_item_key: Item,
+    new_count: int,
+    limits: Sequence[str] = (),
+    *,
+    now_ms: int,
 ) -> dict[str, Any]:
     """Raise an existing shard's `shard_count` to shard 0's (never lowers it), and
-    snapshot its `limits`' full-at values for the shards the raise makes it donor to."""
+    snapshot its `limits`' full-at values for the shards the raise makes it donor to.
+
+    The write-rate window restarts at `now_ms` (the window before it is dropped): what it
+    counted was traffic meant for fewer shards, which must not prove this count hot."""
     sets, names, values = snapshot_parts(limits)
+    window = [f"{A_WINDOW_START} = :now", f"{A_WINDOW_WRITES} = :zero"]
     return {
         "TableName": table,
         "Key": bucket_item_key,
-        "UpdateExpression": "SET " + ", ".join(["#sc = :new", *sets]),
+        "UpdateExpression": "SET "
+        + ", ".join(["#sc = :new", *window, *sets])
+        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
         "ConditionExpression": "attribute_exists(#pk) AND #sc < :new",
         "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT, **names},
-        "ExpressionAttributeValues": {":new": n(new_count), **values},
+        "ExpressionAttributeValues": {
+            ":new": n(new_count),
+            ":now": n(now_ms),
+            ":zero": n(0),
+            **values,
+        },
     }
 
 

@@ -1,0 +1,175 @@
+"""Evidence that a partition is the bottleneck, read from the bucket items' write windows.
+
+Every hot-path write counts itself in its item's write-rate window (`wn` writes since
+`ws`), together with the failed conditional writes of the same take before it: those
+took the partition's capacity as well. A client restarts a window once it is two
+seconds old, and the restart keeps the window before it (`wps`, `wpn`), so an image
+taken just after a restart still has a second or more of history behind it.
+
+Two judgements read these windows. After a good write, a window that proves its
+partition past 80% of the write limit prompts a doubling (`partition_bound` with
+`DOUBLING_THRESHOLD`). After a throttled write, the question is whose limit refused it:
+the partition's (a shard running near its limit: double) or the table's (provisioned
+capacity, an on-demand peak: more shards would only add writes). A client with no
+recent window of the shard reads the item once (at most every `EVIDENCE_READ_MS`):
+reads do not take write capacity, and a fleet of clients that each write a shard now
+and then would otherwise never hold any evidence when a throttle comes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, one
+from zae_limiter.flows.bucket_write import Level
+from zae_limiter.flows.context import RepoState, WindowSeen
+
+#: A write-rate window must span this long before its rate can prompt a doubling.
+MIN_EVIDENCE_MS = 1000
+#: Double when a partition's write rate passes this share of its write limit.
+DOUBLING_THRESHOLD = 0.8
+#: How far (in standard deviations of a Poisson count) a window's writes must pass the
+#: threshold before they prove the partition hot: ~2% false alarms per window judged.
+EVIDENCE_SIGMAS = 2.0
+#: A throttled write's shard doubles when its own rate is significantly past this share
+#: of the limit. A partition that is the bottleneck takes its whole limit, and a capped
+#: count can never pass the 80% line by much; but a shard past 60% that doubles leaves
+#: halves past 30%, which can never prove 60% again: at most one doubling beyond the
+#: count that keeps every shard under 80%, whatever a burst does.
+THROTTLED_THRESHOLD = 0.6
+THROTTLED_EVIDENCE_SIGMAS = 1.0
+#: A window seen longer ago than this says nothing about why a write is throttled now.
+THROTTLE_EVIDENCE_AGE_MS = 2 * keys.WINDOW_MS
+#: A throttled client reads a shard's window at most this often.
+EVIDENCE_READ_MS = 250
+
+
+def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> WindowSeen:
+    """A shard's write-rate window as an image of its item shows it at `seen_ms`
+    (`partition_wcu`: the write limit when the item does not record one)."""
+    return WindowSeen(
+        keys.get_n(item, keys.A_WINDOW_START, seen_ms),
+        keys.get_n(item, keys.A_WINDOW_WRITES),
+        seen_ms,
+        keys.partition_wcu(item, partition_wcu),
+        keys.get_n(item, keys.A_SHARD_COUNT, 1),
+        keys.get_n(item, keys.A_PREV_WINDOW_START, -1),
+        keys.get_n(item, keys.A_PREV_WINDOW_WRITES),
+    )
+
+
+def measured(seen: WindowSeen) -> tuple[int, int, int] | None:
+    """(start ms, writes, span ms) of the stretch a window shows: the current window once
+    it spans `MIN_EVIDENCE_MS`, else the current and the previous one together; None when
+    neither spans it."""
+    span_ms = seen.seen_ms - seen.start_ms
+    if span_ms >= MIN_EVIDENCE_MS:
+        return seen.start_ms, seen.writes, span_ms
+    if 0 <= seen.prev_start_ms < seen.start_ms:
+        union_ms = seen.seen_ms - seen.prev_start_ms
+        if union_ms >= MIN_EVIDENCE_MS:
+            return seen.prev_start_ms, seen.writes + seen.prev_writes, union_ms
+    return None
+
+
+def evidence_since(seen: WindowSeen) -> int:
+    """When the evidence a window gives began (shard 0 refuses it if it doubled since)."""
+    stretch = measured(seen)
+    return seen.start_ms if stretch is None else stretch[0]
+
+
+def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
+    """Whether a window's writes prove the partition runs past `threshold` of its limit.
+
+    A shard well below its limit still sees random bursts: at 2.5 writes/s, a 2 s window
+    holds 8 or more writes (80% of 5/s) one time in eight. So the count must pass what a
+    partition at the threshold would show by `sigmas` Poisson deviations (sqrt of the
+    expected count): at 1,000 writes/s that is a few percent of the threshold, at 5/s it
+    is what separates a hot shard from a lucky one. The write that brought the window
+    back is not counted: it is there because someone looked.
+    """
+    stretch = measured(seen)
+    if stretch is None:
+        return False  # less than a second of writes: too few to tell a trend from chance
+    _start, writes, span_ms = stretch
+    expected = threshold * seen.partition_wcu * span_ms / 1000
+    return writes - 1 > expected + sigmas * math.sqrt(expected)
+
+
+def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None:
+    """When a write to `level`'s shard was throttled: the start of the stretch that shows
+    this partition is the bottleneck, or None when the client has no such evidence.
+
+    A throttle alone does not say whose limit was hit. If the shard's own rate (the last
+    window this client saw there) was not near the partition's limit, the pressure is the
+    table's (provisioned capacity, on-demand peak, account limits): more shards would
+    only add writes, so no doubling.
+    """
+    meta = state.entities.get(level.entity_id)
+    seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
+    if seen is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
+        return None
+    if seen.shard_count < state.shard_count(level.entity_id, level.resource):
+        return None  # measured before the last doubling: shard 0 would refuse it anyway
+    bound = partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS)
+    return evidence_since(seen) if bound else None
+
+
+def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | None]:
+    """`throttle_evidence`, reading the shard's window first when this client holds no
+    recent one that can decide (one consistent GetItem, at most every EVIDENCE_READ_MS)."""
+    since = throttle_evidence(state, level, now_ms)
+    meta = state.entities.get(level.entity_id)
+    if since is not None or meta is None:
+        return since
+    where = (level.resource, level.shard_id)
+    seen = meta.seen_windows.get(where)
+    if seen is not None and now_ms - seen.seen_ms < EVIDENCE_READ_MS:
+        return None  # what this client saw just now did not show a hot partition
+    last = meta.evidence_reads.get(where)
+    if last is not None and now_ms - last < EVIDENCE_READ_MS:
+        return None
+    meta.evidence_reads[where] = now_ms
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    try:
+        read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
+    except RateLimiterUnavailable:
+        return None  # reads throttled too: the table is short of capacity, not one shard
+    if not read.item:
+        return None
+    seen = window_seen(read.item, now_ms, state.partition_wcu)
+    meta.seen_windows[where] = seen
+    meta.windows[where] = seen.start_ms
+    # A client whose writes are all throttled never sees an ALL_NEW: the read is how it
+    # learns that the entity has more shards than it knew, and spreads over them.
+    known = meta.shard_counts.get(level.resource, 1)
+    meta.shard_counts[level.resource] = max(known, seen.shard_count)
+    return throttle_evidence(state, level, now_ms)
+
+
+def entity_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | None]:
+    """`read_evidence` for the throttled shard and, on an entity with more than one
+    shard, for another one as well: None unless both prove their partitions hot.
+
+    An entity's acquires spread over its shards, so a count that is too low shows on
+    all of them; one hot shard among quiet ones is a burst of its own (a client's
+    reserve writes go to one shard, a fleet's reserves expire together), which doubling
+    the whole entity would not relieve: it passes, or the reserves stretch."""
+    since = yield from read_evidence(state, level, now_ms)
+    count = state.shard_count(level.entity_id, level.resource)
+    if since is None or count < 2:
+        return since
+    others = [shard for shard in range(count) if shard != level.shard_id]
+    for shard in others:
+        known = throttle_evidence(state, replace(level, shard_id=shard), now_ms)
+        if known is not None:
+            return min(since, known)
+    other = replace(level, shard_id=random.choice(others), shard_count=count)
+    also = yield from read_evidence(state, other, now_ms)
+    return None if also is None else min(since, also)

@@ -1,0 +1,67 @@
+"""Mutants of the evidence a hot entity doubles on (flows/evidence.py, flows/take.py);
+each must be caught by its test in tests/unit/test_flows_evidence.py:
+
+- lost races never counted (a write counts only itself in the window);
+- a young window judged alone (the window before a restart ignored);
+- a throttled client that reads the shard's window but not its shard count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.mutants import must_fail, mutant, mutant_wrapping
+from tests.unit import test_flows_evidence as evidence_tests
+from zae_limiter.flows import evidence
+from zae_limiter.flows import take as take_module
+
+
+def _only_itself(original: Any) -> Any:
+    def planned(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > 7:
+            args = (*args[:7], 0)
+        kwargs.pop("failed_writes", None)
+        return original(*args, **kwargs)
+
+    return planned
+
+
+def test_the_count_test_catches_lost_races_left_uncounted() -> None:
+    evidence_tests.test_the_write_that_lands_counts_the_races_its_take_lost()
+    # flows/take.py calls plan_write through the name it imported: that is the one to break
+    with mutant_wrapping(take_module, "plan_write", _only_itself):
+        must_fail(evidence_tests.test_the_write_that_lands_counts_the_races_its_take_lost)
+
+
+def test_the_window_test_catches_a_young_window_judged_alone() -> None:
+    evidence_tests.test_a_young_window_is_judged_with_the_one_before_it()
+
+    def alone(seen: Any) -> Any:
+        span = seen.seen_ms - seen.start_ms
+        return (seen.start_ms, seen.writes, span) if span >= evidence.MIN_EVIDENCE_MS else None
+
+    with mutant(evidence, "measured", alone):
+        must_fail(evidence_tests.test_a_young_window_is_judged_with_the_one_before_it)
+
+
+def test_the_read_test_catches_a_read_that_does_not_teach_the_count() -> None:
+    evidence_tests.test_the_read_teaches_the_shard_count()
+
+    def forgetful(original: Any) -> Any:
+        def seen(item: Any, seen_ms: int, wcu: int) -> Any:
+            window = original(item, seen_ms, wcu)
+            # the count the read learns from is the one the client knew
+            return window.__class__(
+                window.start_ms,
+                window.writes,
+                window.seen_ms,
+                window.partition_wcu,
+                1,
+                window.prev_start_ms,
+                window.prev_writes,
+            )
+
+        return seen
+
+    with mutant_wrapping(evidence, "window_seen", forgetful):
+        must_fail(evidence_tests.test_the_read_teaches_the_shard_count)
