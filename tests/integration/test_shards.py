@@ -198,9 +198,12 @@ def test_a_throttle_on_a_cool_shard_is_the_tables_no_doubling_no_retry(
                 pass
         assert raised.value.throttled
         clock.advance(0.2)
-    # no doubling try, no other shard, no config read; a few tries each (flows/throttled.py)
-    assert set(calls) == {"UpdateItem:0"}
-    assert 5 <= len(calls) <= 5 * (1 + MAX_THROTTLED_WAITS)
+    # no doubling try, no other shard, no config read; a few tries each (flows/throttled.py),
+    # and reads of the shard's window, which show it far below its partition's limit
+    writes = [c for c in calls if c == "UpdateItem:0"]
+    assert set(calls) <= {"UpdateItem:0", "GetItem:0"}
+    assert 5 <= len(writes) <= 5 * (1 + MAX_THROTTLED_WAITS)
+    assert len(calls) - len(writes) <= len(writes)
     assert limiter.get_shards("hot", "api")[0].shard_count == 1
 
 
@@ -216,10 +219,14 @@ def test_throttled_shard_zero_without_other_shards_fails_after_a_few_tries(
             pass
     assert raised.value.throttled
     # The throttled write, the read that confirms a doubling is due, one doubling try,
-    # the probe of shard 1 and the read that shows there is none; then shard 0 again
-    # after short waits (flows/throttled.py): bounded, no storm.
-    assert calls[:5] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "UpdateItem:1", "GetItem:0"]
-    assert set(calls[5:]) <= {"UpdateItem:0"} and len(calls[5:]) <= 1 + MAX_THROTTLED_WAITS
+    # the probe of shard 1 (a read: it was never written) and the read of shard 0 that
+    # shows there is none; then shard 0 again after short waits (flows/throttled.py),
+    # with at most a read of its window between: bounded, no storm.
+    assert calls[:5] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "GetItem:1", "GetItem:0"]
+    rest = calls[5:]
+    assert set(rest) <= {"UpdateItem:0", "GetItem:0"}
+    assert rest.count("UpdateItem:0") <= 1 + MAX_THROTTLED_WAITS
+    assert rest.count("GetItem:0") <= rest.count("UpdateItem:0")
 
 
 def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
@@ -241,9 +248,10 @@ def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
     assert [s.shard_id for s in shards] == [0, 1]
     assert shards[0].shard_count == 2
     # throttled acquire on 0, the confirming read and the doubling on 0, then shard 1:
-    # probed, created empty (its donor is throttled, so it gives nothing: no tokens are
-    # made up)
-    assert calls[:4] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "UpdateItem:1"]
+    # read (never written: it may not exist), created empty (its donor is throttled, so
+    # it gives nothing: no tokens are made up)
+    assert calls[:4] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "GetItem:1"]
+    assert any(c.startswith("PutItem") for c in calls)
 
 
 def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -> None:

@@ -55,7 +55,7 @@ def test_a_throttle_on_a_shard_at_its_partition_limit_doubles_and_tries_another(
     after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=2)
     outcome, log = run(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), Result({"Item": before}), ok(after), ok(after)],
+        [throttle(), Result({"Item": before}), ok(after), Result({"Item": after}), ok(after)],
     )
     assert isinstance(outcome, Taken) and outcome.shard_id == 1
     # the client's view may be seconds old: shard 0 is read (not written) to confirm
@@ -64,7 +64,9 @@ def test_a_throttle_on_a_shard_at_its_partition_limit_doubles_and_tries_another(
     assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
     # the evidence cited is the window the client saw, so shard 0 can refuse it if stale
     assert double["ExpressionAttributeValues"][":since"] == {"N": str(T0 - 100 - 2000)}
-    assert log[3].params["Key"]["PK"]["S"].endswith("#1")
+    # a shard this client never wrote is read first (it may not exist yet), then written
+    assert log[3].op == "get_item" and log[3].params["Key"]["PK"]["S"].endswith("#1")
+    assert log[4].params["Key"]["PK"]["S"].endswith("#1")
 
 
 def test_a_throttled_client_that_missed_a_doubling_learns_it_by_reading() -> None:
@@ -75,10 +77,10 @@ def test_a_throttled_client_that_missed_a_doubling_learns_it_by_reading() -> Non
     after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
     outcome, log = run(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), Result({"Item": doubled}), ok(after)],
+        [throttle(), Result({"Item": doubled}), Result({"Item": after}), ok(after)],
     )
     assert isinstance(outcome, Taken) and outcome.shard_id in (1, 2, 3)
-    assert [c.op for c in log] == ["update_item", "get_item", "update_item"]
+    assert [c.op for c in log] == ["update_item", "get_item", "get_item", "update_item"]
     assert state.shard_count("e1", "gpt") == 4
 
 
@@ -88,11 +90,11 @@ def test_evidence_older_than_shard_zeros_last_doubling_writes_nothing() -> None:
     recent["sd"] = {"N": str(T0 - 1000)}  # doubled (and merged back) after the window began
     outcome, log = run(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), Result({"Item": recent}), ok(recent)],
+        [throttle(), Result({"Item": recent}), Result({"Item": recent}), ok(recent)],
     )
     assert isinstance(outcome, Taken)
-    assert [c.op for c in log] == ["update_item", "get_item", "update_item"]
-    assert log[2].params["Key"]["PK"]["S"].endswith("#1")  # the probe, not a doubling
+    assert [c.op for c in log] == ["update_item", "get_item", "get_item", "update_item"]
+    assert log[3].params["Key"]["PK"]["S"].endswith("#1")  # the probe, not a doubling
 
 
 @pytest.mark.parametrize(
