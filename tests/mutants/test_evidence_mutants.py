@@ -3,7 +3,8 @@ each must be caught by its test in tests/unit/test_flows_evidence.py:
 
 - lost races never counted (a write counts only itself in the window);
 - a young window judged alone (the window before a restart ignored);
-- a throttled client that reads the shard's window but not its shard count.
+- a throttled client that reads the shard's window but not its shard count;
+- one hot shard of a multi-shard entity enough to double it.
 """
 
 from __future__ import annotations
@@ -65,3 +66,11 @@ def test_the_read_test_catches_a_read_that_does_not_teach_the_count() -> None:
 
     with mutant_wrapping(evidence, "window_seen", forgetful):
         must_fail(evidence_tests.test_the_read_teaches_the_shard_count)
+
+
+def test_the_entity_test_catches_one_hot_shard_doubling_an_entity() -> None:
+    evidence_tests.test_on_an_entity_of_several_shards_one_hot_shard_is_not_enough()
+    # the throttled shard's own evidence decides, as before the rule (the test module's
+    # name is the one its body calls)
+    with mutant(evidence_tests, "entity_evidence", evidence.read_evidence):
+        must_fail(evidence_tests.test_on_an_entity_of_several_shards_one_hot_shard_is_not_enough)

@@ -17,6 +17,7 @@ from zae_limiter.flows.evidence import (
     EVIDENCE_READ_MS,
     THROTTLED_EVIDENCE_SIGMAS,
     THROTTLED_THRESHOLD,
+    entity_evidence,
     evidence_since,
     partition_bound,
     read_evidence,
@@ -185,3 +186,38 @@ def test_a_lost_race_teaches_the_count_the_item_shows() -> None:
     outcome, _log = drive(take(state, make_level(), T0, True), [failed(doubled), ok()])
     assert isinstance(outcome, Taken)
     assert state.shard_count("e1", "gpt") == 2
+
+
+def test_on_an_entity_of_several_shards_one_hot_shard_is_not_enough() -> None:
+    """An entity's acquires spread over its shards: one shard at its limit while another
+    is quiet is a burst of its own (one client's reserve writes, returns falling due
+    together), which a doubling of the whole entity would not relieve."""
+    hot_window = WindowSeen(T0 - 2000, 30, T0, WCU, 2)
+    quiet_window = WindowSeen(T0 - 2000, 2, T0, WCU, 2)
+    for other, doubles in ((quiet_window, False), (hot_window, True)):
+        state = make_state()
+        state.partition_wcu = WCU
+        meta = state.entities["e1"]
+        meta.shard_counts["gpt"] = 2
+        meta.seen_windows[("gpt", 0)] = hot_window
+        meta.seen_windows[("gpt", 1)] = other
+        since, calls, _ = answered(
+            entity_evidence(state, make_level(shard_count=2), T0), lambda _c: None
+        )
+        assert calls == []  # both windows were seen just now: nothing to read
+        assert (since is not None) is doubles
+
+
+def test_the_other_shard_is_read_when_its_window_is_not_known() -> None:
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shard_counts["gpt"] = 2
+    meta.seen_windows[("gpt", 0)] = WindowSeen(T0 - 2000, 30, T0, WCU, 2)
+    since, calls, _ = answered(
+        entity_evidence(state, make_level(shard_count=2), T0),
+        lambda _c: Result({"Item": _hot_item(shard_count=2)}),
+    )
+    assert [c.op for c in calls] == ["get_item"]
+    assert calls[0].params["Key"]["PK"]["S"].endswith("#1")
+    assert since == T0 - 2000
