@@ -118,6 +118,10 @@ CAPACITY_EXHAUSTED = "CapacityExhausted"
 CALL_TIMEOUT = "Timeout"
 #: An audited change kept losing to concurrent changes of the same item.
 CONCURRENT_CHANGE = "ConcurrentChange"
+#: A shard the entity's count does not have (a probe, or a stale count after a merge).
+SHARD_NOT_FOUND = "ShardNotFound"
+#: Every conditional write of a take lost its race: none of them was applied.
+CONTENDED = "Contended"
 
 THROTTLE_CODES = frozenset({PROVISIONED_THROUGHPUT_EXCEEDED, THROTTLING, REQUEST_LIMIT_EXCEEDED})
 

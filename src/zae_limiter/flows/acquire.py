@@ -15,14 +15,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded, ValidationError
+from zae_limiter.errors import (
+    SHARD_NOT_FOUND,
+    RateLimiterUnavailable,
+    RateLimitExceeded,
+    ValidationError,
+)
 from zae_limiter.flows import Flow, lockstep, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, local_rejection
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.doubling import double
 from zae_limiter.flows.evidence import entity_evidence
-from zae_limiter.flows.take import NOT_FETCHED, SHARD_NOT_FOUND, double, take
+from zae_limiter.flows.take import NOT_FETCHED, take
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
 
@@ -345,9 +351,7 @@ def _after_throttle(
         if since is not None:
             tries.doubled = True
             names = [limit.name for limit in level.limits]
-            yield from double(
-                state, level.entity_id, level.resource, now_ms, since, True, names
-            )
+            yield from double(state, level.entity_id, level.resource, now_ms, since, True, names)
     count = state.shard_count(level.entity_id, level.resource)
     if tries.doubled:
         count = max(count, 2)

@@ -12,13 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import RateLimiterUnavailable, ValidationError
+from zae_limiter.errors import CONTENDED, SHARD_NOT_FOUND, RateLimiterUnavailable, ValidationError
 from zae_limiter.flows import Call, Flow, Result
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_write, image_of, settle
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserve import Key, Reserve
-from zae_limiter.flows.take import CONTENDED, SHARD_NOT_FOUND
 
 log = logging.getLogger("zae_limiter")
 

@@ -1,35 +1,27 @@
 """One entity's part of an acquire: take tokens from one bucket shard, or say why not.
 
-The state machine: a speculative conditional write (or a read when speculative writes
-are off); then, from the state DynamoDB returned, create the bucket, refill-and-consume
-fenced on `rf`, or reject. A failed fenced write returns ALL_OLD, the current item, so
-contention retries never re-read. After a write, the partition's measured write rate
-decides whether shard 0 should double the shard count.
+The state machine: a conditional write planned from the best image at hand (a
+speculative one from this client's memory, or a read); then, from the state DynamoDB
+returned, create the bucket (shard k >= 1 from its donor: flows/split.py), try again from
+the ALL_OLD a lost race returns (never a read), or reject. After a good write,
+flows/doubling.py decides whether shard 0 should double the shard count.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, image, learn, remember
-from zae_limiter.flows.charge import charge_lost
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.evidence import (
-    DOUBLING_THRESHOLD,
-    EVIDENCE_SIGMAS,
-    evidence_since,
-    partition_bound,
-    window_seen,
-)
+from zae_limiter.flows.doubling import after_write
 from zae_limiter.flows.plan import new_bucket, plan_write
-from zae_limiter.flows.shares import donor_of, split_full_at, stored_config
-from zae_limiter.limits import Limit
+from zae_limiter.flows.split import create_split_shard
 from zae_limiter.models import BucketState
 
 #: A lost race is retried from ALL_OLD. Near empty, with reserves out, other clients'
@@ -37,12 +29,7 @@ from zae_limiter.models import BucketState
 #: fail a bounded take whose tokens are still there: each retry sees them, so allow more
 #: than the handful a bucket without reserves needs.
 MAX_WRITE_ATTEMPTS = 10
-#: After a throttled doubling try, this client may try again this soon (not a full window).
-THROTTLED_DOUBLING_RETRY_MS = 250
 NOT_FETCHED: Any = object()
-SHARD_NOT_FOUND = "ShardNotFound"
-#: Every conditional write failed: none of them was applied.
-CONTENDED = "Contended"
 
 
 def take(
@@ -161,7 +148,7 @@ def _write(
         if result.ok:
             failed.count = 0  # counted by this write
             after = result.attributes
-            more = _after_write(state, level, after, now_ms)
+            more = after_write(state, level, after, now_ms)
             if more is not None:
                 yield from more
             flushed = level.flush is not None
@@ -242,199 +229,6 @@ def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow
         return result, result.old
     item = yield from create_split_shard(state, level, now_ms)
     return None, item
-
-
-def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]:
-    """Create shard k >= 1 from its sibling, so no tokens are created.
-
-    After a doubling from n to 2n shards, shard k's sibling is k - n. The sibling first
-    records the new count (its full-at times then stand for half the share), then the new
-    shard copies its full-at times: the two hold what the sibling held. Returns the
-    shard's item as it now stands.
-    """
-    ns = state.namespace
-    first = yield from _read_shard(state, level, 0)
-    if not first.item:
-        raise RateLimiterUnavailable(
-            f"shard 0 of {level.entity_id}/{level.resource} is missing; "
-            f"cannot create shard {level.shard_id}"
-        )
-    shard0 = keys.decode_bucket(first.item)
-    count = shard0.shard_count
-    if count <= level.shard_id:
-        # A shard that shard 0 does not know (a probe, or a stale count after a merge):
-        # it must not be made up. Shard 0's count is the truth from here on.
-        meta = state.learn_entity(level.entity_id, shard0.cascade, shard0.parent_id)
-        meta.shard_counts[level.resource] = count
-        raise RateLimiterUnavailable(
-            f"{level.entity_id}/{level.resource} has {count} shard(s); "
-            f"shard {level.shard_id} does not exist",
-            code=SHARD_NOT_FOUND,
-        )
-    donor_id = donor_of(level.shard_id)
-    donor = shard0
-    if donor_id:
-        read = yield from _read_shard(state, level, donor_id)
-        # A sibling that was never created itself: shard 0 gives instead.
-        donor, donor_id = (keys.decode_bucket(read.item), donor_id) if read.item else (shard0, 0)
-    full_at = yield from _split_off(state, level, donor, donor_id, count, now_ms)
-    if full_at is None:
-        return (yield from _current(state, level))
-    shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
-    bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
-    # It may be a donor itself, to shards the count already has: what it gives them is
-    # what it held when it was made, as after a count raise.
-    made = {name: at for name, at in full_at.items() if at is not None}
-    bucket = replace(bucket, split_full_at=made)
-    item = keys.new_bucket_item(ns, bucket, now_ms)
-    put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
-    return item if put.ok else put.old
-
-
-def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
-    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, shard_id)
-    return (
-        yield from one(
-            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-        )
-    )
-
-
-def _split_off(
-    state: RepoState, level: Level, donor: BucketState, donor_id: int, count: int, now_ms: int
-) -> Flow[dict[str, int | None] | None]:
-    """The donor's full-at times once it records `count`; None when its count moved past.
-
-    A donor that is throttled (it is usually the hot partition) is not written: the new
-    shard then starts empty and fills at its share of the rate, so no tokens are created.
-    """
-    if donor.shard_count < count:
-        key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
-        names = [limit.name for limit in level.limits]
-        params = keys.set_shard_count(state.table, key, donor.shard_count, count, names)
-        try:
-            moved = yield from one(Call("update_item", params))
-        except RateLimiterUnavailable as error:
-            if not error.throttled:
-                raise
-            return {limit.name: _empty(limit, count, now_ms) for limit in level.limits}
-        seen = moved.attributes if moved.ok else moved.old
-        if not seen:
-            return None
-        donor = keys.decode_bucket(seen)
-        if donor.shard_count != count:
-            return None
-    return {limit.name: split_full_at(donor, limit, now_ms) for limit in level.limits}
-
-
-def _empty(limit: Limit, count: int, now_ms: int) -> int:
-    cfg = stored_config(limit)
-    return cfg.with_tokens(0, now_ms, count)
-
-
-def _current(state: RepoState, level: Level) -> Flow[Any]:
-    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
-    read = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-    )
-    return read.item
-
-
-def _after_write(
-    state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
-) -> Flow[None] | None:
-    """Learn from ALL_NEW; the flow that doubles the shards when this partition runs hot,
-    or propagates the count (None, the common case: no generator is made).
-
-    A shard that still records an older count than shard 0 is told the new one first:
-    clients that write to it learn the count from its ALL_NEW, and until they do, its
-    rate includes their traffic meant for fewer shards, which is no reason to double.
-    """
-    meta = learn(state, level, attributes)
-    if meta is None:
-        return None
-    lost = charge_lost(state, level, attributes, now_ms)
-    if lost is not None:
-        return lost
-    count = meta.shard_counts.get(level.resource, 1)
-    seen = window_seen(attributes, now_ms, state.partition_wcu)
-    if level.shard_id and seen.shard_count < count:
-        return _propagate(state, level, count, now_ms)
-    meta.seen_windows[(level.resource, level.shard_id)] = seen
-    if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
-        names = [limit.name for limit in level.limits]
-        since = evidence_since(seen)
-        return double(state, level.entity_id, level.resource, now_ms, since, False, names)
-    return None
-
-
-def _propagate(state: RepoState, level: Level, count: int, now_ms: int) -> Flow[None]:
-    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
-    try:
-        names = [limit.name for limit in level.limits]
-        params = keys.propagate_shard_count(state.table, key, count, names, now_ms=now_ms)
-        yield from one(Call("update_item", params))
-    except RateLimiterUnavailable:
-        return  # a hot shard: the next write to it tries again
-
-
-def double(
-    state: RepoState,
-    entity_id: str,
-    resource: str,
-    now_ms: int,
-    measured_since: int,
-    confirm: bool = False,
-    limits: Sequence[str] = (),
-) -> Flow[None]:
-    """One conditional write on shard 0; at most one try per client per window.
-
-    `measured_since` is when the evidence began (the write-rate window's start); shard 0
-    refuses evidence older than its last doubling. With `confirm` (a throttled client,
-    whose view may be seconds old) shard 0 is read first: a write to a hot partition
-    that its condition then refuses would spend the capacity the partition lacks.
-    """
-    meta = state.learn_entity(entity_id, False, None)
-    count = meta.shard_counts.get(resource, 1)
-    last = meta.doubling_tried.get(resource)
-    if count * 2 > state.max_shards or (last is not None and now_ms - last < keys.WINDOW_MS):
-        return
-    meta.doubling_tried[resource] = now_ms
-    key = keys.bucket_key(state.namespace, entity_id, resource, 0)
-    if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
-        return
-    try:
-        params = keys.double_shards(
-            state.table, key, count, count * 2, now_ms, measured_since, limits
-        )
-        result = yield from one(Call("update_item", params))
-    except RateLimiterUnavailable:
-        # Shard 0 is throttled too. Try again soon (after the next good write), not after a
-        # whole window: the doubling is what relieves it. Other clients try as well.
-        meta.doubling_tried[resource] = now_ms - keys.WINDOW_MS + THROTTLED_DOUBLING_RETRY_MS
-        meta.want_double[resource] = (count, measured_since)
-        return
-    seen = result.attributes if result.ok else (result.old or {})
-    if seen:
-        meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
-
-
-def _still_due(
-    state: RepoState, key: keys.Item, resource: str, count: int, since: int
-) -> Flow[bool]:
-    """Whether shard 0 still has `count` shards and no doubling since `since` (it learns
-    a higher count on the way: the caller then spreads over it instead)."""
-    read = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-    )
-    if not read.item:
-        return True
-    shard0 = keys.decode_bucket(read.item)
-    if shard0.shard_count > count:
-        meta = state.learn_entity(shard0.entity_id, shard0.cascade, shard0.parent_id)
-        meta.shard_counts[resource] = shard0.shard_count
-        return False
-    return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since
 
 
 def _with_shard_count(level: Level, bucket: BucketState) -> Level:

@@ -1,0 +1,127 @@
+"""When a shard count doubles, and the write that doubles it.
+
+After a good write, the write-rate window its ALL_NEW shows may prove the partition
+hot (flows/evidence.py): then one conditional write on shard 0 raises the count, at most
+once per window per client. A shard that records an older count than shard 0 is told the
+new one first. A throttled acquire doubles through `double` as well (flows/acquire.py),
+on the evidence a throttle needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, one
+from zae_limiter.flows.bucket_write import Level, learn
+from zae_limiter.flows.charge import charge_lost
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.evidence import (
+    DOUBLING_THRESHOLD,
+    EVIDENCE_SIGMAS,
+    evidence_since,
+    partition_bound,
+    window_seen,
+)
+
+#: After a throttled doubling try, this client may try again this soon (not a full window).
+THROTTLED_DOUBLING_RETRY_MS = 250
+
+
+def after_write(
+    state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
+) -> Flow[None] | None:
+    """Learn from ALL_NEW; the flow that doubles the shards when this partition runs hot,
+    or propagates the count (None, the common case: no generator is made).
+
+    A shard that still records an older count than shard 0 is told the new one first:
+    clients that write to it learn the count from its ALL_NEW, and until they do, its
+    rate includes their traffic meant for fewer shards, which is no reason to double.
+    """
+    meta = learn(state, level, attributes)
+    if meta is None:
+        return None
+    lost = charge_lost(state, level, attributes, now_ms)
+    if lost is not None:
+        return lost
+    count = meta.shard_counts.get(level.resource, 1)
+    seen = window_seen(attributes, now_ms, state.partition_wcu)
+    if level.shard_id and seen.shard_count < count:
+        return _propagate(state, level, count, now_ms)
+    meta.seen_windows[(level.resource, level.shard_id)] = seen
+    if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
+        names = [limit.name for limit in level.limits]
+        since = evidence_since(seen)
+        return double(state, level.entity_id, level.resource, now_ms, since, False, names)
+    return None
+
+
+def _propagate(state: RepoState, level: Level, count: int, now_ms: int) -> Flow[None]:
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    try:
+        names = [limit.name for limit in level.limits]
+        params = keys.propagate_shard_count(state.table, key, count, names, now_ms=now_ms)
+        yield from one(Call("update_item", params))
+    except RateLimiterUnavailable:
+        return  # a hot shard: the next write to it tries again
+
+
+def double(
+    state: RepoState,
+    entity_id: str,
+    resource: str,
+    now_ms: int,
+    measured_since: int,
+    confirm: bool = False,
+    limits: Sequence[str] = (),
+) -> Flow[None]:
+    """One conditional write on shard 0; at most one try per client per window.
+
+    `measured_since` is when the evidence began (the write-rate window's start); shard 0
+    refuses evidence older than its last doubling. With `confirm` (a throttled client,
+    whose view may be seconds old) shard 0 is read first: a write to a hot partition
+    that its condition then refuses would spend the capacity the partition lacks.
+    """
+    meta = state.learn_entity(entity_id, False, None)
+    count = meta.shard_counts.get(resource, 1)
+    last = meta.doubling_tried.get(resource)
+    if count * 2 > state.max_shards or (last is not None and now_ms - last < keys.WINDOW_MS):
+        return
+    meta.doubling_tried[resource] = now_ms
+    key = keys.bucket_key(state.namespace, entity_id, resource, 0)
+    if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
+        return
+    try:
+        params = keys.double_shards(
+            state.table, key, count, count * 2, now_ms, measured_since, limits
+        )
+        result = yield from one(Call("update_item", params))
+    except RateLimiterUnavailable:
+        # Shard 0 is throttled too. Try again soon (after the next good write), not after a
+        # whole window: the doubling is what relieves it. Other clients try as well.
+        meta.doubling_tried[resource] = now_ms - keys.WINDOW_MS + THROTTLED_DOUBLING_RETRY_MS
+        meta.want_double[resource] = (count, measured_since)
+        return
+    seen = result.attributes if result.ok else (result.old or {})
+    if seen:
+        meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
+
+
+def _still_due(
+    state: RepoState, key: keys.Item, resource: str, count: int, since: int
+) -> Flow[bool]:
+    """Whether shard 0 still has `count` shards and no doubling since `since` (it learns
+    a higher count on the way: the caller then spreads over it instead)."""
+    read = yield from one(
+        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+    )
+    if not read.item:
+        return True
+    shard0 = keys.decode_bucket(read.item)
+    if shard0.shard_count > count:
+        meta = state.learn_entity(shard0.entity_id, shard0.cascade, shard0.parent_id)
+        meta.shard_counts[resource] = shard0.shard_count
+        return False
+    return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since

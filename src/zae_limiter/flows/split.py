@@ -1,0 +1,118 @@
+"""A new shard made from its donor, so that a doubling creates no tokens and loses none.
+
+After shard 0 raised the count from n to 2n, shard k's donor is k - n (flows/shares.py).
+The donor first records the new count (its full-at times then stand for half its share,
+and it snapshots them for the shards it gives to), then the new shard copies them: the
+two hold what the donor held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, one
+from zae_limiter.flows.bucket_write import Level
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.plan import new_bucket
+from zae_limiter.flows.shares import donor_of, split_full_at, stored_config
+from zae_limiter.limits import Limit
+from zae_limiter.models import BucketState
+
+
+def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]:
+    """Create shard k >= 1 from its sibling, so no tokens are created.
+
+    After a doubling from n to 2n shards, shard k's sibling is k - n. The sibling first
+    records the new count (its full-at times then stand for half the share), then the new
+    shard copies its full-at times: the two hold what the sibling held. Returns the
+    shard's item as it now stands.
+    """
+    ns = state.namespace
+    first = yield from _read_shard(state, level, 0)
+    if not first.item:
+        raise RateLimiterUnavailable(
+            f"shard 0 of {level.entity_id}/{level.resource} is missing; "
+            f"cannot create shard {level.shard_id}"
+        )
+    shard0 = keys.decode_bucket(first.item)
+    count = shard0.shard_count
+    if count <= level.shard_id:
+        # A shard that shard 0 does not know (a probe, or a stale count after a merge):
+        # it must not be made up. Shard 0's count is the truth from here on.
+        meta = state.learn_entity(level.entity_id, shard0.cascade, shard0.parent_id)
+        meta.shard_counts[level.resource] = count
+        raise RateLimiterUnavailable(
+            f"{level.entity_id}/{level.resource} has {count} shard(s); "
+            f"shard {level.shard_id} does not exist",
+            code=SHARD_NOT_FOUND,
+        )
+    donor_id = donor_of(level.shard_id)
+    donor = shard0
+    if donor_id:
+        read = yield from _read_shard(state, level, donor_id)
+        # A sibling that was never created itself: shard 0 gives instead.
+        donor, donor_id = (keys.decode_bucket(read.item), donor_id) if read.item else (shard0, 0)
+    full_at = yield from _split_off(state, level, donor, donor_id, count, now_ms)
+    if full_at is None:
+        return (yield from _current(state, level))
+    shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
+    bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
+    # It may be a donor itself, to shards the count already has: what it gives them is
+    # what it held when it was made, as after a count raise.
+    made = {name: at for name, at in full_at.items() if at is not None}
+    bucket = replace(bucket, split_full_at=made)
+    item = keys.new_bucket_item(ns, bucket, now_ms)
+    put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
+    return item if put.ok else put.old
+
+
+def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, shard_id)
+    return (
+        yield from one(
+            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+        )
+    )
+
+
+def _split_off(
+    state: RepoState, level: Level, donor: BucketState, donor_id: int, count: int, now_ms: int
+) -> Flow[dict[str, int | None] | None]:
+    """The donor's full-at times once it records `count`; None when its count moved past.
+
+    A donor that is throttled (it is usually the hot partition) is not written: the new
+    shard then starts empty and fills at its share of the rate, so no tokens are created.
+    """
+    if donor.shard_count < count:
+        key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
+        names = [limit.name for limit in level.limits]
+        params = keys.set_shard_count(state.table, key, donor.shard_count, count, names)
+        try:
+            moved = yield from one(Call("update_item", params))
+        except RateLimiterUnavailable as error:
+            if not error.throttled:
+                raise
+            return {limit.name: _empty(limit, count, now_ms) for limit in level.limits}
+        seen = moved.attributes if moved.ok else moved.old
+        if not seen:
+            return None
+        donor = keys.decode_bucket(seen)
+        if donor.shard_count != count:
+            return None
+    return {limit.name: split_full_at(donor, limit, now_ms) for limit in level.limits}
+
+
+def _empty(limit: Limit, count: int, now_ms: int) -> int:
+    cfg = stored_config(limit)
+    return cfg.with_tokens(0, now_ms, count)
+
+
+def _current(state: RepoState, level: Level) -> Flow[Any]:
+    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
+    read = yield from one(
+        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
+    )
+    return read.item
