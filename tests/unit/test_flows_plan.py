@@ -1,5 +1,5 @@
 """Planning one bucket write (flows/plan.py), shares (flows/shares.py) and the client's
-memory (flows/bucket_write.py): forms, bounds, rejections, local rejections."""
+memory (flows/memory.py): forms, bounds, rejections, local rejections."""
 
 from __future__ import annotations
 
@@ -22,15 +22,9 @@ from tests.unit._flowkit import (
 )
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
-from zae_limiter.flows.bucket_write import (
-    Level,
-    Rejected,
-    WritePlan,
-    learn,
-    local_rejection,
-    remember,
-)
+from zae_limiter.flows.bucket_write import Level, Rejected, WritePlan
 from zae_limiter.flows.context import Exhausted, RepoState
+from zae_limiter.flows.memory import learn, local_rejection, remember
 from zae_limiter.flows.plan import new_bucket, plan_write
 from zae_limiter.flows.shares import donor_of, read_shares, shares_held, stored_config
 from zae_limiter.limits import Limit

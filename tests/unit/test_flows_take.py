@@ -29,14 +29,10 @@ from tests.unit._flowkit import (
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep, lockstep, run_pure
-from zae_limiter.flows.bucket_write import (
-    Level,
-    Rejected,
-    Taken,
-    local_rejection,
-)
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import STALE_WINDOW_MS, Exhausted, WindowSeen
 from zae_limiter.flows.evidence import DOUBLING_THRESHOLD, EVIDENCE_SIGMAS, partition_bound
+from zae_limiter.flows.memory import local_rejection
 from zae_limiter.flows.take import MAX_WRITE_ATTEMPTS, take
 from zae_limiter.models import Entity
 

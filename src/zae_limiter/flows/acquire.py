@@ -22,12 +22,13 @@ from zae_limiter.errors import (
     ValidationError,
 )
 from zae_limiter.flows import Flow, lockstep, pause, reserve_ops, throttled
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken, local_rejection
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import double
 from zae_limiter.flows.evidence import entity_evidence
+from zae_limiter.flows.memory import local_rejection
 from zae_limiter.flows.take import NOT_FETCHED, take
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits

@@ -15,7 +15,7 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level, learn
+from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.charge import charge_lost
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.evidence import (
@@ -25,6 +25,7 @@ from zae_limiter.flows.evidence import (
     partition_bound,
     window_seen,
 )
+from zae_limiter.flows.memory import learn
 
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250

@@ -17,9 +17,10 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one, pause
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken, image, learn, remember
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import after_write
+from zae_limiter.flows.memory import image, learn, remember
 from zae_limiter.flows.plan import new_bucket, plan_write
 from zae_limiter.flows.split import create_split_shard
 from zae_limiter.models import BucketState

@@ -1,0 +1,87 @@
+"""What a client remembers of the buckets it wrote or read: their last images (the
+next write plans from them), shortages that reject without a request, the entity facts
+and shard counts items carry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zae_limiter import keys
+from zae_limiter.flows.bucket_write import Level, Rejected
+from zae_limiter.flows.context import EntityMeta, RepoState
+from zae_limiter.models import LimitStatus
+
+
+def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | None:
+    """Reject without a request when a remembered shortage still holds. Never admits."""
+    memory = state.exhausted.get((level.entity_id, level.resource))
+    if memory is None:
+        return None
+    if now_ms >= memory.until_ms:
+        del state.exhausted[(level.entity_id, level.resource)]
+        return None
+    violations = []
+    wait = 0
+    for limit in level.limits:
+        seen = memory.limits.get(limit.name)
+        if seen is None:
+            continue
+        held = memory.held.get(limit.name, 0)
+        have = seen.tokens(now_ms, 1, held)
+        need = level.consume_milli.get(limit.name, 0)
+        if have < need or have < 0:
+            ms = max(1, seen.ms_until(max(need, 0), now_ms, 1, held))
+            wait = max(wait, ms)
+            violations.append(
+                LimitStatus(
+                    entity_id=level.entity_id,
+                    resource=level.resource,
+                    limit_name=limit.name,
+                    capacity=seen.capacity_milli // 1000,
+                    available=have // 1000,
+                    requested=-(-need // 1000),
+                    retry_after_seconds=ms / 1000,
+                )
+            )
+    if not violations:
+        return None
+    return Rejected(level.entity_id, level.resource, tuple(violations), wait)
+
+
+def remember(state: RepoState, level: Level, outcome: Rejected) -> None:
+    # One shard's shortage says nothing about its siblings: remember unsharded buckets only.
+    if outcome.memory is not None and level.shard_count == 1:
+        state.exhausted[(outcome.entity_id, outcome.resource)] = outcome.memory
+
+
+def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> EntityMeta | None:
+    """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows;
+    the entity's record in this client (None when there was nothing to learn from)."""
+    if not attributes:
+        return None
+    # A few attributes, read directly: decoding the whole item costs more than the rest of
+    # a write's client-side work.
+    count = max(1, keys.get_n(attributes, keys.A_SHARD_COUNT, 1))
+    meta = state.learn_entity(
+        level.entity_id,
+        keys.get_bool(attributes, keys.A_CASCADE),
+        keys.get_s(attributes, keys.A_PARENT),
+    )
+    known = meta.shard_counts.get(level.resource, 1)
+    # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond
+    # its own count (merged away), which proves the count went down.
+    if level.shard_id == 0 or count > known or level.shard_id >= count:
+        meta.shard_counts[level.resource] = count
+    start = keys.get_n(attributes, keys.A_WINDOW_START, -1)
+    meta.windows[(level.resource, level.shard_id)] = start
+    meta.images[(level.resource, level.shard_id)] = attributes
+    if state.exhausted:
+        state.exhausted.pop((level.entity_id, level.resource), None)
+    return meta
+
+
+def image(state: RepoState, level: Level) -> Mapping[str, Any] | None:
+    """The item as this client's last write to the shard left it (None: never written)."""
+    meta = state.entities.get(level.entity_id)
+    return None if meta is None else meta.images.get((level.resource, level.shard_id))
