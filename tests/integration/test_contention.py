@@ -7,6 +7,7 @@ capacity is the binding one).
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from collections.abc import Iterator
 
@@ -72,4 +73,37 @@ def test_exactly_capacity_is_admitted(
     if cascade:
         # Every admission took from both levels; every rejection gave the child back.
         assert limiter.available(entity, "api") == {"rpm": 4 * worker.CAPACITY}
+    repo.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("speculative", [True, False], ids=["speculative", "read-write"])
+def test_a_refilling_limit_admits_no_more_than_an_ideal_bucket(
+    server: EngineEndpoint, speculative: bool
+) -> None:
+    """The same 8 x 300, on a limit of 1,000 that refills 20 a second while they contend:
+    an ideal bucket over the run's span (full at its start, refilled since) admits the
+    capacity and the refill. The demand outruns the refill all along (2,400 attempts in a
+    few seconds), so the ideal bucket is drained at every moment after the first
+    thousand: the limiter may admit up to what it refilled, never more."""
+    table = unique_name()
+    repo = SyncRepository.open(name=table, endpoint_url=server.url, create_table=True)
+    limiter = SyncRateLimiter(repo)
+    entity = "key-refill"
+    limiter.set_limits(entity, worker.REFILLING, "api")
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(PROCESSES) as pool:
+        parts = pool.starmap(
+            worker.run, [(server.url, table, entity, ATTEMPTS, speculative)] * PROCESSES
+        )
+    total = {k: sum(p[k] for p in parts) for k in worker.OUTCOMES}
+    assert sum(total.values()) == PROCESSES * ATTEMPTS, total
+    span = max(p["ended"] for p in parts) - min(p["started"] for p in parts)
+    refilled = worker.REFILL_PER_S * span
+    ideal = worker.CAPACITY + math.floor(refilled)
+    assert total["rejected"] > 0, total  # the limit bound: the refill was all there was
+    assert total["admitted"] <= ideal + 1, (total, span)
+    # Not far under it either: what an acquire that lost its races did not take, and the
+    # reserves still held when the last processes ended, stay in the bucket.
+    assert total["admitted"] >= ideal - worker.REFILL_PER_S - PROCESSES, (total, span)
     repo.close()
