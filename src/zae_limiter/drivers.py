@@ -49,7 +49,8 @@ from zae_limiter.wire import LEAN_OPS, OPERATIONS
 
 T = TypeVar("T")
 _FREE = Cost()
-Outcome = Result | Exception | None
+#: A call's result or error; after a Sleep, the clock (ms) when it woke.
+Outcome = Result | Exception | int | None
 
 
 @dataclass(slots=True)
@@ -297,7 +298,7 @@ class SyncRunner(_SyncLoop):
     def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
         if isinstance(step, Sleep):
             time.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
-            return None
+            return self.clock()
         try:
             response = getattr(self.target(step.op), step.op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
@@ -328,7 +329,7 @@ class AsyncRunner(_AsyncLoop):
     async def step(self, step: Step, trip: int, cost: Cost, left: float | None) -> Outcome:
         if isinstance(step, Sleep):
             await asyncio.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
-            return None
+            return self.clock()
         limit = left if left is not None else self.call_timeout
         try:
             if self.lean is not None and step.op in LEAN_OPS:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
+from tests.unit._flowkit import T0, answered, item, limit_part, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import Call, Result
+from zae_limiter.flows import Call, Result, Sleep
 from zae_limiter.flows.acquire import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
@@ -221,3 +221,32 @@ def test_after_a_throttle_the_retry_asks_for_a_reserve_at_any_rate() -> None:
     )
     assert retry and not first
     assert outcome.held_milli  # the reserve it was granted
+
+
+def test_after_a_wait_the_retry_is_planned_at_the_drivers_clock() -> None:
+    """The driver answers a wait with its clock: the retry is planned at that time, not
+    at the acquire's start plus the waits (the tries themselves take time, seconds on a
+    loaded partition, and a plan seconds in the past finds the bucket drained by later
+    takes of other clients: a false rejection)."""
+    state = state_with(shards=1)
+    woke = T0 + 3000
+    flow = take_any_shard(state, make_level(), T0, True, NOT_FETCHED)
+    answers = iter([throttle(), ok(item(woke, FULL))])
+    writes: list[Call] = []
+    request = next(flow)
+    while True:
+        if isinstance(request, Sleep):
+            send: Any = woke
+        elif request.op == "get_item":
+            send = Result({"Item": item(T0, FULL)})
+        else:
+            writes.append(request)
+            send = next(answers)
+        try:
+            request = flow.throw(send) if isinstance(send, BaseException) else flow.send(send)
+        except StopIteration as done:
+            outcome = done.value
+            break
+    assert isinstance(outcome, Taken) and len(writes) == 2
+    first, retry = (limit_part(w.params, "rpm")[1]["n"] for w in writes)
+    assert retry * T0 == first * woke  # now x ra, at the clock the driver gave

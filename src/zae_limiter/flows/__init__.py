@@ -26,7 +26,8 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class Sleep:
-    """Wait before the next attempt (jittered contention backoff)."""
+    """Wait before the next attempt (jittered contention backoff). The driver answers
+    with its clock (ms) once it woke."""
 
     ms: int
 
@@ -65,8 +66,11 @@ def one(step: Call) -> Flow[Result]:
     return cast(Result, result)
 
 
-def pause(ms: int) -> Flow[None]:
-    yield Sleep(ms)
+def pause(ms: int) -> Flow[int | None]:
+    """Wait `ms`; the driver's clock when it woke (ms), or None when it does not say. A
+    flow never reads a clock: this is how one that waited learns the time again."""
+    woke = yield Sleep(ms)
+    return woke if isinstance(woke, int) else None
 
 
 def together(*steps: Call) -> Flow[tuple[Result, ...]]:

@@ -280,13 +280,13 @@ def take_any_shard(
     tries = throttled.Tries([shard])
     gate = throttled.gate_ms(state, level, now_ms)
     if gate:  # this client was throttled on the bucket just now: hold back first
-        yield from pause(tries.hold_back(gate))
-        served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
+        tries.woke((yield from pause(tries.hold_back(gate))))
+        served = throttled.from_reserve(state, level, tries.now(now_ms))
         if served is not None:
             return served
     while True:
         here = _on_shard(level, shard, count, preferred)
-        at_ms = now_ms + tries.waited_ms
+        at_ms = tries.now(now_ms)
         try:
             outcome = yield from take(state, here, at_ms, speculative, prefetched)
         except RateLimiterUnavailable as error:
@@ -308,10 +308,10 @@ def take_any_shard(
                 if next_shard is None:
                     raise
                 if tries.waits > waits:  # it waited: a reserve may cover it now
-                    served = throttled.from_reserve(state, level, now_ms + tries.waited_ms)
+                    served = throttled.from_reserve(state, level, tries.now(now_ms))
                     if served is not None:
                         return served
-                level = throttled.with_reserve(state, level, now_ms + tries.waited_ms)
+                level = throttled.with_reserve(state, level, tries.now(now_ms))
                 shard, prefetched = next_shard, NOT_FETCHED
                 continue
         else:
@@ -364,7 +364,7 @@ def _after_throttle(
     wait = tries.wait_ms()
     if wait is None:
         return None
-    yield from pause(wait)
+    tries.woke((yield from pause(wait)))
     # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
     return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
 

@@ -50,6 +50,20 @@ class Tries:
     waits: int = 0
     waited_ms: int = 0
     doubled: bool = False
+    #: The driver's clock when the last wait ended (0: not told).
+    woke_ms: int = 0
+
+    def now(self, start_ms: int) -> int:
+        """The time of the next try: the waits past the start, or the clock after the last
+        one when the driver said (it counts the time the tries themselves took, which a
+        throttled acquire on a loaded partition can make seconds: a try planned at the
+        time the acquire began would find the bucket's full-at time far ahead of it, and
+        refuse tokens that are there)."""
+        return max(start_ms + self.waited_ms, self.woke_ms)
+
+    def woke(self, at_ms: int | None) -> None:
+        if at_ms is not None:
+            self.woke_ms = max(self.woke_ms, at_ms)
 
     def untried(self, count: int) -> list[int]:
         if len(self.tried) >= MAX_SHARD_TRIES:
