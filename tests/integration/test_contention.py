@@ -57,11 +57,7 @@ def test_exactly_capacity_is_admitted(
         limiter.set_limits("proj-1", worker.LIMITS, "api")
     else:
         limiter.set_limits(entity, worker.LIMITS, "api")
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(PROCESSES) as pool:
-        counts = pool.starmap(
-            worker.run, [(server.url, table, entity, ATTEMPTS, speculative)] * PROCESSES
-        )
+    counts = _contend(server, table, entity, speculative)
     total = {k: sum(c[k] for c in counts) for k in worker.OUTCOMES}
     assert sum(total.values()) == PROCESSES * ATTEMPTS, total
     # Attempts that were unavailable (lost races, a slow engine) took nothing; the rest
@@ -91,11 +87,7 @@ def test_a_refilling_limit_admits_no_more_than_an_ideal_bucket(
     limiter = SyncRateLimiter(repo)
     entity = "key-refill"
     limiter.set_limits(entity, worker.REFILLING, "api")
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(PROCESSES) as pool:
-        parts = pool.starmap(
-            worker.run, [(server.url, table, entity, ATTEMPTS, speculative)] * PROCESSES
-        )
+    parts = _contend(server, table, entity, speculative)
     total = {k: sum(p[k] for p in parts) for k in worker.OUTCOMES}
     assert sum(total.values()) == PROCESSES * ATTEMPTS, total
     span = max(p["ended"] for p in parts) - min(p["started"] for p in parts)
@@ -107,3 +99,13 @@ def test_a_refilling_limit_admits_no_more_than_an_ideal_bucket(
     # reserves still held when the last processes ended, stay in the bucket.
     assert total["admitted"] >= ideal - worker.REFILL_PER_S - PROCESSES, (total, span)
     repo.close()
+
+
+def _contend(
+    server: EngineEndpoint, table: str, entity: str, speculative: bool
+) -> list[dict[str, float]]:
+    """PROCESSES spawned clients, ATTEMPTS acquires each: what each one counted."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(PROCESSES) as pool:
+        jobs = [(server.url, table, entity, ATTEMPTS, speculative)] * PROCESSES
+        return list(pool.starmap(worker.run, jobs))
