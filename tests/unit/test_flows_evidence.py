@@ -4,6 +4,7 @@ throttle."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from tests.unit._flowkit import T0, answered, drive, failed, item, make_level, make_state, ok
@@ -221,3 +222,18 @@ def test_the_other_shard_is_read_when_its_window_is_not_known() -> None:
     assert [c.op for c in calls] == ["get_item"]
     assert calls[0].params["Key"]["PK"]["S"].endswith("#1")
     assert since == T0 - 2000
+
+
+def test_lost_races_left_by_two_acquires_of_one_client_add_up() -> None:
+    """Two acquires of a client shared by threads, in flight together, each lose a race and
+    are throttled: the next good write counts both races, not the last one's alone."""
+    state = make_state()
+    old = item(T0 - 1000, FULL)
+    first, second = (take(state, make_level(), T0, True) for _ in range(2))
+    next(first), next(second)  # both write at once
+    first.send(failed(old)), second.send(failed(old))  # both lose, and write again
+    for flow in (first, second):
+        with contextlib.suppress(RateLimiterUnavailable):
+            flow.throw(throttle())
+    _, log = drive(take(state, make_level(), T0 + 10, True), [ok()])
+    assert counted(log[0]) == 3

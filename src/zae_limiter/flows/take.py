@@ -77,7 +77,7 @@ def take(
 
 @dataclass(slots=True)
 class _Failed:
-    """Failed conditional writes on one shard not yet counted in its window."""
+    """This take's failed conditional writes on the bucket, not yet counted in a window."""
 
     count: int
 
@@ -103,7 +103,10 @@ def _uncounted(state: RepoState, level: Level, now_ms: int) -> int:
 def _leave_uncounted(state: RepoState, level: Level, count: int, now_ms: int) -> None:
     meta = state.entities.get(level.entity_id)
     if meta is not None and count:
-        meta.failed_writes[level.resource] = (min(count, MAX_UNCOUNTED), now_ms)
+        # Added to what another acquire of this client (a thread of a shared client) left
+        # meanwhile, never written over it.
+        before, _at = meta.failed_writes.get(level.resource, (0, now_ms))
+        meta.failed_writes[level.resource] = (min(before + count, MAX_UNCOUNTED), now_ms)
 
 
 def _write(
