@@ -115,9 +115,7 @@ def _still_due(
 ) -> Flow[bool]:
     """Whether shard 0 still has `count` shards and no doubling since `since` (it learns
     a higher count on the way: the caller then spreads over it instead)."""
-    read = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-    )
+    read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
     if not read.item:
         return True
     shard0 = keys.decode_bucket(read.item)

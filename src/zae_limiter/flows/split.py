@@ -57,7 +57,7 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
         donor, donor_id = (keys.decode_bucket(read.item), donor_id) if read.item else (shard0, 0)
     full_at = yield from _split_off(state, level, donor, donor_id, count, now_ms)
     if full_at is None:
-        return (yield from _current(state, level))
+        return (yield from _read_shard(state, level, level.shard_id)).item
     shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
     bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
     # It may be a donor itself, to shards the count already has: what it gives them is
@@ -71,11 +71,7 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
 
 def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, shard_id)
-    return (
-        yield from one(
-            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-        )
-    )
+    return (yield from one(Call("get_item", keys.get_consistent(state.table, key))))
 
 
 def _split_off(
@@ -108,11 +104,3 @@ def _split_off(
 def _empty(limit: Limit, count: int, now_ms: int) -> int:
     cfg = stored_config(limit)
     return cfg.with_tokens(0, now_ms, count)
-
-
-def _current(state: RepoState, level: Level) -> Flow[Any]:
-    key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
-    read = yield from one(
-        Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-    )
-    return read.item

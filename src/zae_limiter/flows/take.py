@@ -59,9 +59,7 @@ def take(
         # before the new shards are made): a blind write there fails, and a fleet's blind
         # writes fill the new partition so the write that would create it is throttled.
         # A read takes none of its write capacity.
-        read = yield from one(
-            Call("get_item", {"TableName": state.table, "Key": key, "ConsistentRead": True})
-        )
+        read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
         item = read.item
     # A failed conditional write takes the partition's write capacity as a good one does,
     # but only a good one counts in the item's write-rate window. So the next good write
