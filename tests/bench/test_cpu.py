@@ -46,3 +46,19 @@ def test_lean_call_alone_runs_the_hot_paths_update_on_moto(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == ["moto sync", "moto async"]
     assert all(len(line.split(": ")[-1].split()) == 3 for line in lines)  # three rounds
+
+
+def test_library_path_replays_a_real_response_and_counts_the_librarys_calls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import library_path
+
+    assert library_path.main(["--acquires", "50"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| o")]
+    assert [row.split(" | ")[0] for row in rows] == ["| off", "| on"]
+    for row in rows:
+        calls, best, median = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
+        # Every acquire ran the library's code (a replay that short-circuited it would
+        # count almost nothing), and the figures are ordered.
+        assert calls > 20
+        assert 0 < best <= median

@@ -144,7 +144,9 @@ def charge_lost(
     """The write that charges a crashed client's expired held counts to the full-at times
     (from there time refills them), when `item` shows any; None, the common case, else.
     Until it lands, readers count them as taken (keys.lost_milli)."""
-    if not any(keys.RESERVE_MARK in attr for attr in item) or not _lost(level, item, now_ms):
+    # One search of the names joined: a generator over every attribute cost more than the
+    # rest of the after-write checks (this runs after every write).
+    if keys.RESERVE_MARK not in "\n".join(item) or not _lost(level, item, now_ms):
         return None
     return _charge_lost(state, level, item, now_ms)
 

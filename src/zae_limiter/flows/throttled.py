@@ -26,13 +26,15 @@ sends a handful of writes at most, spread over its wait budget.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.bucket_write import Level, Taken
 from zae_limiter.flows.context import RepoState
 
-_GATE_RNG = random.Random()
+#: One generator for every acquire's jitter: a `random.Random()` per acquire seeds itself
+#: from the OS, which cost more than the rest of a steady acquire's planning.
+_RNG = random.Random()
 #: Shards tried for one level without waiting (the first and two others).
 MAX_SHARD_TRIES = 3
 #: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
@@ -45,7 +47,7 @@ class Tries:
     """One level's tries: the shards tried, throttles seen, time waited (ms)."""
 
     tried: list[int]
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = _RNG
     throttles: int = 0
     waits: int = 0
     waited_ms: int = 0
@@ -100,7 +102,7 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
     if meta is None:
         return
     _until, row = meta.throttled_until.get(level.resource, (0, 0))
-    wait = backoff_ms(row + 1, _GATE_RNG)
+    wait = backoff_ms(row + 1, _RNG)
     meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
 
 

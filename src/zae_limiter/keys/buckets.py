@@ -34,7 +34,7 @@ from zae_limiter.keys.core import (
     s,
 )
 from zae_limiter.keys.entities import put_new
-from zae_limiter.keys.reserves import decode_reserved
+from zae_limiter.keys.reserves import RESERVE_FIELD
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
 
@@ -74,14 +74,35 @@ def new_bucket_item(ns: str, bucket: BucketState, now_ms: int) -> Item:
     return item
 
 
-def decode_bucket(item: Mapping[str, Any]) -> BucketState:
+def _limit_numbers(
+    item: Mapping[str, Any],
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[int, int]]]:
+    """(limit -> stored field -> number, limit -> epoch -> held count): one pass over the
+    item, since this runs once per acquire (decode_reserved is the held counts alone)."""
     fields: dict[str, dict[str, int]] = {}
+    reserved: dict[str, dict[int, int]] = {}
+    skip = len(BUCKET_PREFIX)
     for attr, value in item.items():
-        if not attr.startswith(BUCKET_PREFIX) or "N" not in value:
+        if not attr.startswith(BUCKET_PREFIX):
             continue
-        name, _, field = attr[len(BUCKET_PREFIX) :].rpartition("_")
-        if field in FIELDS and name and name not in RESERVED_LIMIT_NAMES:
-            fields.setdefault(name, {})[field] = int(value["N"])
+        number = value.get("N")
+        if number is None:
+            continue
+        name, _, field = attr[skip:].rpartition("_")
+        if not name:
+            continue
+        if field in FIELDS:
+            if name not in RESERVED_LIMIT_NAMES:
+                fields.setdefault(name, {})[field] = int(number)
+        elif field.startswith(RESERVE_FIELD):
+            epoch = field[len(RESERVE_FIELD) :]
+            if epoch.isdigit():
+                reserved.setdefault(name, {})[int(epoch)] = int(number)
+    return fields, reserved
+
+
+def decode_bucket(item: Mapping[str, Any]) -> BucketState:
+    fields, reserved = _limit_numbers(item)
     limits = {
         name: LimitState(
             capacity_milli=f["cp"],
@@ -115,7 +136,7 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         partition_wcu=partition_wcu(item),
         window_start_ms=get_n(item, A_WINDOW_START, -1),
         window_writes=get_n(item, A_WINDOW_WRITES),
-        reserved=decode_reserved(item),
+        reserved=reserved,
         legacy_tokens=legacy,
         split_full_at=snapshots,
     )

@@ -144,17 +144,28 @@ def _expression(
 
 
 def _limit_names(i: int, write: LimitWrite, names: dict[str, str]) -> None:
-    names[f"#f{i}"] = limit_attr(write.name, "fa")
-    if write.form != GIVE:
-        names[f"#c{i}"] = limit_attr(write.name, "cp")
-        names[f"#a{i}"] = limit_attr(write.name, "ra")
-        names[f"#p{i}"] = limit_attr(write.name, "rp")
-    if write.consumed:
-        names[f"#u{i}"] = limit_attr(write.name, "tc")
-    if write.old_tokens is not None or write.form in (SET, CHECK, GIVE):
-        names[f"#k{i}"] = limit_attr(write.name, "tk")
-    for j, (epoch, _known) in enumerate(write.held):
-        names[f"#h{i}_{j}"] = reserve_attr(write.name, epoch)
+    legacy = write.old_tokens is not None or write.form in (SET, CHECK, GIVE)
+    epochs = tuple(epoch for epoch, _known in write.held)
+    names.update(_names(i, write.name, write.form == GIVE, write.consumed != 0, legacy, epochs))
+
+
+@lru_cache(maxsize=1024)
+def _names(
+    i: int, name: str, give: bool, consumed: bool, legacy: bool, epochs: tuple[int, ...]
+) -> dict[str, str]:
+    # The same few shapes recur on every write of a limit (the epochs change every 20 s).
+    names = {f"#f{i}": limit_attr(name, "fa")}
+    if not give:
+        names[f"#c{i}"] = limit_attr(name, "cp")
+        names[f"#a{i}"] = limit_attr(name, "ra")
+        names[f"#p{i}"] = limit_attr(name, "rp")
+    if consumed:
+        names[f"#u{i}"] = limit_attr(name, "tc")
+    if legacy:
+        names[f"#k{i}"] = limit_attr(name, "tk")
+    for j, epoch in enumerate(epochs):
+        names[f"#h{i}_{j}"] = reserve_attr(name, epoch)
+    return names
 
 
 def _limit_values(i: int, write: LimitWrite, values: Item) -> None:
