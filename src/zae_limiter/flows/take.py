@@ -16,8 +16,8 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
-from zae_limiter.flows import Call, Flow, one, pause
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
+from zae_limiter.flows import Call, Flow, Result, one, pause
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken, WritePlan
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import after_write
 from zae_limiter.flows.memory import image, learn, remember
@@ -123,13 +123,11 @@ def _write(
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
         if confirmed and not item:
-            level = yield from _with_entity_facts(state, level)
-            result, item = yield from _create(state, level, key, now_ms)
-            if result is not None and result.ok:
-                return _taken(level, item, now_ms, False)  # a new item: no reserve to report
-            if result is not None:
-                failed.count += 1
-                yield from pause(_backoff_ms(attempt))  # another client created it first
+            created, level, item = yield from _create_or_find(
+                state, level, key, now_ms, attempt, failed
+            )
+            if created is not None:
+                return created
             continue
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
@@ -149,31 +147,59 @@ def _write(
         result = yield from one(Call("update_item", params))
         if result.ok:
             failed.count = 0  # counted by this write
-            after = result.attributes
-            more = after_write(state, level, after, now_ms)
-            if more is not None:
-                yield from more
-            flushed = level.flush is not None
-            return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
+            return (yield from _written(state, level, result.attributes, now_ms, plan))
         failed.count += 1
-        if result.old:
-            # The item as it is: the next acquires plan from it, and a count that grew
-            # spreads them (a client that kept the old one would keep writing shard 0,
-            # failing on its count and losing the race to the partition's capacity).
-            learn(state, level, result.old)
-        if confirmed:
-            yield from pause(_backoff_ms(attempt))
-            if level.hold_milli:
-                # A reserve is granted only if as much again stays behind: its floor is
-                # about all the shard holds, which any concurrent take breaks. A shard
-                # this contended is no place for a reserve: take only what is needed.
-                level = replace(level, hold_milli={})
+        level = yield from _lost_race(state, level, result, confirmed, attempt)
         item, confirmed = result.old, True
     raise RateLimiterUnavailable(
         f"bucket {level.entity_id}/{level.resource} is too contended: "
         f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row",
         code=CONTENDED,
     )
+
+
+def _create_or_find(
+    state: RepoState, level: Level, key: keys.Item, now_ms: int, attempt: int, failed: _Failed
+) -> Flow[tuple[Taken | None, Level, Any]]:
+    """(the take, when creating the bucket was it; the level with the entity's facts; the
+    item as it is when another client created it first, or the split shard)."""
+    level = yield from _with_entity_facts(state, level)
+    result, item = yield from _create(state, level, key, now_ms)
+    if result is not None and result.ok:
+        return _taken(level, item, now_ms, False), level, item  # new: no reserve to report
+    if result is not None:
+        failed.count += 1
+        yield from pause(_backoff_ms(attempt))  # another client created it first
+    return None, level, item
+
+
+def _written(
+    state: RepoState, level: Level, after: Mapping[str, Any], now_ms: int, plan: WritePlan
+) -> Flow[Taken]:
+    more = after_write(state, level, after, now_ms)
+    if more is not None:
+        yield from more
+    flushed = level.flush is not None
+    return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
+
+
+def _lost_race(
+    state: RepoState, level: Level, result: Result, confirmed: bool, attempt: int
+) -> Flow[Level]:
+    """After a failed condition: learn from ALL_OLD, back off, and give up the reserve."""
+    if result.old:
+        # The item as it is: the next acquires plan from it, and a count that grew
+        # spreads them (a client that kept the old one would keep writing shard 0,
+        # failing on its count and losing the race to the partition's capacity).
+        learn(state, level, result.old)
+    if confirmed:
+        yield from pause(_backoff_ms(attempt))
+        if level.hold_milli:
+            # A reserve is granted only if as much again stays behind: its floor is
+            # about all the shard holds, which any concurrent take breaks. A shard
+            # this contended is no place for a reserve: take only what is needed.
+            return replace(level, hold_milli={})
+    return level
 
 
 def _unknown(level: Level) -> BucketState:
