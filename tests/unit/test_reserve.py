@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows.plan import grant
-from zae_limiter.flows.reserve import ReserveBook, ReserveSettings
+from zae_limiter.flows.reserve import DEMAND_TAU_MS, ReserveBook, ReserveSettings
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
@@ -18,8 +18,10 @@ LIMITS = (Limit.per_minute("rpm", 6000), Limit.per_minute("tpm", 600_000))
 
 
 def hot_book(rate: int = 20, settings: ReserveSettings | None = None) -> ReserveBook:
-    """A book that has seen `rate` acquires (1 rpm, 100 tpm each) in the last instant."""
+    """A book that has known the bucket for a while (its demand estimate is no longer
+    young) and has seen `rate` acquires (1 rpm, 100 tpm each) in the last instant."""
     book = ReserveBook(settings)
+    book.record(KEY, {}, T0 - 5 * DEMAND_TAU_MS, count=0)
     for _ in range(rate):
         book.record(KEY, {"rpm": 1000, "tpm": 100_000}, T0)
     return book
@@ -43,6 +45,25 @@ def test_a_reserve_lasts_the_target_period_at_the_clients_rate() -> None:
     book = hot_book(rate=20)  # 20 acquires/s, 2 writes/s: 10 acquires' worth
     want = book.want(KEY, LIMITS, {"rpm": 1000, "tpm": 100_000}, 1, T0)
     assert want == {"rpm": 10_000, "tpm": 1_000_000}
+
+
+def test_a_young_throttled_client_sizes_its_reserve_for_the_rate_it_shows_so_far() -> None:
+    """A client that saw the bucket first 250 ms ago, at 20 acquires/s: its decayed sum
+    holds about a fifth of what it will at that rate, and the reserve a throttle asks for
+    is sized for the rate so far (about 20/s, 2 writes/s: 10 acquires' worth), not for
+    the fifth (2 acquires' worth): at a cold start on a throttling partition each reserve
+    costs a write the partition barely gives."""
+    book = ReserveBook()
+    for i in range(5):
+        book.record(KEY, {"rpm": 1000}, T0 + 50 * i)
+    now = T0 + 250
+    want = book.want(KEY, LIMITS, {"rpm": 1000}, 1, now, throttled=True)
+    assert 8000 <= want["rpm"] <= 11_000, want
+    # Not throttled, a young client stays conservative: a reserve holds tokens from others.
+    assert book.want(KEY, LIMITS, {"rpm": 1000}, 1, now) == {"rpm": 2000}
+    # A client that has known the bucket long, with the same sum, is at a fifth the rate.
+    old = hot_book(rate=4)
+    assert old.want(KEY, LIMITS, {"rpm": 1000}, 1, T0, throttled=True)["rpm"] == 2000
 
 
 def test_a_reserve_never_takes_more_than_its_share_of_the_capacity() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zae_limiter.flows import stretch
-from zae_limiter.flows.reserve import ReserveBook
+from zae_limiter.flows.reserve import DEMAND_TAU_MS, ReserveBook
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
@@ -12,7 +12,9 @@ LIMITS = (Limit.per_second("rps", 1000),)
 
 
 def hot_book(rate: int = 20) -> ReserveBook:
+    """A book that has known the bucket for a while, and saw `rate` acquires just now."""
     book = ReserveBook()
+    book.record(KEY, {}, T0 - 5 * DEMAND_TAU_MS, count=0)
     for _ in range(rate):
         book.record(KEY, {"rps": 1000}, T0)
     return book

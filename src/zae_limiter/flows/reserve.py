@@ -39,6 +39,10 @@ from zae_limiter.limits import Limit
 
 #: Demand is a moving rate with this time constant (ms): it follows a change in a second.
 DEMAND_TAU_MS = 1000
+DEMAND_TAU_S = DEMAND_TAU_MS / 1000
+#: The youngest a demand record is read as, sizing a reserve (ms): a few acquires in the
+#: first milliseconds are no measure of a rate.
+DEMAND_MIN_AGE_MS = 250
 #: Demand estimates kept before quiet ones are forgotten, and how quiet that is (ms).
 DEMAND_KEYS_MAX = 10_000
 DEMAND_FORGET_MS = 10 * DEMAND_TAU_MS
@@ -118,6 +122,19 @@ class _Demand:
     at_ms: int
     count: float = 0.0
     amounts: dict[str, float] = field(default_factory=dict)
+    #: When the client first saw the bucket (the sums fill up over the time constant).
+    born_ms: int = 0
+
+    def per_second(self, total: float, now_ms: int) -> float:
+        """A rate from a decayed sum, for sizing under throttling: a record younger than
+        the time constant has not filled up yet (at a steady rate its sum is
+        `1 - exp(-age / tau)` of what it will be), and is read as the rate it shows so
+        far. Without this, the first reserves of a cold start on a throttling partition
+        are sized for a fraction of the client's rate, and each costs a write the
+        partition barely gives."""
+        age = max(now_ms - self.born_ms, DEMAND_MIN_AGE_MS)
+        filled = 1.0 - math.exp(-age / DEMAND_TAU_MS) if age < 5 * DEMAND_TAU_MS else 1.0
+        return total * 1000 / DEMAND_TAU_MS / filled
 
     def decay(self, now_ms: int) -> None:
         if now_ms > self.at_ms:
@@ -171,7 +188,7 @@ class ReserveBook:
             if demand is None:
                 if len(self._demand) >= DEMAND_KEYS_MAX:
                     self._forget_quiet(now_ms)
-                demand = self._demand[key] = _Demand(now_ms)
+                demand = self._demand[key] = _Demand(now_ms, born_ms=now_ms)
             demand.decay(now_ms)
             demand.count += count
             for name, milli in amounts.items():
@@ -213,7 +230,11 @@ class ReserveBook:
             period_ms = self.stretch.period_ms(key, settings.period_ms)
             wanted: dict[str, int] = {}
             for limit in limits:
-                rate = demand.amounts.get(limit.name, 0.0) * 1000 / DEMAND_TAU_MS
+                total = demand.amounts.get(limit.name, 0.0)
+                # Young or not, a client's rate is read as the decayed sum over the time
+                # constant (conservative: a reserve holds tokens from other clients), but
+                # a throttled one sizes for the rate it shows so far (see `per_second`).
+                rate = demand.per_second(total, now_ms) if throttled else total / DEMAND_TAU_S
                 target = max(int(rate * period_ms / 1000), 2 * consume.get(limit.name, 0))
                 cap = int(settings.max_share * limit.capacity_milli / max(1, shard_count))
                 left = held.left.get(limit.name, 0) if held is not None else 0
