@@ -273,10 +273,7 @@ def take_any_shard(
     """
     _learn_from_prefetched(state, level, prefetched)
     count = level.shard_count
-    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
-    preferred = reserve_ops.preferred_shard(state, level)
-    if preferred is not None and prefetched is NOT_FETCHED:
-        shard = preferred
+    shard, preferred = _first_shard(state, level, prefetched)
     tries = throttled.Tries([shard])
     gate = throttled.gate_ms(state, level, now_ms)
     if gate:  # this client was throttled on the bucket just now: hold back first
@@ -301,18 +298,12 @@ def take_any_shard(
             elif not error.throttled:
                 raise
             else:
-                throttled.note_reserve_write(state, here, True, at_ms)
-                throttled.note_throttle(state, here, at_ms)
-                waits = tries.waits
-                next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
-                if next_shard is None:
+                retry = yield from _retry_after_throttle(state, level, here, tries, at_ms, now_ms)
+                if retry is None:
                     raise
-                if tries.waits > waits:  # it waited: a reserve may cover it now
-                    served = throttled.from_reserve(state, level, tries.now(now_ms))
-                    if served is not None:
-                        return served
-                level = throttled.with_reserve(state, level, tries.now(now_ms))
-                shard, prefetched = next_shard, NOT_FETCHED
+                if isinstance(retry, Taken):
+                    return retry  # served by the client's reserve after a wait
+                (level, shard), prefetched = retry, NOT_FETCHED
                 continue
         else:
             if isinstance(outcome, Taken):
@@ -330,6 +321,34 @@ def take_any_shard(
         shard = random.choice(others)
         tries.tried.append(shard)
         prefetched = NOT_FETCHED
+
+
+def _first_shard(state: RepoState, level: Level, prefetched: Any) -> tuple[int, int | None]:
+    """(the shard to write first, the shard of the client's reserve if it holds one)."""
+    count = level.shard_count
+    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
+    preferred = reserve_ops.preferred_shard(state, level)
+    if preferred is not None and prefetched is NOT_FETCHED:
+        shard = preferred
+    return shard, preferred
+
+
+def _retry_after_throttle(
+    state: RepoState, level: Level, here: Level, tries: throttled.Tries, at_ms: int, now_ms: int
+) -> Flow[tuple[Level, int] | Taken | None]:
+    """After a throttled write on `here`: (the level to try again, the shard), or the
+    level served from the client's reserve after a wait, or None (the budget is spent)."""
+    throttled.note_reserve_write(state, here, True, at_ms)
+    throttled.note_throttle(state, here, at_ms)
+    waits = tries.waits
+    next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
+    if next_shard is None:
+        return None
+    if tries.waits > waits:  # it waited: a reserve may cover it now
+        served = throttled.from_reserve(state, level, tries.now(now_ms))
+        if served is not None:
+            return served
+    return throttled.with_reserve(state, level, tries.now(now_ms)), next_shard
 
 
 def _on_shard(level: Level, shard: int, count: int, preferred: int | None) -> Level:
