@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests._terminal import ctrl_c_as_in_a_terminal
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
 
 RPM = Limit.per_minute("rpm", 100)
@@ -20,8 +21,10 @@ def cli(endpoint: str, table: str, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "ZAEL_NAME": table, "COLUMNS": "200"}
     script = Path(sys.executable).parent / "zae-limiter"
     return subprocess.Popen(
-        [str(script), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [str(script), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
+    )  # fmt: skip
+
 
 
 def fill(endpoint: str, table: str, namespace: str, entities: int) -> SyncRateLimiter:
@@ -43,11 +46,9 @@ def test_interrupted_delete_resumes_and_leaves_the_other_namespace(moto_http: st
     kept_before = kept.namespace_info()
     assert total == 100
 
-    # Slow enough (about 20 s at 5 WCU/s) to be interrupted part way, even on a machine so
-    # loaded that each look at the namespace takes seconds (at 25 WCU/s the delete once
-    # ended before a look saw it start).
+    # Slow enough (about 10 s at 25 WCU/s) to be interrupted part way.
     first = cli(moto_http, table, "namespace", "delete", "doomed", "--yes",
-                "--wcu-per-second", "5")  # fmt: skip
+                "--wcu-per-second", "25")  # fmt: skip
     try:
         while doomed.namespace_info("doomed").total == total:
             assert first.poll() is None, first.communicate()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests._servers import EngineEndpoint, unique_name
+from tests._terminal import ctrl_c_as_in_a_terminal
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
 
 EXECUTABLE = shutil.which("zae-limiter", path=str(Path(sys.executable).parent))
@@ -115,6 +116,7 @@ def _in_a_terminal(endpoint: EngineEndpoint, table: str) -> tuple[int, subproces
     process = subprocess.Popen(
         [EXECUTABLE, "top", "-n", table, "--endpoint-url", endpoint.url, "--interval", "0.3"],
         stdin=secondary, stdout=secondary, stderr=secondary, env=env,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )  # fmt: skip
     os.close(secondary)
     return primary, process
