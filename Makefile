@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/python -m tools.unasync --check
 	$(BIN)/mypy
-	$(BIN)/pytest -q -rs -p no:cacheprovider
+	$(BIN)/pytest -q -rs -p no:cacheprovider --durations=10
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
