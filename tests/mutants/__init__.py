@@ -20,6 +20,7 @@ propagates, so a mutant cannot be "caught" by crashing the test for an unrelated
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -57,6 +58,23 @@ def mutant_wrapping(
     """Like `mutant`, with the broken variant built from the original by `make_broken`."""
     with mutant(owner, name, make_broken(getattr(owner, name))) as before:
         yield before
+
+
+def condition_rewritten(
+    pattern: re.Pattern[str], replacement: str
+) -> Callable[[Callable[..., tuple[str, str]]], Callable[..., tuple[str, str]]]:
+    """`make_broken` for `mutant_wrapping` of an expression builder returning (update,
+    condition): the condition with `pattern` replaced (the replacement must still use
+    the names and values the pattern used: DynamoDB rejects unused ones)."""
+
+    def make(original: Callable[..., tuple[str, str]]) -> Callable[..., tuple[str, str]]:
+        def broken(*args: Any) -> tuple[str, str]:
+            update, condition = original(*args)
+            return update, pattern.sub(replacement, condition)
+
+        return broken
+
+    return make
 
 
 def must_fail(

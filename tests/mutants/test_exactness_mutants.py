@@ -28,7 +28,7 @@ from tests._servers import EngineEndpoint, unique_name
 from tests.engine.burst_drivers import play_sync
 from tests.engine.exactness_clients import CLIENTS, Step, run_plan
 from tests.exactness_model import burst_scenarios, fill_ms, judge
-from tests.mutants import must_fail, mutant_wrapping
+from tests.mutants import condition_rewritten, must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
 from zae_limiter.flows import plan as plan_module
 from zae_limiter.flows import reserve as reserve_module
@@ -117,15 +117,8 @@ def _spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., in
 _AVAILABILITY = re.compile(r"#f(\d+) <= :b\1")
 
 
-def _no_availability_condition(
-    original: Callable[..., tuple[str, str]],
-) -> Callable[..., tuple[str, str]]:
-    def broken(*args: Any) -> tuple[str, str]:
-        update, condition = original(*args)
-        # Always true, and still uses the value (DynamoDB rejects unused values).
-        return update, _AVAILABILITY.sub(r":b\1 = :b\1", condition)
-
-    return broken
+#: Always true, and still uses the value (DynamoDB rejects unused values).
+_no_availability_condition = condition_rewritten(_AVAILABILITY, r":b\1 = :b\1")
 
 
 def test_a_reserve_granted_without_as_much_again_behind_is_caught(
@@ -174,14 +167,7 @@ def _add_to_a_full_bucket(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
-def _no_not_full_condition(
-    original: Callable[..., tuple[str, str]],
-) -> Callable[..., tuple[str, str]]:
-    def broken(*args: Any) -> tuple[str, str]:
-        update, condition = original(*args)
-        return update, _NOT_FULL.sub(r":n\1 = :n\1", condition)
-
-    return broken
+_no_not_full_condition = condition_rewritten(_NOT_FULL, r":n\1 = :n\1")
 
 
 def test_a_take_that_adds_to_a_full_bucket_is_caught(dynamodb_local: EngineEndpoint) -> None:

@@ -8,13 +8,12 @@ first) must fail, at no skew (a second capacity) and at a small one (more than `
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import pytest
 
 from tests._servers import EngineEndpoint
 from tests.engine import test_clock_skew
-from tests.mutants import must_fail, mutant_wrapping
+from tests.mutants import condition_rewritten, must_fail, mutant_wrapping
 from zae_limiter.keys import takes as takes_module
 
 pytestmark = pytest.mark.engine
@@ -24,15 +23,10 @@ _FULL = re.compile(
 )
 
 
-def _set_without_its_condition(
-    original: Callable[..., tuple[str, str]],
-) -> Callable[..., tuple[str, str]]:
-    def broken(*args: object) -> tuple[str, str]:
-        update, condition = original(*args)
-        # Always true, and still uses the names and values (DynamoDB rejects unused ones).
-        return update, _FULL.sub(r"(attribute_not_exists(#k\1) OR :n\1 = :n\1)", condition)
-
-    return broken
+#: Always true, and still uses the names and values.
+_set_without_its_condition = condition_rewritten(
+    _FULL, r"(attribute_not_exists(#k\1) OR :n\1 = :n\1)"
+)
 
 
 @pytest.mark.parametrize("reserve", [False, True], ids=["no-reserve", "reserve"])

@@ -34,7 +34,7 @@ from zae_limiter.keys.core import (
     s,
 )
 from zae_limiter.keys.entities import put_new
-from zae_limiter.keys.reserves import RESERVE_FIELD
+from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
 
@@ -94,10 +94,8 @@ def _limit_numbers(
         if field in FIELDS:
             if name not in RESERVED_LIMIT_NAMES:
                 fields.setdefault(name, {})[field] = int(number)
-        elif field.startswith(RESERVE_FIELD):
-            epoch = field[len(RESERVE_FIELD) :]
-            if epoch.isdigit():
-                reserved.setdefault(name, {})[int(epoch)] = int(number)
+        elif (epoch := held_epoch(field)) is not None:
+            reserved.setdefault(name, {})[epoch] = int(number)
     return fields, reserved
 
 

@@ -36,12 +36,16 @@ def decode_reserved(item: Mapping[str, Any]) -> dict[str, dict[int, int]]:
         if not attr.startswith(BUCKET_PREFIX) or "N" not in value:
             continue
         name, _, field = attr[len(BUCKET_PREFIX) :].rpartition("_")
-        if not name or not field.startswith(RESERVE_FIELD):
-            continue
-        epoch = field[len(RESERVE_FIELD) :]
-        if epoch.isdigit():
-            out.setdefault(name, {})[int(epoch)] = int(value["N"])
+        epoch = held_epoch(field)
+        if name and epoch is not None:
+            out.setdefault(name, {})[epoch] = int(value["N"])
     return out
+
+
+def held_epoch(field: str) -> int | None:
+    """The epoch of a held-count field (`rs{epoch}`), None when `field` is not one."""
+    digits = field[len(RESERVE_FIELD) :]
+    return int(digits) if field.startswith(RESERVE_FIELD) and digits.isdigit() else None
 
 
 def held_milli(reserved: Mapping[int, int], now_ms: int) -> int:
@@ -100,6 +104,7 @@ __all__ = [
     "decode_reserved",
     "expired_counts",
     "held_deltas",
+    "held_epoch",
     "held_milli",
     "lost_milli",
     "reserve_attr",
