@@ -26,7 +26,14 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from tests._servers import EngineEndpoint, unique_name
-from tests.engine.exactness_clients import CLIENTS, KINDS, Step, run_plan
+from tests.engine.exactness_clients import (
+    AGED_IN_USE,
+    AGED_SETTINGS,
+    CLIENTS,
+    KINDS,
+    Step,
+    run_plan,
+)
 from tests.exactness_model import OVER_ADMITS_AT_THE_TOP
 from zae_limiter import Limit, SyncRepository
 
@@ -95,3 +102,13 @@ def test_clients_interleaving_never_beat_an_ideal_bucket(
     dynamodb_local: EngineEndpoint, table: str, limit: Limit, plan: list[Step]
 ) -> None:
     run_plan(dynamodb_local.url, table, limit, plan)
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=[limit.name for limit in LIMITS])
+def test_reserves_renewed_by_an_acquires_write_stay_exact(
+    dynamodb_local: EngineEndpoint, table: str, limit: Limit
+) -> None:
+    """An aged reserve in use goes back with the write of the acquire that takes the next
+    one (docs/reserves.md): the same checks, on a plan where that happens."""
+    clients = run_plan(dynamodb_local.url, table, limit, AGED_IN_USE, AGED_SETTINGS)
+    assert clients.renewals > 0, "no reserve was renewed: the plan does not test it"

@@ -134,6 +134,33 @@ def test_a_reserve_goes_back_at_its_maximum_age_though_in_use(api: Api, clock: C
     assert eventually(lambda: let_keeper_run(api) and api.limiter.get_reserve_stats().returns)
 
 
+def test_an_aged_reserve_goes_back_with_the_next_acquires_write(api: Api) -> None:
+    """A busy bucket's reserve that reaches its age is returned by the write the next
+    acquire makes anyway (which takes the next reserve): one request, not a return and a
+    take, and every token accounted for."""
+    warm(api, SLOW, n=8)
+    book = api.repo.state.reserves
+    old = book.holding(("k", "gpt"))
+    assert old is not None and old.left["rpm"] > 0
+    # Aged now, and used just now (not idle): the repository's clock does not move, so
+    # the keeper, which waits RENEW_GRACE_MS past the age for an acquire, stays out.
+    old.born_ms -= book.settings.max_age_ms
+    with api.meter() as m:
+        with api.acquire("k", "gpt", {"rpm": 1}, limits=SLOW):
+            pass
+    assert m.ops == ["update_item"]
+    stats = api.limiter.get_reserve_stats()
+    assert (stats.returns, stats.renewed, stats.lost) == (1, 1, 0)
+    new = book.holding(("k", "gpt"))
+    assert new is not None and new is not old and new.taken_total() == new.left
+    # What the item holds in reserves is the new reserve alone; the old one's unspent
+    # tokens are back in the bucket.
+    assert reserved(api) == new.left["rpm"] // 1000
+    assert tokens(api) == 100 - 9 - reserved(api)
+    give_back(api)
+    assert tokens(api) == 100 - 9 and reserved(api) == 0
+
+
 def let_keeper_run(api: Api) -> bool:
     """The async keeper is a task: it only moves while the test's loop runs."""
     if api.loop is not None:

@@ -8,7 +8,9 @@ DynamoDB Local, with a plan that passes on the real code.
 - a take without its availability condition (the bound on the full-at time, `fa <= :b`,
   dropped from the write);
 - a take on a full bucket that ADDs to the stored full-at time instead of setting it from
-  now (issue 22's over-admission at the top of the bucket, put back).
+  now (issue 22's over-admission at the top of the bucket, put back);
+- an aged reserve renewed by an acquire's write (its unspent tokens go back to the
+  bucket) that also stays on the client's book as a young one, to be spent again.
 
 Each check first runs on the real code (it must pass there: a check that fails anyway
 proves nothing), then under the mutant, where it must fail.
@@ -26,12 +28,13 @@ import pytest
 
 from tests._servers import EngineEndpoint, unique_name
 from tests.engine.burst_drivers import play_sync
-from tests.engine.exactness_clients import CLIENTS, Step, run_plan
+from tests.engine.exactness_clients import AGED_IN_USE, AGED_SETTINGS, CLIENTS, Step, run_plan
 from tests.exactness_model import burst_scenarios, fill_ms, judge
 from tests.mutants import condition_rewritten, must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
 from zae_limiter.flows import plan as plan_module
 from zae_limiter.flows import reserve as reserve_module
+from zae_limiter.flows.reserve import ReserveSettings
 from zae_limiter.keys import takes as takes_module
 
 pytestmark = pytest.mark.engine
@@ -64,7 +67,7 @@ def table(dynamodb_local: EngineEndpoint) -> str:
 
 
 def _guarantee(
-    url: str, table: str, plan: list[Step], reserve: bool = True
+    url: str, table: str, plan: list[Step], reserve: bool | ReserveSettings = True
 ) -> Callable[[], object]:
     def check() -> object:
         clients = run_plan(url, table, LIMIT, plan, reserve)
@@ -82,8 +85,7 @@ def _greedy_grant(original: Callable[..., dict[str, int]]) -> Callable[..., dict
     ) -> dict[str, int]:
         spare = {name: tokens.get(name, 0) - consume.get(name, 0) for name in hold}
         granted = {
-            name: min(amount, max(0, spare[name])) // 1000 * 1000
-            for name, amount in hold.items()
+            name: min(amount, max(0, spare[name])) // 1000 * 1000 for name, amount in hold.items()
         }
         return {name: amount for name, amount in granted.items() if amount > 0}
 
@@ -114,6 +116,18 @@ def _spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., in
     return broken
 
 
+def _renewal_keeps_the_reserve(original: Callable[..., Any]) -> Callable[..., Any]:
+    def broken(self: Any, key: Any, limits: Any, shard_count: int, now_ms: int) -> Any:
+        held = self.holding(key)
+        flush = original(self, key, limits, shard_count, now_ms)
+        if flush is not None and held is not None:
+            held.born_ms = now_ms  # young again: its tokens are spent a second time
+            self._reserves[key] = held
+        return flush
+
+    return broken
+
+
 _AVAILABILITY = re.compile(r"#f(\d+) <= :b\1")
 
 
@@ -140,6 +154,14 @@ def test_a_reserve_spend_that_does_not_subtract_is_caught(
     owner = reserve_module.ReserveBook
     killed = _killed(check, (owner, "spend", _spend_keeps_tokens))
     assert "admitted" in killed
+
+
+def test_a_renewed_reserve_that_stays_on_the_book_is_caught(
+    dynamodb_local: EngineEndpoint, table: str
+) -> None:
+    check = _guarantee(dynamodb_local.url, table, AGED_IN_USE, AGED_SETTINGS)
+    killed = _killed(check, (reserve_module.ReserveBook, "renew", _renewal_keeps_the_reserve))
+    assert "admitted" in killed or "holds" in killed, killed
 
 
 def test_a_take_without_its_availability_condition_is_caught(

@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows.plan import grant
-from zae_limiter.flows.reserve import DEMAND_TAU_MS, ReserveBook, ReserveSettings
+from zae_limiter.flows.reserve import DEMAND_TAU_MS, RENEW_GRACE_MS, ReserveBook, ReserveSettings
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
 KEY = ("key-1", "gpt-4")
 LIMITS = (Limit.per_minute("rpm", 6000), Limit.per_minute("tpm", 600_000))
+EPOCH = keys.reserve_epoch(T0)
 
 
 def hot_book(rate: int = 20, settings: ReserveSettings | None = None) -> ReserveBook:
@@ -120,7 +121,39 @@ def test_reserves_fall_due_when_idle_or_old() -> None:
     assert book.due(T0 + 2000) == []
     for t in range(T0 + 3000, T0 + 10_000, 1000):
         book.spend(KEY, LIMITS, {"rpm": 100}, t)
-    assert [k for k, _ in book.due(T0 + 10_000)] == [KEY]  # max age, though in use
+    # Max age, though in use: the keeper gives an acquire RENEW_GRACE_MS to renew it.
+    assert [k for k, _ in book.due(T0 + 10_000 + RENEW_GRACE_MS)] == [KEY]
+
+
+def test_an_aged_reserve_is_renewed_whole_by_the_next_write() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, EPOCH, T0)
+    held = book.holding(KEY)
+    assert held is not None
+    assert book.renew(KEY, LIMITS, 1, T0 + 100) is None  # young: it serves acquires
+    aged = held.born_ms + book.settings.max_age_ms
+    for t in range(T0 + 1000, aged, 1000):  # in use all along: never idle
+        assert book.spend(KEY, LIMITS, {"rpm": 100}, t) == 0
+    left = held.left["rpm"]
+    assert book.spend(KEY, LIMITS, {"rpm": 100}, aged) is None  # never spent past its age
+    assert book.due(aged) == []  # the keeper waits for an acquire to carry it
+    flush = book.renew(KEY, LIMITS, 1, aged)
+    assert flush is not None
+    # Every count it raised goes down; what it spent is charged; the rest goes back.
+    assert flush.released == {EPOCH: {"rpm": 5000}}
+    assert (flush.spent, flush.back) == ({"rpm": 5000 - left}, {"rpm": left})
+    assert book.holding(KEY) is None and book.next_due_ms() is None
+
+
+def test_a_return_refused_by_a_throttle_rides_on_the_next_write() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, EPOCH, T0)
+    returns = book.drain()
+    book.retry_later(returns, T0)  # throttled: it backs off
+    assert book.renew(KEY, LIMITS[:1], 1, T0) is None  # under other limits
+    flush = book.renew(KEY, LIMITS, 1, T0)
+    assert flush is not None and flush.back == {"rpm": 5000}
+    assert book.next_due_ms(T0) is None  # nothing left for the keeper
 
 
 def test_a_reserve_past_its_age_is_never_spent() -> None:

@@ -25,7 +25,6 @@ threads); `flows.acquire` decides and `flows.reserve_return` writes.
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 from collections.abc import Iterable, Mapping
@@ -33,22 +32,24 @@ from dataclasses import dataclass, field
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows.backoff import Pacer, spread_age_ms
+from zae_limiter.flows.demand import (
+    DEMAND_FORGET_MS,
+    DEMAND_KEYS_MAX,
+    DEMAND_TAU_MS,
+    DEMAND_TAU_S,
+    Demand,
+)
 from zae_limiter.flows.stretch import Stretch
 from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
 from zae_limiter.limits import Limit
 
-#: Demand is a moving rate with this time constant (ms): it follows a change in a second.
-DEMAND_TAU_MS = 1000
-DEMAND_TAU_S = DEMAND_TAU_MS / 1000
-#: The youngest a demand record is read as, sizing a reserve (ms): a few acquires in the
-#: first milliseconds are no measure of a rate.
-DEMAND_MIN_AGE_MS = 250
-#: Demand estimates kept before quiet ones are forgotten, and how quiet that is (ms).
-DEMAND_KEYS_MAX = 10_000
-DEMAND_FORGET_MS = 10 * DEMAND_TAU_MS
 #: Past this point of its oldest epoch's life a reserve's tokens are no longer returned:
 #: readers may already have stopped counting them as held (clock skew between clients).
 RETURN_MARGIN_MS = 5000
+#: How long past `max_age_ms` (at most `idle_ms`) an aged reserve waits on the book for
+#: the client's next acquire, whose write returns it (`ReserveBook.renew`) instead of a
+#: write of its own: a busy bucket then pays one write per reserve, not two.
+RENEW_GRACE_MS = 1000
 
 Key = tuple[str, str]
 
@@ -114,35 +115,19 @@ class Reserve:
         oldest = min(self.taken, default=reserve_epoch(now_ms))
         return now_ms < (oldest + 2) * RESERVE_EPOCH_MS - RETURN_MARGIN_MS
 
+    def fits(self, limits: tuple[Limit, ...], shard_count: int) -> bool:
+        """Whether a write to the bucket under `limits` and `shard_count` can carry it."""
+        return self.limits == limits and self.shard_id < shard_count
 
-@dataclass(slots=True)
-class _Demand:
-    """Decayed sums of acquires and amounts (a rate is the sum over the time constant)."""
-
-    at_ms: int
-    count: float = 0.0
-    amounts: dict[str, float] = field(default_factory=dict)
-    #: When the client first saw the bucket (the sums fill up over the time constant).
-    born_ms: int = 0
-
-    def per_second(self, total: float, now_ms: int) -> float:
-        """A rate from a decayed sum, for sizing under throttling: a record younger than
-        the time constant has not filled up yet (at a steady rate its sum is
-        `1 - exp(-age / tau)` of what it will be), and is read as the rate it shows so
-        far. Without this, the first reserves of a cold start on a throttling partition
-        are sized for a fraction of the client's rate, and each costs a write the
-        partition barely gives."""
-        age = max(now_ms - self.born_ms, DEMAND_MIN_AGE_MS)
-        filled = 1.0 - math.exp(-age / DEMAND_TAU_MS) if age < 5 * DEMAND_TAU_MS else 1.0
-        return total * 1000 / DEMAND_TAU_MS / filled
-
-    def decay(self, now_ms: int) -> None:
-        if now_ms > self.at_ms:
-            factor = math.exp(-(now_ms - self.at_ms) / DEMAND_TAU_MS)
-            self.count *= factor
-            for name in self.amounts:
-                self.amounts[name] *= factor
-            self.at_ms = now_ms
+    def settlement(self, now_ms: int) -> tuple[dict[str, int], dict[str, int]]:
+        """(spent, back) of giving the whole reserve back now: the tokens left go back
+        while readers still count its held counts (later they are lost, counted as
+        spent, since the capacity they held is already free again); the rest of what it
+        took was spent. A give-back into the reserve can leave `spent` negative."""
+        taken = self.taken_total()
+        back = {n: max(0, v) for n, v in self.left.items()} if self.returnable(now_ms) else {}
+        spent = {name: taken.get(name, 0) - back.get(name, 0) for name in set(taken) | set(back)}
+        return spent, back
 
 
 @dataclass(slots=True)
@@ -155,6 +140,8 @@ class ReserveStats:
     returned_tokens: dict[str, int] = field(default_factory=dict)
     lost: int = 0
     held: dict[str, int] = field(default_factory=dict)
+    #: Of `returns`, those an acquire's own write carried (aged reserves, renewed).
+    renewed: int = 0
 
 
 class ReserveBook:
@@ -170,7 +157,7 @@ class ReserveBook:
         self.stretch = Stretch()
         self._lock = threading.Lock()
         self._reserves: dict[Key, Reserve] = {}
-        self._demand: dict[Key, _Demand] = {}
+        self._demand: dict[Key, Demand] = {}
         #: Reserves taken off the book that still have to be written back.
         self._outgoing: list[tuple[Key, Reserve]] = []
         self.stats = ReserveStats()
@@ -188,7 +175,7 @@ class ReserveBook:
             if demand is None:
                 if len(self._demand) >= DEMAND_KEYS_MAX:
                     self._forget_quiet(now_ms)
-                demand = self._demand[key] = _Demand(now_ms, born_ms=now_ms)
+                demand = self._demand[key] = Demand(now_ms, born_ms=now_ms)
             demand.decay(now_ms)
             demand.count += count
             for name, milli in amounts.items():
@@ -250,16 +237,19 @@ class ReserveBook:
     ) -> int | None:
         """Take `consume` from the reserve; the shard it came from, or None (not covered).
 
-        A reserve taken under other limits (a stored limit changed) or past its age is taken
-        off the book to be returned, and never spent again.
+        A reserve taken under other limits (a stored limit changed) is taken off the book
+        to be returned, and never spent again; one past its age is never spent again
+        either, and goes back with this acquire's write (`renew`) or the keeper's.
         """
         with self._lock:
             held = self._reserves.get(key)
             if held is None:
                 return None
-            if held.limits != limits or now_ms - held.born_ms >= self.settings.max_age_ms:
+            if held.limits != limits:
                 self._retire(key)
                 return None
+            if now_ms - held.born_ms >= self.settings.max_age_ms:
+                return None  # never spent past its age: the acquire's write renews it
             left = held.left
             for name, milli in consume.items():
                 if milli and left.get(name, 0) < milli:
@@ -321,9 +311,27 @@ class ReserveBook:
                 return None
             return held.shard_id, Flush(spent, released, held.shard_id)
 
-    def unflush(
-        self, key: Key, flush: Flush, now_ms: int, limits: tuple[Limit, ...] = ()
-    ) -> None:
+    def renew(
+        self, key: Key, limits: tuple[Limit, ...], shard_count: int, now_ms: int
+    ) -> Flush | None:
+        """A reserve of the bucket that is due back, taken off the book to go back with the
+        write the acquire makes anyway (a flush that releases every count it raised): the
+        held reserve once it is aged, else one waiting to be written back (retired, or
+        refused by a throttle and backing off). None when there is none. If that write is
+        not applied, `unflush` puts the return back on the keeper's list."""
+        with self._lock:
+            held = self._reserves.get(key)
+            aged = held is not None and now_ms - held.born_ms >= self.settings.max_age_ms
+            if held is not None and aged and held.fits(limits, shard_count):
+                del self._reserves[key]
+                return _renewal(held, now_ms)
+            for i, (waiting_key, waiting) in enumerate(self._outgoing):
+                if waiting_key == key and waiting.fits(limits, shard_count):
+                    del self._outgoing[i]
+                    return _renewal(waiting, now_ms)
+            return None
+
+    def unflush(self, key: Key, flush: Flush, now_ms: int, limits: tuple[Limit, ...] = ()) -> None:
         """A flush whose write was not applied: its amounts are held counts again.
 
         If the reserve has gone meanwhile (returned by the keeper), they are written back
@@ -335,8 +343,10 @@ class ReserveBook:
             if held is None or held.shard_id != flush.shard_id:
                 released = {e: dict(amounts) for e, amounts in flush.released.items()}
                 # Its return must charge what was spent to the full-at times, which
-                # needs the limits: without them the spent tokens would come back.
-                orphan = Reserve(flush.shard_id, limits, {}, released, now_ms, now_ms)
+                # needs the limits: without them the spent tokens would come back. A
+                # renewal's unspent tokens are still its own to give back.
+                left = dict(flush.back or {})
+                orphan = Reserve(flush.shard_id, limits, left, released, now_ms, now_ms)
                 self._outgoing.append((key, orphan))
                 return
             for epoch, amounts in flush.released.items():
@@ -375,11 +385,9 @@ class ReserveBook:
 
     def due(self, now_ms: int) -> list[tuple[Key, Reserve]]:
         """Take off the book every reserve idle or old enough to go back, and any retired."""
-        settings = self.settings
         with self._lock:
             for key, held in list(self._reserves.items()):
-                idle = now_ms - held.used_ms >= settings.idle_ms
-                if idle or now_ms - held.born_ms >= settings.max_age_ms:
+                if now_ms >= self._due_at(held):
                     self._retire(key)
             out, self._outgoing = self.pacer.release(self._outgoing, now_ms)
             return out
@@ -396,18 +404,21 @@ class ReserveBook:
         """When the next reserve becomes due (None: none held, nothing outgoing); with
         `now_ms`, returns waiting for their backoff or budget count from when they may go."""
         with self._lock:
-            settings = self.settings
-            times = [
-                min(h.used_ms + settings.idle_ms, h.born_ms + settings.max_age_ms)
-                for h in self._reserves.values()
-            ]
+            times = [self._due_at(h) for h in self._reserves.values()]
             if self._outgoing:
                 times.append(0 if now_ms is None else self.pacer.due_at(self._outgoing, now_ms))
             return min(times, default=None)
 
-    def returned(self, held: Reserve, back: Mapping[str, int]) -> None:
+    def _due_at(self, held: Reserve) -> int:
+        """When the keeper returns a reserve: idle, or aged and not renewed meanwhile."""
+        settings = self.settings
+        grace = min(RENEW_GRACE_MS, settings.idle_ms)
+        return min(held.used_ms + settings.idle_ms, held.born_ms + settings.max_age_ms + grace)
+
+    def returned(self, back: Mapping[str, int], renewed: bool = False) -> None:
         with self._lock:
             self.stats.returns += 1
+            self.stats.renewed += renewed
             for name, milli in back.items():
                 total = self.stats.returned_tokens.get(name, 0) + milli
                 self.stats.returned_tokens[name] = total
@@ -433,7 +444,9 @@ class ReserveBook:
                 for name, milli in reserve.left.items():
                     held[name] = held.get(name, 0) + milli // 1000
             s = self.stats
-            return ReserveStats(s.hits, s.takes, s.returns, dict(s.returned_tokens), s.lost, held)
+            return ReserveStats(
+                s.hits, s.takes, s.returns, dict(s.returned_tokens), s.lost, held, s.renewed
+            )
 
     def holding(self, key: Key) -> Reserve | None:
         """The reserve held for a bucket (for inspection and tests)."""
@@ -454,3 +467,10 @@ class ReserveBook:
         held = self._reserves.pop(key, None)
         if held is not None:
             self._outgoing.append((key, held))
+
+
+def _renewal(held: Reserve, now_ms: int) -> Flush:
+    """The flush that gives `held` back whole with another write to its shard."""
+    spent, back = held.settlement(now_ms)
+    released = {epoch: dict(amounts) for epoch, amounts in held.taken.items()}
+    return Flush(spent, released, held.shard_id, back=back)

@@ -52,18 +52,24 @@ def serve(
                 )
             )
             continue
+        renewal = book.renew(key, level.limits, level.shard_count, now_ms)
         want = book.want(key, level.limits, level.consume_milli, level.shard_count, now_ms)
         if not want:
-            rest.append(level)
+            rest.append(level if renewal is None else replace(level, flush=renewal))
             continue
         flushed = book.flush(key, level.shard_count)
-        rest.append(replace(level, hold_milli=want, flush=flushed[1] if flushed else None))
+        flush = renewal if flushed is None else flushed[1]
+        rest.append(replace(level, hold_milli=want, flush=flush))
     return served, rest
 
 
 def preferred_shard(state: RepoState, level: Level) -> int | None:
     """The shard this client's reserve of the bucket came from: a top-up goes there, so
     one reserve keeps growing instead of being returned for another shard's."""
+    if level.flush is not None and level.flush.back is not None:
+        # A renewal: the aged reserve's counts are on its shard, so the write goes there.
+        shard = level.flush.shard_id
+        return shard if shard < level.shard_count else None
     if state.reserves is None or not level.hold_milli:
         return None
     held = state.reserves.holding(_key(level))
@@ -105,6 +111,13 @@ def keep(
             may_have_carried = not _not_applied(outcome)
         if not may_have_carried:
             book.unflush(_key(level), level.flush, now_ms, level.limits)
+        elif level.flush.back is not None:
+            # A renewal: its write gave the reserve back, or left it unknown whether it
+            # did (its counts then stay raised until their epoch ends: lost, not created).
+            if isinstance(outcome, Taken):
+                book.returned(level.flush.back, renewed=True)
+            else:
+                book.lost()
     for outcome in outcomes:
         if isinstance(outcome, Taken) and outcome.held_milli:
             book.install(
@@ -149,9 +162,7 @@ def return_write(
     """`return_call` with its forms picked from `item`: every held count it raised goes
     down, and what it spent is charged to the full-at times (its unspent tokens come back
     through the held counts alone)."""
-    taken = held.taken_total()
-    back = {n: max(0, v) for n, v in held.left.items()} if held.returnable(now_ms) else {}
-    spent = {name: taken.get(name, 0) - back.get(name, 0) for name in set(taken) | set(back)}
+    spent, back = held.settlement(now_ms)
     released = keys.held_deltas({}, 0, keys.Flush({}, held.taken))
     call = charge_write(state, _shard(key, held), held.limits, spent, now_ms, item, released)
     return call, back
@@ -181,7 +192,7 @@ def give_back_reserves(
     pending = []
     for key, held in items:
         if _settled(held):  # spent to the last token and reported: nothing to write
-            book.returned(held, {})
+            book.returned({})
         else:
             pending.append((key, held))
     items = pending
@@ -206,6 +217,6 @@ def give_back_reserves(
             book.lost()
             log.warning("a token reserve of %s/%s could not be returned: %s", *key, result)
         else:
-            book.returned(held, back)
+            book.returned(back)
     if again:
         book.retry_later(again, now_ms)

@@ -78,6 +78,10 @@ class Flush:
     released: Mapping[int, Mapping[str, int]]
     #: The shard whose held counts these are.
     shard_id: int = 0
+    #: Set when the flush gives the whole reserve back (an aged reserve, returned by the
+    #: acquire's own write): the unspent tokens that go back with it. `released` is then
+    #: every count the reserve raised, and `spent` what it took less these.
+    back: Mapping[str, int] | None = None
 
 
 def held_deltas(hold: Mapping[str, int], epoch: int, flush: Flush | None = None) -> dict[str, int]:
