@@ -332,3 +332,21 @@ def test_an_unapplied_flush_is_held_again_or_written_back_on_its_own() -> None:
     book.unflush(KEY, flush, T0)
     [(_key, orphan)] = book.due(T0)
     assert orphan.left == {} and orphan.taken == {7: {"rpm": 1000}}
+
+
+def test_a_renewal_not_applied_goes_back_whole_beside_a_newer_reserve() -> None:
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000}, EPOCH, T0)
+    returns = book.drain()
+    book.retry_later(returns, T0)
+    flush = book.renew(KEY, LIMITS, 1, T0)
+    assert flush is not None
+    book.install(KEY, 0, LIMITS, {"rpm": 2000}, EPOCH, T0)  # another acquire's reserve
+    book.unflush(KEY, flush, T0, LIMITS)  # the renewal's write was throttled
+    newer = book.holding(KEY)
+    assert newer is not None and newer.taken == {EPOCH: {"rpm": 2000}}
+    back = [(held.left, held.taken) for _key, held in book.drain()]
+    assert back == [
+        ({"rpm": 5000}, {EPOCH: {"rpm": 5000}}),  # the renewal's reserve, whole
+        ({"rpm": 2000}, {EPOCH: {"rpm": 2000}}),
+    ]

@@ -340,7 +340,9 @@ class ReserveBook:
         """
         with self._lock:
             held = self._reserves.get(key)
-            if held is None or held.shard_id != flush.shard_id:
+            # A renewal's reserve is a whole of its own (its unspent tokens are `back`):
+            # it is never merged into the reserve the book holds now.
+            if held is None or held.shard_id != flush.shard_id or flush.back is not None:
                 released = {e: dict(amounts) for e, amounts in flush.released.items()}
                 # Its return must charge what was spent to the full-at times, which
                 # needs the limits: without them the spent tokens would come back. A
