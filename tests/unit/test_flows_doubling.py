@@ -7,6 +7,7 @@ the throttle reaches the caller after the acquire's short wait budget, with no d
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from zae_limiter.flows import Call, Result
 from zae_limiter.flows.acquire import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.doubling import after_write
 from zae_limiter.flows.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
 from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.flows.throttled import THROTTLED_WAIT_MS
@@ -171,3 +173,40 @@ def test_evidence_from_before_a_doubling_does_not_double_again() -> None:
     )
     assert isinstance(raised, RateLimiterUnavailable)
     assert not meta.doubling_tried
+
+
+def _hot_item(shard: int, count: int) -> dict[str, Any]:
+    """Shard `shard`'s item with a window of 100 writes in 1.5 s: 67/s, past WCU."""
+    seen = item(T0 - 3000, {"rpm": 9000, "tpm": 900_000}, shard_count=count)
+    seen["shard_id"] = {"N": str(shard)}
+    seen["ws"], seen["wn"] = {"N": str(T0 - 1500)}, {"N": "100"}
+    seen["b_wcu_cp"] = {"N": str(WCU)}
+    return seen
+
+
+@pytest.mark.parametrize("other_hot", [False, True], ids=["other-quiet", "other-hot"])
+def test_a_hot_window_doubles_a_sharded_entity_only_when_another_shard_is_hot(
+    other_hot: bool,
+) -> None:
+    """One shard's window among many passes the test by chance now and then (a burst):
+    an entity of two or more shards doubles on a good write only when another shard
+    this client saw lately proves hot as well."""
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shard_counts["gpt"] = 2
+    writes = 100 if other_hot else 10
+    meta.seen_windows[("gpt", 0)] = WindowSeen(T0 - 1600, writes, T0 - 100, WCU, 2)
+    level = replace(make_level(shard_count=2), shard_id=1)
+    flow = after_write(state, level, _hot_item(1, 2), T0)
+    assert (flow is not None) is other_hot
+    if flow is not None:
+        call = next(flow)
+        assert call.op == "update_item" and "shard_count" in str(call.params)
+
+
+def test_a_hot_window_doubles_a_single_shard_entity_on_its_own() -> None:
+    state = make_state()
+    state.partition_wcu = WCU
+    flow = after_write(state, make_level(), _hot_item(0, 1), T0)
+    assert flow is not None

@@ -17,10 +17,11 @@ from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.charge import charge_lost
-from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.context import EntityMeta, RepoState
 from zae_limiter.flows.evidence import (
     DOUBLING_THRESHOLD,
     EVIDENCE_SIGMAS,
+    THROTTLE_EVIDENCE_AGE_MS,
     evidence_since,
     partition_bound,
     window_seen,
@@ -52,11 +53,34 @@ def after_write(
     if level.shard_id and seen.shard_count < count:
         return _propagate(state, level, count, now_ms)
     meta.seen_windows[(level.resource, level.shard_id)] = seen
-    if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
+    if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS) and _entity_hot(
+        meta, level, count, now_ms
+    ):
         names = [limit.name for limit in level.limits]
         since = evidence_since(seen)
         return double(state, level.entity_id, level.resource, now_ms, since, False, names)
     return None
+
+
+def _entity_hot(meta: EntityMeta, level: Level, count: int, now_ms: int) -> bool:
+    """On an entity of several shards, whether another shard's window this client saw
+    recently (under the same count) also proves its partition hot.
+
+    Every write judges its own shard's window, so an entity of many shards runs many
+    tests at once, and one of them passes by chance now and then: a lost race and its
+    retry arrive together, so shard windows are burstier than a Poisson count. A count
+    that is too low shows on every shard; one hot shard among quiet ones is a burst.
+    """
+    if count < 2:
+        return True
+    for (resource, shard), seen in meta.seen_windows.items():
+        if resource != level.resource or shard == level.shard_id or shard >= count:
+            continue
+        if now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS or seen.shard_count < count:
+            continue
+        if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS):
+            return True
+    return False
 
 
 def _propagate(state: RepoState, level: Level, count: int, now_ms: int) -> Flow[None]:
