@@ -210,3 +210,27 @@ def test_a_hot_window_doubles_a_single_shard_entity_on_its_own() -> None:
     state.partition_wcu = WCU
     flow = after_write(state, make_level(), _hot_item(0, 1), T0)
     assert flow is not None
+
+
+def test_a_doubling_wished_for_survives_a_throttled_write_and_rides_on_the_next() -> None:
+    """A doubling that could not get its own write in rides on the client's next write to
+    shard 0; a throttle refuses that write too, most of the time, on the partition that
+    needs the doubling: the wish stays until a write of this client gets through."""
+    state = make_state()
+    state.partition_wcu = WCU
+    state.entities["e1"].want_double["gpt"] = (1, T0 - 2000)
+    seen = item(T0 - 5000, {"rpm": 9000, "tpm": 900_000})
+    writes: list[Call] = []
+
+    def answer(call: Call) -> Any:
+        if call.op != "update_item":
+            return Result({"Item": seen})
+        writes.append(call)
+        return throttle() if len(writes) == 1 else ok(item(T0, {"rpm": 9000}, shard_count=2))
+
+    outcome, _calls, _slept = answered(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken)
+    assert [":dbl_new" in w.params["ExpressionAttributeValues"] for w in writes] == [True, True]
+    assert not state.entities["e1"].want_double

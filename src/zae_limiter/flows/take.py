@@ -142,9 +142,12 @@ def _write(
         params = plan.params
         if wanted is not None:
             params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
+        # A throttle raises here and leaves the doubling wished for: on a partition that
+        # refuses most writes, it rides on whichever write of this client gets through.
+        result = yield from one(Call("update_item", params))
+        if wanted is not None:
             state.entities[level.entity_id].want_double.pop(level.resource, None)
             wanted = None
-        result = yield from one(Call("update_item", params))
         if result.ok:
             failed.count = 0  # counted by this write
             return (yield from _written(state, level, result.attributes, now_ms, plan))
