@@ -20,7 +20,12 @@ from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
 from zae_limiter.flows.reserve import ReserveBook
 from zae_limiter.flows.take import NOT_FETCHED
-from zae_limiter.flows.throttled import MAX_SHARD_TRIES, MAX_THROTTLED_WAITS, THROTTLED_WAIT_MS
+from zae_limiter.flows.throttled import (
+    MAX_SHARD_TRIES,
+    MAX_THROTTLED_WAITS,
+    RESERVE_WAIT_MS,
+    THROTTLED_WAIT_MS,
+)
 
 WCU = 50
 FULL = {"rpm": 9000, "tpm": 900_000}
@@ -250,3 +255,60 @@ def test_after_a_wait_the_retry_is_planned_at_the_drivers_clock() -> None:
     assert isinstance(outcome, Taken) and len(writes) == 2
     first, retry = (limit_part(w.params, "rpm")[1]["n"] for w in writes)
     assert retry * T0 == first * woke  # now x ra, at the clock the driver gave
+
+
+def _drive(flow: Any, answer: Any, on_sleep: Any) -> tuple[Any, list[Call], int]:
+    """`answered`, with `on_sleep(slept_ms)` called after each simulated wait."""
+    calls: list[Call] = []
+    slept = 0
+    send: Any = None
+    try:
+        request = next(flow)
+        while True:
+            if isinstance(request, Sleep):
+                slept += request.ms
+                on_sleep(slept)
+                send = None
+            else:
+                calls.append(request)
+                send = answer(request)
+            request = flow.throw(send) if isinstance(send, BaseException) else flow.send(send)
+    except StopIteration as done:
+        return done.value, calls, slept
+    except RateLimiterUnavailable as error:
+        return error, calls, slept
+
+
+@pytest.mark.parametrize("reserve_comes", [True, False], ids=["reserve-comes", "none-comes"])
+def test_past_its_write_budget_an_acquire_waits_for_a_reserve_without_writing(
+    reserve_comes: bool,
+) -> None:
+    """Its writes' budget spent, an acquire of a client with reserves waits a while more,
+    sending nothing, for a reserve another of its acquires takes (a cold start on a
+    throttling partition); none comes: the throttle reaches the caller after that wait."""
+    state = state_with(shards=1)
+    state.reserves = ReserveBook()
+    key, level = ("e1", "gpt"), make_level()
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL)})
+        return throttle()
+
+    def on_sleep(slept: int) -> None:
+        book = state.reserves
+        late = reserve_comes and slept > THROTTLED_WAIT_MS + 200
+        if late and book is not None and book.holding(key) is None:
+            book.install(key, 0, level.limits, {"rpm": 5000, "tpm": 500_000}, 1, T0)
+
+    outcome, calls, slept = _drive(
+        take_any_shard(state, level, T0, True, NOT_FETCHED), answer, on_sleep
+    )
+    writes = [c for c in calls if c.op == "update_item"]
+    assert len(writes) <= 1 + MAX_THROTTLED_WAITS  # the budget's writes, none after it
+    if reserve_comes:
+        assert isinstance(outcome, Taken) and outcome.from_reserve
+        assert THROTTLED_WAIT_MS < slept < THROTTLED_WAIT_MS + RESERVE_WAIT_MS
+    else:
+        assert isinstance(outcome, RateLimiterUnavailable) and outcome.throttled
+        assert slept == THROTTLED_WAIT_MS + RESERVE_WAIT_MS

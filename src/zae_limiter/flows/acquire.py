@@ -343,7 +343,7 @@ def _retry_after_throttle(
     waits = tries.waits
     next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
     if next_shard is None:
-        return None
+        return (yield from throttled.wait_for_reserve(state, level, tries, now_ms))
     if tries.waits > waits:  # it waited: a reserve may cover it now
         served = throttled.from_reserve(state, level, tries.now(now_ms))
         if served is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.bucket_write import Level, Taken
 from zae_limiter.flows.context import RepoState
@@ -40,6 +41,10 @@ MAX_SHARD_TRIES = 3
 #: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
 THROTTLED_WAIT_MS = 600
 MAX_THROTTLED_WAITS = 4
+#: Then, with reserves on, it waits up to this much more (ms) without writing, looking at
+#: the client's reserve of the bucket about every RESERVE_POLL_MS.
+RESERVE_WAIT_MS = 600
+RESERVE_POLL_MS = 50
 
 
 @dataclass(slots=True)
@@ -151,6 +156,32 @@ def with_reserve(state: RepoState, level: Level, now_ms: int) -> Level:
         key, level.limits, level.consume_milli, level.shard_count, now_ms, throttled=True
     )
     return replace(level, hold_milli=want) if want else level
+
+
+def wait_for_reserve(
+    state: RepoState, level: Level, tries: Tries, start_ms: int
+) -> Flow[Taken | None]:
+    """After its writes' budget: the level served from a reserve that another acquire of
+    this client takes meanwhile, or None after RESERVE_WAIT_MS (no reserves: at once).
+
+    At a cold start on a throttling partition, a client's acquires all write until one
+    gets through and takes a reserve for the others; those whose writes were refused
+    until their budget ran out would fail a moment before it comes. Waiting costs the
+    partition nothing: no write is sent. The driver's deadline still binds: it cuts
+    every sleep, so past it the wait ends at once."""
+    if state.reserves is None:
+        return None
+    waited = 0
+    while waited < RESERVE_WAIT_MS:
+        step = min(RESERVE_WAIT_MS - waited, tries.rng.randint(1, 2 * RESERVE_POLL_MS))
+        woke = yield from pause(step)
+        waited += step
+        tries.waited_ms += step
+        tries.woke(woke)
+        served = from_reserve(state, level, tries.now(start_ms))
+        if served is not None:
+            return served
+    return None
 
 
 def from_reserve(state: RepoState, level: Level, now_ms: int) -> Taken | None:
