@@ -127,8 +127,11 @@ def value_of(params: dict[str, Any], before: str, expression: str) -> int:
     return int(params["ExpressionAttributeValues"][match.group(1)]["N"])
 
 
-def answered(flow: Any, answer: Callable[[Call], Any]) -> tuple[Any, list[Call], int]:
-    """Run a flow to its end: (value or raised error, calls, simulated ms slept)."""
+def answered(
+    flow: Any, answer: Callable[[Call], Any], on_sleep: Callable[[int], None] | None = None
+) -> tuple[Any, list[Call], int]:
+    """Run a flow to its end: (value or raised error, calls, simulated ms slept);
+    `on_sleep(slept_ms)` is told after each simulated wait."""
     calls: list[Call] = []
     slept = 0
     send: Any = None
@@ -137,6 +140,8 @@ def answered(flow: Any, answer: Callable[[Call], Any]) -> tuple[Any, list[Call],
         while True:
             if isinstance(request, Sleep):
                 slept += request.ms
+                if on_sleep is not None:
+                    on_sleep(slept)
                 send = None
             else:
                 calls.append(request)

@@ -257,28 +257,6 @@ def test_after_a_wait_the_retry_is_planned_at_the_drivers_clock() -> None:
     assert retry * T0 == first * woke  # now x ra, at the clock the driver gave
 
 
-def _drive(flow: Any, answer: Any, on_sleep: Any) -> tuple[Any, list[Call], int]:
-    """`answered`, with `on_sleep(slept_ms)` called after each simulated wait."""
-    calls: list[Call] = []
-    slept = 0
-    send: Any = None
-    try:
-        request = next(flow)
-        while True:
-            if isinstance(request, Sleep):
-                slept += request.ms
-                on_sleep(slept)
-                send = None
-            else:
-                calls.append(request)
-                send = answer(request)
-            request = flow.throw(send) if isinstance(send, BaseException) else flow.send(send)
-    except StopIteration as done:
-        return done.value, calls, slept
-    except RateLimiterUnavailable as error:
-        return error, calls, slept
-
-
 @pytest.mark.parametrize("reserve_comes", [True, False], ids=["reserve-comes", "none-comes"])
 def test_past_its_write_budget_an_acquire_waits_for_a_reserve_without_writing(
     reserve_comes: bool,
@@ -301,7 +279,7 @@ def test_past_its_write_budget_an_acquire_waits_for_a_reserve_without_writing(
         if late and book is not None and book.holding(key) is None:
             book.install(key, 0, level.limits, {"rpm": 5000, "tpm": 500_000}, 1, T0)
 
-    outcome, calls, slept = _drive(
+    outcome, calls, slept = answered(
         take_any_shard(state, level, T0, True, NOT_FETCHED), answer, on_sleep
     )
     writes = [c for c in calls if c.op == "update_item"]
