@@ -16,6 +16,7 @@ the report says so and shows absolute numbers only.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import inspect
 import json
@@ -138,7 +139,10 @@ def measure_published(python: str, url: str, face: str, calls: int) -> list[floa
 
 
 def run(
-    quick: bool = False, published: str | None = None, engines: tuple[str, ...] | None = None
+    quick: bool = False,
+    published: str | None = None,
+    engines: tuple[str, ...] | None = None,
+    paths: tuple[str, ...] = ("regular", "lean"),
 ) -> list[CpuResult]:
     """Every face and path on each engine (DynamoDB Local only when installed)."""
     calls = CALLS[quick]
@@ -149,8 +153,8 @@ def run(
         with running_engine(engine) as started:
             url = started.endpoint_url
             table = create_table(url)
-            for lean in (False, True):
-                path = "lean" if lean else "regular"
+            for path in paths:
+                lean = path == "lean"
                 sync_ms = measure_sync(url, table, lean, calls)
                 async_ms = asyncio.run(measure_async(url, table, lean, calls))
                 results.append(result(engine, "sync", path, calls, sync_ms))
@@ -204,6 +208,28 @@ def _render_section(data: dict[str, Any]) -> str:
 SECTION = Section("cpu", _measure_section, _render_section)
 
 
-if __name__ == "__main__":  # python -m benchmarks.cpu [--quick]
-    found, why = published_python(Path("bench-results"), print)
-    print(markdown(run("--quick" in sys.argv, found), why))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.cpu",
+        description="Client CPU per steady acquire. To compare builds, run it from this "
+        "checkout with PYTHONPATH=<other build>/src: the same bench measures that build.",
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer acquires per round")
+    parser.add_argument(
+        "--engine", action="append", choices=[MOTO, DYNAMODB_LOCAL], help="repeatable"
+    )
+    parser.add_argument("--lean-only", action="store_true", help="the lean path alone")
+    parser.add_argument("--no-published", action="store_true", help="without the published library")
+    args = parser.parse_args(argv)
+    if args.no_published:
+        found, why = None, "published library not measured (--no-published)"
+    else:
+        found, why = published_python(Path("bench-results"), print)
+    engines = tuple(args.engine) if args.engine else None
+    paths = ("lean",) if args.lean_only else ("regular", "lean")
+    print(markdown(run(args.quick, found, engines, paths), why))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -62,3 +62,26 @@ def test_library_path_replays_a_real_response_and_counts_the_librarys_calls(
         # count almost nothing), and the figures are ordered.
         assert calls > 20
         assert 0 < best <= median
+
+
+def test_the_command_measures_the_lean_path_alone_on_one_engine(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How builds are compared (docs/performance.md): the lean path, one engine, no
+    published library; the regular and published columns are dashes."""
+    monkeypatch.setattr(cpu, "CALLS", {False: 60, True: 60})
+    assert cpu.main(["--quick", "--engine", MOTO, "--lean-only", "--no-published"]) == 0
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith(f"| {MOTO} |")]
+    assert len(rows) == len(cpu.FACES)
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[2:4] == ["-", "-"] and float(cells[4]) > 0
+    assert "--no-published" in table
+
+
+def test_the_command_refuses_an_unknown_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cpu.main(["--engine", "dynamo"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'dynamo'" in capsys.readouterr().err
