@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit._flowkit import make_level, make_state
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows.plan import grant
 from zae_limiter.flows.reserve import DEMAND_TAU_MS, RENEW_GRACE_MS, ReserveBook, ReserveSettings
+from zae_limiter.flows.reserve_ops import serve
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
@@ -350,3 +352,27 @@ def test_a_renewal_not_applied_goes_back_whole_beside_a_newer_reserve() -> None:
         ({"rpm": 5000}, {EPOCH: {"rpm": 5000}}),  # the renewal's reserve, whole
         ({"rpm": 2000}, {EPOCH: {"rpm": 2000}}),
     ]
+
+
+def test_a_waiting_return_rides_without_costing_the_held_reserves_flush() -> None:
+    """A return waits on the keeper's list (its write was throttled) while a newer reserve
+    of the bucket has spending to report: the next acquire's write carries the return, and
+    the newer reserve keeps its spending for a later write (a flush drops neither)."""
+    state = make_state()
+    state.reserves = book = ReserveBook()
+    level = make_level()
+    key = (level.entity_id, level.resource)
+    for _ in range(20):  # hot: the acquire asks for a reserve, and would report a flush
+        book.record(key, {"rpm": 1000, "tpm": 100_000}, T0)
+    book.install(key, 0, level.limits, {"rpm": 5000, "tpm": 500_000}, EPOCH, T0)
+    book.retry_later(book.drain(), T0)  # the first reserve's return was throttled
+    book.install(key, 0, level.limits, {"rpm": 3000, "tpm": 300_000}, EPOCH, T0)
+    newer = book.holding(key)
+    assert newer is not None
+    newer.left = {"rpm": 0, "tpm": 0}  # all spent, not reported yet
+    served, rest = serve(state, [level], T0 + 10)
+    assert not served
+    [carried] = rest
+    assert carried.hold_milli
+    assert carried.flush is not None and carried.flush.back == {"rpm": 5000, "tpm": 500_000}
+    assert book.flush(key, 1) is not None  # the spending is still there to report

@@ -319,6 +319,8 @@ class ReserveBook:
         held reserve once it is aged, else one waiting to be written back (retired, or
         refused by a throttle and backing off). None when there is none. If that write is
         not applied, `unflush` puts the return back on the keeper's list."""
+        if key not in self._reserves and not self._outgoing:
+            return None  # the common case of a bucket without reserves: no lock taken
         with self._lock:
             held = self._reserves.get(key)
             aged = held is not None and now_ms - held.born_ms >= self.settings.max_age_ms

@@ -57,7 +57,8 @@ def serve(
         if not want:
             rest.append(level if renewal is None else replace(level, flush=renewal))
             continue
-        flushed = book.flush(key, level.shard_count)
+        # One flush per write: a renewal goes first, the held reserve's spending waits.
+        flushed = None if renewal is not None else book.flush(key, level.shard_count)
         flush = renewal if flushed is None else flushed[1]
         rest.append(replace(level, hold_milli=want, flush=flush))
     return served, rest
