@@ -16,7 +16,7 @@ from typing import Any
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository, keys
 from zae_limiter.capacity import Measurement
 from zae_limiter.flows import Call, one
-from zae_limiter.flows import acquire as acquire_flow
+from zae_limiter.flows import any_shard
 
 RESOURCE = "gpt-4"
 RPM = Limit.per_minute("rpm", 100)
@@ -212,12 +212,12 @@ class _PickShard:
 
 @contextlib.contextmanager
 def first_shard(shard: int) -> Iterator[None]:
-    saved = getattr(acquire_flow, "random")  # noqa: B009 - not exported: swapped for a test
-    setattr(acquire_flow, "random", _PickShard(shard))  # noqa: B010
+    saved = getattr(any_shard, "random")  # noqa: B009 - not exported: swapped for a test
+    setattr(any_shard, "random", _PickShard(shard))  # noqa: B010
     try:
         yield
     finally:
-        setattr(acquire_flow, "random", saved)  # noqa: B010
+        setattr(any_shard, "random", saved)  # noqa: B010
 
 
 def _set_shard_count(limiter: SyncRateLimiter, entity: str, count: int) -> None:

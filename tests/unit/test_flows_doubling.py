@@ -1,4 +1,4 @@
-"""When a throttle prompts a doubling (flows/acquire.take_any_shard), with canned results.
+"""When a throttle prompts a doubling (flows/any_shard.take_any_shard), with canned results.
 
 A throttle doubles the shards only when this client's last view of the shard's write-rate
 window shows the partition near its own limit; otherwise the table is the bottleneck and
@@ -15,7 +15,7 @@ import pytest
 from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.acquire import take_any_shard
+from zae_limiter.flows.any_shard import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
 from zae_limiter.flows.doubling import after_write

@@ -11,7 +11,7 @@ from tests.unit._flowkit import T0, answered, drive, failed, item, make_level, m
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.acquire import take_any_shard
+from zae_limiter.flows.any_shard import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import WindowSeen
 from zae_limiter.flows.evidence import (

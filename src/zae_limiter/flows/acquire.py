@@ -9,27 +9,23 @@ is given back, so no tokens are created or destroyed.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import (
-    SHARD_NOT_FOUND,
-    RateLimiterUnavailable,
     RateLimitExceeded,
     ValidationError,
 )
-from zae_limiter.flows import Flow, lockstep, pause, reserve_ops, throttled
+from zae_limiter.flows import Flow, lockstep, reserve_ops
+from zae_limiter.flows.any_shard import take_any_shard
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import double
-from zae_limiter.flows.evidence import entity_evidence
 from zae_limiter.flows.memory import local_rejection
-from zae_limiter.flows.take import NOT_FETCHED, take
+from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
 
@@ -257,145 +253,6 @@ def _take_parent(
             state, level, now_ms, speculative, prefetched.get(parent, NOT_FETCHED)
         )
     )
-
-
-def take_any_shard(
-    state: RepoState, level: Level, now_ms: int, speculative: bool, prefetched: Any
-) -> Flow[Taken | Rejected]:
-    """Take from a random shard; a drained shard is not the entity: try up to two others.
-
-    A throttled write was not applied, so it is tried again (flows/throttled.py): on a
-    shard not tried yet, then after short jittered waits, until the acquire's wait budget
-    is spent. A throttle on a shard whose measured write rate shows its partition is the
-    bottleneck also prompts one doubling try on shard 0 (and the next try goes to shard 1
-    when only one is known: a probe). A reserve write that is throttled stretches the
-    client's reserve first (fewer, larger writes), and counts as evidence all the same.
-    """
-    _learn_from_prefetched(state, level, prefetched)
-    count = level.shard_count
-    shard, preferred = _first_shard(state, level, prefetched)
-    tries = throttled.Tries([shard])
-    gate = throttled.gate_ms(state, level, now_ms)
-    if gate:  # this client was throttled on the bucket just now: hold back first
-        tries.woke((yield from pause(tries.hold_back(gate))))
-        served = throttled.from_reserve(state, level, tries.now(now_ms))
-        if served is not None:
-            return served
-    while True:
-        here = _on_shard(level, shard, count, preferred)
-        at_ms = tries.now(now_ms)
-        try:
-            outcome = yield from take(state, here, at_ms, speculative, prefetched)
-        except RateLimiterUnavailable as error:
-            if error.code == SHARD_NOT_FOUND and tries.throttles:
-                # A probe after a throttle found no such shard: shard 0's count is known
-                # now, and the try goes to one that exists.
-                shard = random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
-                prefetched = NOT_FETCHED
-                continue
-            if error.code == SHARD_NOT_FOUND:
-                outcome = None  # a stale count: shard 0's is known now, pick again
-            elif not error.throttled:
-                raise
-            else:
-                retry = yield from _retry_after_throttle(state, level, here, tries, at_ms, now_ms)
-                if retry is None:
-                    raise
-                if isinstance(retry, Taken):
-                    return retry  # served by the client's reserve after a wait
-                (level, shard), prefetched = retry, NOT_FETCHED
-                continue
-        else:
-            if isinstance(outcome, Taken):
-                throttled.note_reserve_write(state, here, False, at_ms)
-                throttled.note_success(state, here)
-                return outcome
-        count = max(state.shard_count(level.entity_id, level.resource), 1)
-        others = tries.untried(count)
-        if not others:
-            if outcome is None:
-                raise RateLimiterUnavailable(
-                    f"no shard of {level.entity_id}/{level.resource} could take the request"
-                )
-            return outcome
-        shard = random.choice(others)
-        tries.tried.append(shard)
-        prefetched = NOT_FETCHED
-
-
-def _first_shard(state: RepoState, level: Level, prefetched: Any) -> tuple[int, int | None]:
-    """(the shard to write first, the shard of the client's reserve if it holds one)."""
-    count = level.shard_count
-    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
-    preferred = reserve_ops.preferred_shard(state, level)
-    if preferred is not None and prefetched is NOT_FETCHED:
-        shard = preferred
-    return shard, preferred
-
-
-def _retry_after_throttle(
-    state: RepoState, level: Level, here: Level, tries: throttled.Tries, at_ms: int, now_ms: int
-) -> Flow[tuple[Level, int] | Taken | None]:
-    """After a throttled write on `here`: (the level to try again, the shard), or the
-    level served from the client's reserve after a wait, or None (the budget is spent)."""
-    throttled.note_reserve_write(state, here, True, at_ms)
-    throttled.note_throttle(state, here, at_ms)
-    waits = tries.waits
-    next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
-    if next_shard is None:
-        return (yield from throttled.wait_for_reserve(state, level, tries, now_ms))
-    if tries.waits > waits:  # it waited: a reserve may cover it now
-        served = throttled.from_reserve(state, level, tries.now(now_ms))
-        if served is not None:
-            return served
-    return throttled.with_reserve(state, level, tries.now(now_ms)), next_shard
-
-
-def _on_shard(level: Level, shard: int, count: int, preferred: int | None) -> Level:
-    here = level
-    if shard != level.shard_id or level.shard_count <= shard:
-        here = replace(level, shard_id=shard, shard_count=max(count, shard + 1))
-    if here.flush is not None and shard != preferred:
-        here = replace(here, flush=None)  # the reserve's spending belongs to its shard
-    return here
-
-
-def _after_throttle(
-    state: RepoState, level: Level, here: Level, tries: throttled.Tries, now_ms: int
-) -> Flow[int | None]:
-    """The shard to try after a throttle on `here` (None: give up), doubling first when
-    this client's view of the shard shows its partition is the bottleneck."""
-    tries.throttles += 1
-    if not tries.doubled and state.max_shards > 1:
-        since = yield from entity_evidence(state, here, now_ms)
-        if since is not None:
-            tries.doubled = True
-            names = [limit.name for limit in level.limits]
-            yield from double(state, level.entity_id, level.resource, now_ms, since, True, names)
-    count = state.shard_count(level.entity_id, level.resource)
-    if tries.doubled:
-        count = max(count, 2)
-    others = tries.untried(count)
-    if others:
-        shard = random.choice(others)
-        tries.tried.append(shard)
-        return shard
-    wait = tries.wait_ms()
-    if wait is None:
-        return None
-    tries.woke((yield from pause(wait)))
-    # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
-    return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
-
-
-def _learn_from_prefetched(state: RepoState, level: Level, prefetched: Any) -> None:
-    """Shard 0's item, read with the configs, carries the entity's facts: keep them even
-    if the write that follows fails, or every throttled acquire would read configs again."""
-    if prefetched is NOT_FETCHED or not prefetched or level.entity_id in state.entities:
-        return
-    bucket = keys.decode_bucket(prefetched)
-    meta = state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
-    meta.shard_counts.setdefault(level.resource, bucket.shard_count)
 
 
 def _failed(outcome: object) -> bool:

@@ -67,6 +67,11 @@ class EntityMeta:
     #: After throttles on a resource: (no write before this time in ms, throttles in a
     #: row), so this client's other acquires wait instead of piling on (flows/throttled.py).
     throttled_until: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: While acquires wait for a reserve: until when one of them writes for it (ms), per
+    #: resource, so this client's waiting acquires write one at a time.
+    leading: dict[str, int] = field(default_factory=dict)
+    #: When this client's last throttled write to a resource was refused (ms).
+    refused_at: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 After a good write, the write-rate window its ALL_NEW shows may prove the partition
 hot (flows/evidence.py): then one conditional write on shard 0 raises the count, at most
 once per window per client. A shard that records an older count than shard 0 is told the
-new one first. A throttled acquire doubles through `double` as well (flows/acquire.py),
+new one first. A throttled acquire doubles through `double` as well (flows/any_shard.py),
 on the evidence a throttle needs.
 """
 

@@ -26,11 +26,12 @@ sends a handful of writes at most, spread over its wait budget.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.backoff import backoff_ms
-from zae_limiter.flows.bucket_write import Level, Taken
+from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 
 #: One generator for every acquire's jitter: a `random.Random()` per acquire seeds itself
@@ -45,6 +46,18 @@ MAX_THROTTLED_WAITS = 4
 #: the client's reserve of the bucket about every RESERVE_POLL_MS.
 RESERVE_WAIT_MS = 600
 RESERVE_POLL_MS = 50
+#: The longest a client's gate on a bucket stays closed after a throttle (ms): a
+#: partition's refusals clear within its second.
+GATE_CAP_MS = 1000
+#: For this long after a throttle on a bucket (ms), the client's writes to it ask for a
+#: reserve whatever its rate.
+REFUSED_RECENTLY_MS = 5000
+#: How long one waiting acquire's claim to write for the client's reserve lasts (ms).
+LEAD_MS = 250
+
+#: One write for a reserve, at a time given: the level taken (or rejected), or None when
+#: it was throttled (or found no such shard).
+Lead = Callable[[int], Flow["Taken | Rejected | None"]]
 
 
 @dataclass(slots=True)
@@ -102,12 +115,21 @@ class Tries:
 
 def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
     """A write to the bucket was throttled: this client's writes to it hold back for a
-    backoff that grows with the throttles in a row (full jitter, see flows/backoff.py)."""
+    backoff that grows with the throttles in a row (full jitter, see flows/backoff.py).
+
+    Only a throttle met while the gate was open makes it grow. Several acquires of one
+    client throttled at the same moment (threads, tasks) are one refusal of the partition,
+    not several in a row: counting each would close the gate for seconds after the first
+    busy second, and the client's next acquires would spend their whole budget before
+    their first write."""
     meta = state.entities.get(level.entity_id)
     if meta is None:
         return
-    _until, row = meta.throttled_until.get(level.resource, (0, 0))
-    wait = backoff_ms(row + 1, _RNG)
+    meta.refused_at[level.resource] = now_ms
+    until, row = meta.throttled_until.get(level.resource, (0, 0))
+    if now_ms < until:
+        return
+    wait = min(GATE_CAP_MS, backoff_ms(row + 1, _RNG))
     meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
 
 
@@ -115,6 +137,18 @@ def note_success(state: RepoState, level: Level) -> None:
     meta = state.entities.get(level.entity_id)
     if meta is not None and meta.throttled_until:
         meta.throttled_until.pop(level.resource, None)
+
+
+def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
+    """Whether one of this client's writes to the bucket was throttled in the last
+    REFUSED_RECENTLY_MS: its next write asks for a reserve (with_reserve), whatever its
+    rate. At a cold start a client's write that gets through a refusing partition may be
+    its only one for a second: spent on one acquire's tokens, it leaves the client's
+    other acquires to fail."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None or not meta.refused_at:
+        return False
+    return now_ms - meta.refused_at.get(level.resource, -REFUSED_RECENTLY_MS) < REFUSED_RECENTLY_MS
 
 
 def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
@@ -158,17 +192,36 @@ def with_reserve(state: RepoState, level: Level, now_ms: int) -> Level:
     return replace(level, hold_milli=want) if want else level
 
 
+def claim_lead(state: RepoState, level: Level, now_ms: int) -> bool:
+    """Whether this waiting acquire may write for a reserve now (and so claims it): the
+    bucket's gate is open and no other acquire of this client holds the claim. A claim
+    ends by itself after LEAD_MS, so a write cut by its deadline never keeps it."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None or gate_ms(state, level, now_ms):
+        return False
+    if meta.leading.get(level.resource, 0) > now_ms:
+        return False
+    meta.leading[level.resource] = now_ms + LEAD_MS
+    return True
+
+
 def wait_for_reserve(
-    state: RepoState, level: Level, tries: Tries, start_ms: int
-) -> Flow[Taken | None]:
-    """After its writes' budget: the level served from a reserve that another acquire of
-    this client takes meanwhile, or None after RESERVE_WAIT_MS (no reserves: at once).
+    state: RepoState,
+    level: Level,
+    tries: Tries,
+    start_ms: int,
+    lead: Lead | None = None,
+) -> Flow[Taken | Rejected | None]:
+    """After its writes' budget: the level served from a reserve that this client takes
+    meanwhile, or None after RESERVE_WAIT_MS (no reserves: at once).
 
     At a cold start on a throttling partition, a client's acquires all write until one
     gets through and takes a reserve for the others; those whose writes were refused
-    until their budget ran out would fail a moment before it comes. Waiting costs the
-    partition nothing: no write is sent. The driver's deadline still binds: it cuts
-    every sleep, so past it the wait ends at once."""
+    until their budget ran out would fail a moment before it comes. While they wait, one
+    of them at a time (`claim_lead`) writes for the reserve with `lead`, and only when the
+    bucket's gate is open: a client whose acquires all wait still asks, and asks once,
+    not once per acquire. The others send nothing. The driver's deadline still binds: it
+    cuts every sleep, so past it the wait ends at once."""
     if state.reserves is None:
         return None
     waited = 0
@@ -178,9 +231,14 @@ def wait_for_reserve(
         waited += step
         tries.waited_ms += step
         tries.woke(woke)
-        served = from_reserve(state, level, tries.now(start_ms))
+        now_ms = tries.now(start_ms)
+        served = from_reserve(state, level, now_ms)
         if served is not None:
             return served
+        if lead is not None and claim_lead(state, level, now_ms):
+            outcome = yield from lead(now_ms)
+            if outcome is not None:
+                return outcome
     return None
 
 

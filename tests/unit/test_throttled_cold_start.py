@@ -1,0 +1,126 @@
+"""A cold start on a throttling partition (flows/throttled.py, flows/any_shard.py): the
+client's gate after throttles that come together, its next writes asking for a reserve,
+and the one acquire at a time that writes for the reserve while the others wait.
+
+Time is simulated (canned answers, `Sleep`s counted); the gate's jitter is pinned where
+a test needs to know when it opens.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.unit._flowkit import T0, answered, item, make_level, ok
+from tests.unit.test_flows_throttled import FULL, state_with, throttle
+from zae_limiter.flows import Call, Result, throttled
+from zae_limiter.flows.any_shard import take_any_shard
+from zae_limiter.flows.bucket_write import Taken
+from zae_limiter.flows.reserve import ReserveBook
+from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.throttled import (
+    GATE_CAP_MS,
+    LEAD_MS,
+    REFUSED_RECENTLY_MS,
+    THROTTLED_WAIT_MS,
+)
+
+KEY = ("e1", "gpt")
+
+
+def asks_for_reserve(call: Call) -> bool:
+    """A write that takes a reserve raises a held count: an ADD of `#r<j>` (keys/takes.py)."""
+    names = call.params.get("ExpressionAttributeNames", {})
+    return any(re.fullmatch(r"#r\d+", name) for name in names)
+
+
+def test_throttles_that_come_together_close_the_gate_once() -> None:
+    """Four acquires of one client throttled in the same moment are one refusal: the gate
+    grows by one step, not four (counted four times, a busy second would shut the client
+    out for seconds)."""
+    state, level = state_with(), make_level()
+    for _ in range(4):
+        throttled.note_throttle(state, level, T0)
+    until, row = state.entities["e1"].throttled_until["gpt"]
+    assert row == 1 and until - T0 <= 50
+    throttled.note_throttle(state, level, until)  # the gate had opened: the next step
+    assert state.entities["e1"].throttled_until["gpt"][1] == 2
+
+
+def test_the_gate_never_stays_closed_longer_than_its_cap() -> None:
+    state, level = state_with(), make_level()
+    now, longest = T0, 0
+    for _ in range(40):
+        throttled.note_throttle(state, level, now)
+        longest = max(longest, throttled.gate_ms(state, level, now))
+        now += throttled.gate_ms(state, level, now)  # throttled again as soon as it opens
+    assert state.entities["e1"].throttled_until["gpt"][1] == 40
+    assert 0 < longest <= GATE_CAP_MS
+
+
+@pytest.mark.parametrize("later_ms", [100, REFUSED_RECENTLY_MS + 1], ids=["soon", "later"])
+def test_a_write_after_a_throttle_asks_for_a_reserve_even_once_one_got_through(
+    later_ms: int,
+) -> None:
+    """A client far below the rate that makes a bucket hot was throttled, then wrote
+    once: its next acquire's first write still asks for a reserve (its one write through
+    a refusing partition should serve its other acquires too), for REFUSED_RECENTLY_MS."""
+    state = state_with()
+    state.reserves = ReserveBook()
+    level = make_level()
+    state.reserves.record(KEY, level.consume_milli, T0)
+    assert not state.reserves.want(KEY, level.limits, level.consume_milli, 1, T0)
+    throttled.note_throttle(state, level, T0)
+    throttled.note_success(state, level)  # the gate opens; the refusal is remembered
+    at = T0 + later_ms
+    outcome, calls, _slept = answered(
+        take_any_shard(state, level, at, True, NOT_FETCHED), lambda _c: ok(item(at, FULL))
+    )
+    assert isinstance(outcome, Taken) and len(calls) == 1
+    assert asks_for_reserve(calls[0]) == (later_ms < REFUSED_RECENTLY_MS)
+
+
+def test_waiting_acquires_write_for_the_reserve_one_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(throttled, "backoff_ms", lambda _attempt, _rng: 100)
+    state, level = state_with(), make_level()
+    assert throttled.claim_lead(state, level, T0)
+    assert not throttled.claim_lead(state, level, T0 + LEAD_MS - 1)  # another waiter: not yet
+    throttled_at = T0 + LEAD_MS
+    throttled.note_throttle(state, level, throttled_at)  # the lead's write: the gate closes 100 ms
+    assert not throttled.claim_lead(state, level, throttled_at + 50)  # the gate binds leads too
+    assert throttled.claim_lead(state, level, throttled_at + 100)
+
+
+def test_a_waiting_acquire_leads_a_write_that_takes_the_clients_reserve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every write of the acquire's budget is throttled and no other acquire of its client
+    takes a reserve: while it waits, it writes for one itself once the gate opens, and
+    that write serves it and takes the reserve for the client's next acquires."""
+    monkeypatch.setattr(throttled, "backoff_ms", lambda _attempt, _rng: 20)
+    state = state_with()
+    state.reserves = ReserveBook()
+    level = make_level()
+    state.reserves.record(KEY, level.consume_milli, T0)  # the acquire's own, as acquire() does
+    slept = [0]
+    writes: list[tuple[int, Call]] = []
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL)})  # a quiet window: no doubling
+        writes.append((slept[0], call))
+        return throttle() if slept[0] <= THROTTLED_WAIT_MS else ok(item(T0, FULL))
+
+    outcome, _calls, _total = answered(
+        take_any_shard(state, level, T0, True, NOT_FETCHED),
+        answer,
+        lambda ms: slept.__setitem__(0, ms),
+    )
+    assert isinstance(outcome, Taken) and not outcome.from_reserve
+    lead_at, lead = writes[-1]
+    assert lead_at > THROTTLED_WAIT_MS and asks_for_reserve(lead)
+    assert outcome.held_milli  # the reserve it took, installed by acquire() (reserve_ops)
