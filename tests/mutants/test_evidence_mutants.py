@@ -1,10 +1,12 @@
 """Mutants of the evidence a hot entity doubles on (flows/evidence.py, flows/take.py);
-each must be caught by its test in tests/unit/test_flows_evidence.py:
+each must be caught by its test in tests/unit/test_flows_evidence.py (the last one, in
+tests/unit/test_flows_doubling.py):
 
 - lost races never counted (a write counts only itself in the window);
 - a young window judged alone (the window before a restart ignored);
 - a throttled client that reads the shard's window but not its shard count;
-- one hot shard of a multi-shard entity enough to double it.
+- one hot shard of a multi-shard entity enough to double it;
+- many shards doubled on two windows, however quiet the average shard.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.mutants import must_fail, mutant, mutant_wrapping
+from tests.unit import test_flows_doubling as doubling_tests
 from tests.unit import test_flows_evidence as evidence_tests
-from zae_limiter.flows import evidence
+from zae_limiter.flows import doubling, evidence
 from zae_limiter.flows import take as take_module
 
 
@@ -74,3 +77,10 @@ def test_the_entity_test_catches_one_hot_shard_doubling_an_entity() -> None:
     # name is the one its body calls)
     with mutant(evidence_tests, "entity_evidence", evidence.read_evidence):
         must_fail(evidence_tests.test_on_an_entity_of_several_shards_one_hot_shard_is_not_enough)
+
+
+def test_the_average_test_catches_many_shards_doubling_on_two_windows() -> None:
+    body = doubling_tests.test_many_shards_double_only_when_they_are_busy_on_average
+    body(10)
+    with mutant(doubling, "busy_on_average", lambda *_a: True):
+        must_fail(body, 10)

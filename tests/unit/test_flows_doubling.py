@@ -18,7 +18,7 @@ from zae_limiter.flows import Call, Result
 from zae_limiter.flows.any_shard import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.doubling import after_write
+from zae_limiter.flows.doubling import AVERAGE_SHARE, after_write, double
 from zae_limiter.flows.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
 from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.flows.throttled import THROTTLED_WAIT_MS
@@ -234,3 +234,26 @@ def test_a_doubling_wished_for_survives_a_throttled_write_and_rides_on_the_next(
     assert isinstance(outcome, Taken)
     assert [":dbl_new" in w.params["ExpressionAttributeValues"] for w in writes] == [True, True]
     assert not state.entities["e1"].want_double
+
+
+@pytest.mark.parametrize("per_shard", [10, 30], ids=["quiet-on-average", "busy-on-average"])
+def test_many_shards_double_only_when_they_are_busy_on_average(per_shard: int) -> None:
+    """32 shards, and evidence enough on two of them (a throttle's burst): the entity
+    doubles only when the other shards this client saw average 40% of their limit or
+    more. Shards at 20% are enough already: one more doubling spreads bursts thinner."""
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shard_counts["gpt"] = 32
+    for shard in range(8):  # 2 s windows seen just now: per_shard writes/s each
+        meta.seen_windows[("gpt", shard)] = WindowSeen(T0 - 2100, 2 * per_shard, T0 - 100, WCU, 32)
+    writes: list[Call] = []
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":  # shard 0 confirms: still 32 shards, no doubling since
+            return Result({"Item": item(T0 - 3000, {"rpm": 9000, "tpm": 900_000}, shard_count=32)})
+        writes.append(call)
+        return ok(item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=64))
+
+    answered(double(state, "e1", "gpt", T0, T0 - 2100, True, ["rpm", "tpm"]), answer)
+    assert len(writes) == (1 if per_shard * 1.0 / WCU >= AVERAGE_SHARE else 0)
