@@ -13,7 +13,12 @@ wall-clock time.
 
 A throttle also closes the bucket's gate in this client for a backoff: its other
 acquires on the bucket hold back until then (within their own budget) instead of adding
-writes to a partition that is refusing them.
+writes to a partition that is refusing them. Throttles that come while the gate is
+closed (acquires in flight together) do not make it grow, and it never stays closed
+longer than GATE_CAP_MS. For REFUSED_RECENTLY_MS after a throttle, the client's writes to
+the bucket ask for a reserve whatever its rate, and past their budget its waiting
+acquires write for one, one at a time (`claim_lead`): at a cold start, the few writes a
+refusing partition lets through must serve the whole client.
 
 After a wait, the client's reserve of the bucket is looked at again: with several threads
 on one client, another acquire may have taken one meanwhile, and the tokens are then
