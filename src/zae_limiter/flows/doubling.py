@@ -142,8 +142,9 @@ def double(
 
 
 def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) -> bool:
-    """Whether the shards' windows this client saw lately (under `count`) average at
-    least AVERAGE_SHARE of their write limit; true when it saw fewer than two.
+    """Whether the shards' windows this client saw lately (under `count`, at least two)
+    average at least AVERAGE_SHARE of their write limit, not counting the write that
+    brought each back (as `partition_bound` does not: it is there because someone looked).
 
     Each doubling is judged on one or two shards' windows, and on an entity of many
     shards, with a throttle now and then from a burst on one of them, such a test passes
@@ -161,8 +162,10 @@ def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) ->
         if stretch is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
             continue
         _start, writes, span_ms = stretch
-        rates.append(writes * 1000 / span_ms / seen.partition_wcu)
-    return len(rates) < 2 or sum(rates) / len(rates) >= AVERAGE_SHARE
+        rates.append(max(0, writes - 1) * 1000 / span_ms / seen.partition_wcu)
+    # Fewer than two: a doubling judged on two windows has them, so this is a client
+    # whose windows are from before the last doubling (restarted since, or too young).
+    return len(rates) >= 2 and sum(rates) / len(rates) >= AVERAGE_SHARE
 
 
 def _still_due(
