@@ -149,7 +149,7 @@ def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) ->
     Each doubling is judged on one or two shards' windows, and on an entity of many
     shards, with a throttle now and then from a burst on one of them, such a test passes
     by chance sooner or later (measured: `reserve=False` at 8x one partition went past
-    the 32 shards it settles on to 64 and 128, in 2 runs of 9). A count that is too low
+    the 32 shards it settles on to 64 or 128, in 2 runs of 17). A count that is too low
     shows on the average shard; shards that average well below their limit are enough,
     and one more doubling would only spread the bursts thinner."""
     if count < AVERAGE_FROM_COUNT:
