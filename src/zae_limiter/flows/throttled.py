@@ -151,9 +151,8 @@ def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
     its only one for a second: spent on one acquire's tokens, it leaves the client's
     other acquires to fail."""
     meta = state.entities.get(level.entity_id)
-    if meta is None or not meta.refused_at:
-        return False
-    return now_ms - meta.refused_at.get(level.resource, -REFUSED_RECENTLY_MS) < REFUSED_RECENTLY_MS
+    refused = None if meta is None else meta.refused_at.get(level.resource)
+    return refused is not None and now_ms - refused < REFUSED_RECENTLY_MS
 
 
 def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
