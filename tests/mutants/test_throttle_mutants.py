@@ -2,6 +2,7 @@
 by its test in tests/unit/test_throttled_cold_start.py:
 
 - every throttle grows the gate, even those that come together with one already counted;
+- a throttled acquire that retries on its own backoff, whatever its client's gate;
 - a gate with no cap of its own (the background returns' 5 s);
 - a client's write after a throttle that asks for no reserve once one write got through;
 - waiting acquires that never write for the reserve (they only wait);
@@ -40,6 +41,18 @@ def test_the_gate_test_catches_every_throttle_growing_the_gate() -> None:
     cold.test_throttles_that_come_together_close_the_gate_once()
     with mutant(throttled, "note_throttle", _every_throttle_grows):
         must_fail(cold.test_throttles_that_come_together_close_the_gate_once)
+
+
+def test_the_retry_test_catches_retries_that_ignore_the_gate() -> None:
+    body = cold.test_a_throttled_acquire_retries_only_after_the_gate_its_client_closed
+    _run(body)
+    plain = throttled.Tries.wait_ms
+
+    def own_backoff_only(tries: throttled.Tries, _gate: int = 0) -> int | None:
+        return plain(tries)
+
+    with mutant(throttled.Tries, "wait_ms", own_backoff_only):
+        must_fail(_run, body)
 
 
 def test_the_cap_test_catches_a_gate_without_its_cap() -> None:

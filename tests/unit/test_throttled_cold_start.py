@@ -1,6 +1,7 @@
 """A cold start on a throttling partition (flows/throttled.py, flows/any_shard.py): the
-client's gate after throttles that come together, its next writes asking for a reserve,
-and the one acquire at a time that writes for the reserve while the others wait.
+client's gate after throttles that come together (and its retries waiting for it), its
+next writes asking for a reserve, and the one acquire at a time that writes for the
+reserve while the others wait.
 
 Time is simulated (canned answers, `Sleep`s counted); the gate's jitter is pinned where
 a test needs to know when it opens.
@@ -58,6 +59,38 @@ def test_the_gate_never_stays_closed_longer_than_its_cap() -> None:
         now += throttled.gate_ms(state, level, now)  # throttled again as soon as it opens
     assert state.entities["e1"].throttled_until["gpt"][1] == 40
     assert 0 < longest <= GATE_CAP_MS
+
+
+def test_a_throttled_acquire_retries_only_after_the_gate_its_client_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Acquires of one client throttled together are one refusal: each one's retry waits
+    at least until the gate that refusal closed opens, not for its own short backoff (four
+    threads retrying on their own would send the refusing partition four writes each
+    time, the storm a fleet's renewals start on a full shard)."""
+    monkeypatch.setattr(throttled, "backoff_ms", lambda _attempt, _rng: 20)
+    state, level = state_with(), make_level()
+    gate_ms = 300
+    writes: list[int] = []
+    slept = [0]
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL)})  # a quiet window: no doubling
+        writes.append(slept[0])
+        if len(writes) == 1:
+            # Another acquire of the client was refused a moment earlier: its gate is shut.
+            state.entities["e1"].throttled_until["gpt"] = (T0 + gate_ms, 1)
+            return throttle()
+        return ok(item(T0, FULL))
+
+    outcome, _calls, _total = answered(
+        take_any_shard(state, level, T0, True, NOT_FETCHED),
+        answer,
+        lambda ms: slept.__setitem__(0, ms),
+    )
+    assert isinstance(outcome, Taken)
+    assert writes[0] == 0 and writes[1] >= gate_ms
 
 
 @pytest.mark.parametrize("later_ms", [100, REFUSED_RECENTLY_MS + 1], ids=["soon", "later"])

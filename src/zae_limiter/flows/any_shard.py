@@ -179,7 +179,9 @@ def _after_throttle(
         shard = random.choice(others)
         tries.tried.append(shard)
         return shard
-    wait = tries.wait_ms()
+    # The gate binds retries too: a client's acquires throttled together are one refusal,
+    # and each retrying on its own backoff would send the partition one write per acquire.
+    wait = tries.wait_ms(throttled.gate_ms(state, here, now_ms))
     if wait is None:
         return None
     tries.woke((yield from pause(wait)))

@@ -5,7 +5,8 @@ a reason to fail the caller while capacity may exist elsewhere: another shard of
 entity sits on another partition, and a partition's refusals clear within the second.
 So a throttled acquire write tries a shard it has not tried yet (at most
 `MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
-jitter (see flows/backoff.py) and tries again, at most `MAX_THROTTLED_WAITS` times,
+jitter (see flows/backoff.py), and at least until the bucket's gate opens (below), and
+tries again, at most `MAX_THROTTLED_WAITS` times,
 the waits adding up to `THROTTLED_WAIT_MS`. Only then does `RateLimiterUnavailable`
 reach the caller. The waits are counted in simulated time (the flow's own sum), never
 read from a clock: the driver's deadline still cuts a run that takes too long in
@@ -105,14 +106,19 @@ class Tries:
         self.waited_ms += wait
         return wait
 
-    def wait_ms(self) -> int | None:
-        """How long to wait before trying again; None: the budget is spent."""
+    def wait_ms(self, gate: int = 0) -> int | None:
+        """How long to wait before trying again (at least past the bucket's `gate`, with
+        jitter); None: the budget is spent."""
         left = THROTTLED_WAIT_MS - self.waited_ms
         if left <= 0 or self.waits >= MAX_THROTTLED_WAITS:
             return None
         # The last wait takes what is left: the acquire gives up only at its budget's end.
         last = self.waits == MAX_THROTTLED_WAITS - 1
-        wait = left if last else max(1, min(left, backoff_ms(self.throttles, self.rng)))
+        own = backoff_ms(self.throttles, self.rng)
+        if gate:
+            # The client's other acquires throttled together wake apart, not at its end.
+            own = max(own, gate + self.rng.randint(0, gate))
+        wait = left if last else max(1, min(left, own))
         self.waits += 1
         self.waited_ms += wait
         return wait
