@@ -4,6 +4,7 @@ tests/unit/test_flows_doubling.py):
 
 - lost races never counted (a write counts only itself in the window);
 - a young window judged alone (the window before a restart ignored);
+- a throttle judged on the current window only, never with the one before it;
 - a throttled client that reads the shard's window but not its shard count;
 - one hot shard of a multi-shard entity enough to double it;
 - many shards doubled on two windows, however quiet the average shard.
@@ -40,12 +41,23 @@ def test_the_count_test_catches_lost_races_left_uncounted() -> None:
 def test_the_window_test_catches_a_young_window_judged_alone() -> None:
     evidence_tests.test_a_young_window_is_judged_with_the_one_before_it()
 
-    def alone(seen: Any) -> Any:
+    def alone(seen: Any, _longest: bool = False) -> Any:
         span = seen.seen_ms - seen.start_ms
         return (seen.start_ms, seen.writes, span) if span >= evidence.MIN_EVIDENCE_MS else None
 
     with mutant(evidence, "measured", alone):
         must_fail(evidence_tests.test_a_young_window_is_judged_with_the_one_before_it)
+
+
+def test_the_stretch_test_catches_a_throttle_judged_on_one_window() -> None:
+    body = evidence_tests.test_a_throttle_on_a_partition_of_few_writes_is_judged_on_both_windows
+    body()
+
+    def current_only(original: Any) -> Any:
+        return lambda seen, _longest=False: original(seen)
+
+    with mutant_wrapping(evidence, "measured", current_only):
+        must_fail(body)
 
 
 def test_the_read_test_catches_a_read_that_does_not_teach_the_count() -> None:

@@ -22,6 +22,7 @@ from zae_limiter.flows.evidence import (
     evidence_since,
     partition_bound,
     read_evidence,
+    throttle_evidence,
     window_seen,
 )
 from zae_limiter.flows.take import NOT_FETCHED, UNCOUNTED_MS, take
@@ -107,6 +108,31 @@ def test_a_window_past_a_second_is_judged_alone() -> None:
     seen = _seen(T0 - 1500, 16, T0 - 3500, 0)
     assert partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS)
     assert evidence_since(seen) == T0 - 1500
+
+
+def test_a_throttle_on_a_partition_of_few_writes_is_judged_on_both_windows() -> None:
+    """At 5 writes/s a partition at its limit fills a 1.2 s window with 6 writes: too few
+    to pass the bound alone (so it would never double, and go on refusing), but with the
+    2 s before it, also at the limit, the stretch proves it. A quiet window before does
+    not hide a load that just rose (the current one alone is judged first), and a shard
+    below the threshold in both stays a table-level throttle."""
+    wcu = 5
+    state = make_state()
+    state.partition_wcu = wcu
+    level = make_level()
+    meta = state.entities["e1"]
+
+    def judged(start: int, writes: int, prev_start: int, prev_writes: int) -> int | None:
+        seen = WindowSeen(start, writes, T0, wcu, 1, prev_start, prev_writes)
+        meta.seen_windows[("gpt", 0)] = seen
+        return throttle_evidence(state, level, T0)
+
+    assert not partition_bound(
+        WindowSeen(T0 - 1200, 6, T0, wcu, 1), THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS
+    )
+    assert judged(T0 - 1200, 6, T0 - 3200, 10) == T0 - 3200
+    assert judged(T0 - 1900, 10, T0 - 3900, 0) == T0 - 1900  # rose just now: alone
+    assert judged(T0 - 1200, 3, T0 - 3200, 5) is None  # half the limit: the table's
 
 
 def test_window_seen_reads_the_window_before() -> None:

@@ -64,27 +64,30 @@ def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> Wi
     )
 
 
-def measured(seen: WindowSeen) -> tuple[int, int, int] | None:
+def measured(seen: WindowSeen, longest: bool = False) -> tuple[int, int, int] | None:
     """(start ms, writes, span ms) of the stretch a window shows: the current window once
     it spans `MIN_EVIDENCE_MS`, else the current and the previous one together; None when
-    neither spans it."""
+    neither spans it. With `longest`, the two together whenever there is one before."""
     span_ms = seen.seen_ms - seen.start_ms
-    if span_ms >= MIN_EVIDENCE_MS:
+    joined = 0 <= seen.prev_start_ms < seen.start_ms
+    if span_ms >= MIN_EVIDENCE_MS and not (longest and joined):
         return seen.start_ms, seen.writes, span_ms
-    if 0 <= seen.prev_start_ms < seen.start_ms:
+    if joined:
         union_ms = seen.seen_ms - seen.prev_start_ms
         if union_ms >= MIN_EVIDENCE_MS:
             return seen.prev_start_ms, seen.writes + seen.prev_writes, union_ms
     return None
 
 
-def evidence_since(seen: WindowSeen) -> int:
+def evidence_since(seen: WindowSeen, longest: bool = False) -> int:
     """When the evidence a window gives began (shard 0 refuses it if it doubled since)."""
-    stretch = measured(seen)
+    stretch = measured(seen, longest)
     return seen.start_ms if stretch is None else stretch[0]
 
 
-def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
+def partition_bound(
+    seen: WindowSeen, threshold: float, sigmas: float, longest: bool = False
+) -> bool:
     """Whether a window's writes prove the partition runs past `threshold` of its limit.
 
     A shard well below its limit still sees random bursts: at 2.5 writes/s, a 2 s window
@@ -94,7 +97,7 @@ def partition_bound(seen: WindowSeen, threshold: float, sigmas: float) -> bool:
     is what separates a hot shard from a lucky one. The write that brought the window
     back is not counted: it is there because someone looked.
     """
-    stretch = measured(seen)
+    stretch = measured(seen, longest)
     if stretch is None:
         return False  # less than a second of writes: too few to tell a trend from chance
     _start, writes, span_ms = stretch
@@ -110,6 +113,13 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
     window this client saw there) was not near the partition's limit, the pressure is the
     table's (provisioned capacity, on-demand peak, account limits): more shards would
     only add writes, so no doubling.
+
+    The current window is judged alone (a load that just rose is not diluted by a quiet
+    window before it), and then with the one before it: on a partition of a few writes a
+    second, a full partition's one window is too few writes to pass the bound (at 5/s a
+    window must be past 1.5 s old, and at its limit all the while), and the partition
+    refuses until the count doubles. The longer stretch has less noise, so it adds
+    little to what a table-level limit below the threshold can pass by chance.
     """
     meta = state.entities.get(level.entity_id)
     seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
@@ -117,8 +127,10 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
         return None
     if seen.shard_count < state.shard_count(level.entity_id, level.resource):
         return None  # measured before the last doubling: shard 0 would refuse it anyway
-    bound = partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS)
-    return evidence_since(seen) if bound else None
+    for longest in (False, True):
+        if partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS, longest):
+            return evidence_since(seen, longest)
+    return None
 
 
 def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | None]:
