@@ -5,12 +5,11 @@ a reason to fail the caller while capacity may exist elsewhere: another shard of
 entity sits on another partition, and a partition's refusals clear within the second.
 So a throttled acquire write tries a shard it has not tried yet (at most
 `MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
-jitter (see flows/backoff.py), and at least until the bucket's gate opens (below), and
-tries again, at most `MAX_THROTTLED_WAITS` times,
-the waits adding up to `THROTTLED_WAIT_MS`. Only then does `RateLimiterUnavailable`
-reach the caller. The waits are counted in simulated time (the flow's own sum), never
-read from a clock: the driver's deadline still cuts a run that takes too long in
-wall-clock time.
+jitter (see flows/backoff.py), never shorter than the bucket's gate (below), then tries
+again, at most `MAX_THROTTLED_WAITS` times, the waits adding up to `THROTTLED_WAIT_MS`.
+Only then does `RateLimiterUnavailable` reach the caller. The waits are counted in
+simulated time (the flow's own sum), never read from a clock: the driver's deadline
+still cuts a run that takes too long in wall-clock time.
 
 A throttle also closes the bucket's gate in this client for a backoff: its other
 acquires on the bucket hold back until then (within their own budget) instead of adding
