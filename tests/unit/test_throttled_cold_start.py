@@ -50,6 +50,18 @@ def test_throttles_that_come_together_close_the_gate_once() -> None:
     assert state.entities["e1"].throttled_until["gpt"][1] == 2
 
 
+def test_a_refusal_closes_the_gate_even_when_its_jitter_draws_no_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Full jitter draws 0 now and then: the gate still closes (for 1 ms), or the other
+    throttles of the same moment would each count as a refusal of their own."""
+    monkeypatch.setattr(throttled, "backoff_ms", lambda _attempt, _rng: 0)
+    state, level = state_with(), make_level()
+    for _ in range(4):
+        throttled.note_throttle(state, level, T0)
+    assert state.entities["e1"].throttled_until["gpt"] == (T0 + 1, 1)
+
+
 def test_the_gate_never_stays_closed_longer_than_its_cap() -> None:
     state, level = state_with(), make_level()
     now, longest = T0, 0

@@ -139,7 +139,9 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
     until, row = meta.throttled_until.get(level.resource, (0, 0))
     if now_ms < until:
         return
-    wait = min(GATE_CAP_MS, backoff_ms(row + 1, _RNG))
+    # Never 0: a gate that closes for no time would let throttles that come together
+    # each count as a new refusal (full jitter draws 0 now and then).
+    wait = max(1, min(GATE_CAP_MS, backoff_ms(row + 1, _RNG)))
     meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
 
 
