@@ -95,10 +95,14 @@ class Tries:
             return []
         return [s for s in range(count) if s not in self.tried]
 
+    def past_gate(self, gate: int) -> int:
+        """A wait that ends somewhere past the gate (up to twice it): the client's other
+        acquires held back by the same gate do not all go at its end."""
+        return gate + self.rng.randint(0, gate)
+
     def hold_back(self, gate: int) -> int:
         """A wait before the first write, while the bucket's gate is closed (0: none)."""
-        # Jittered past the gate: the client's other acquires do not all go at its end.
-        wait = min(gate + self.rng.randint(0, gate), THROTTLED_WAIT_MS - self.waited_ms)
+        wait = min(self.past_gate(gate), THROTTLED_WAIT_MS - self.waited_ms)
         if wait <= 0:
             return 0
         self.waits += 1
@@ -115,8 +119,7 @@ class Tries:
         last = self.waits == MAX_THROTTLED_WAITS - 1
         own = backoff_ms(self.throttles, self.rng)
         if gate:
-            # The client's other acquires throttled together wake apart, not at its end.
-            own = max(own, gate + self.rng.randint(0, gate))
+            own = max(own, self.past_gate(gate))
         wait = left if last else max(1, min(left, own))
         self.waits += 1
         self.waited_ms += wait
