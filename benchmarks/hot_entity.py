@@ -71,16 +71,20 @@ def phases(seconds: float, offered_multiple: int, partition_limit: int) -> list[
 
 @contextmanager
 def environment(
-    engine: str, partition_limit: int, shape: str = SMOOTH
+    engine: str, partition_limit: int, shape: str = SMOOTH, reasons: bool = True
 ) -> Iterator[tuple[str, Any]]:
     """A local engine, the emulator in front of it, and the fake AWS credentials it takes
     in this process's environment (spawned clients inherit them). No AWS_ENDPOINT_URL: the
-    clients are pointed at the emulator, the parent's shard poller at the engine."""
+    clients are pointed at the emulator, the parent's shard poller at the engine.
+    `reasons`: whether a throttle names whose limit refused it (DynamoDB's
+    ThrottlingReasons, since 2025)."""
     running = LocalEngine.start(engine)
     try:
         with (
             local_environment(running.endpoint_url, endpoint_variable=False),
-            PartitionEmulator(running.endpoint_url, partition_limit, shape=shape) as emu,
+            PartitionEmulator(
+                running.endpoint_url, partition_limit, shape=shape, throttling_reasons=reasons
+            ) as emu,
         ):
             yield running.endpoint_url, emu
     finally:

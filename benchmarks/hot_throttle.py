@@ -16,6 +16,11 @@ runs, the library's defaults and `reserve=False`, each with its promises:
   to a full partition.
 
     python -m benchmarks.hot_throttle --seconds 30
+    python -m benchmarks.hot_throttle --no-reasons --shape fixed   # harder emulators
+
+The emulator's throttles name whose limit refused them, as DynamoDB's do since 2025;
+`--no-reasons` takes that away (the library then doubles on its windows alone), and
+`--shape fixed` makes each partition's limit a window per wall-clock second.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from benchmarks.hot_phase import run_phase
 from benchmarks.hot_scenarios import target_shards
 from benchmarks.sections import Log, Section
 from zae_limiter.limits import Limit
-from zae_limiter.testing.emulator import PartitionEmulator
+from zae_limiter.testing.emulator import FIXED, SMOOTH, PartitionEmulator
 from zae_limiter.testing.load import Phase
 
 PARTITION_LIMIT = 5
@@ -169,12 +174,13 @@ def markdown(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def measure_all(seconds: float) -> dict[str, Any]:
-    """Both runs on a local engine of their own, behind the emulator."""
+def measure_all(seconds: float, shape: str = SMOOTH, reasons: bool = True) -> dict[str, Any]:
+    """Both runs on a local engine of their own, behind the emulator (its `shape`, and
+    whether its throttles give reasons)."""
     from benchmarks.engines import create_table
     from benchmarks.hot_entity import environment, pick_engine
 
-    with environment(pick_engine(None), PARTITION_LIMIT) as (upstream, emu):
+    with environment(pick_engine(None), PARTITION_LIMIT, shape, reasons) as (upstream, emu):
         table = create_table(upstream, prefix="zael-bench-throttle")
         return run(emu, upstream, table, seconds)
 
@@ -200,8 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hot_throttle")
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--out", default="bench-out")
+    parser.add_argument("--shape", choices=[SMOOTH, FIXED], default=SMOOTH)
+    parser.add_argument(
+        "--no-reasons",
+        action="store_true",
+        help="throttles name no reason (DynamoDB before 2025): doubling on windows alone",
+    )
     args = parser.parse_args(argv)
-    results = measure_all(args.seconds)
+    results = measure_all(args.seconds, args.shape, not args.no_reasons)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hot_throttle.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -43,6 +43,7 @@ from zae_limiter.errors import (
     TRANSACTION_CANCELLED,
     RateLimiterUnavailable,
     map_client_error,
+    throttling_reasons,
 )
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
 from zae_limiter.wire import LEAN_OPS, OPERATIONS
@@ -168,7 +169,12 @@ class _Runner:
             if self.admission is not None:
                 self.admission.settle(cost, Cost())  # a throttled call consumed nothing
                 self.admission.throttled(self.clock())
-        return map_client_error(code, str(err.get("Message", "")), table_name=self.table_name)
+        return map_client_error(
+            code,
+            str(err.get("Message", "")),
+            table_name=self.table_name,
+            reasons=throttling_reasons(error.response),
+        )
 
     def turn(
         self, flow: Flow[Any], send: Any, deadline: _Deadline

@@ -52,16 +52,32 @@ class SchemaVersionError(ZaeLimiterError):
 
 
 class RateLimiterUnavailable(ZaeLimiterError):
-    """DynamoDB could not be reached or refused the call (throttling, timeouts, 5xx)."""
+    """DynamoDB could not be reached or refused the call (throttling, timeouts, 5xx).
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    `reasons`: the `reason` of each ThrottlingReason DynamoDB gave with a throttle
+    (`TableWriteKeyRangeThroughputExceeded`, ...; empty when it gave none)."""
+
+    def __init__(
+        self, message: str, *, code: str | None = None, reasons: Sequence[str] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.reasons = tuple(reasons)
 
     @property
     def throttled(self) -> bool:
         """DynamoDB refused the write for capacity (a partition or the table is hot)."""
         return self.code in THROTTLE_CODES
+
+    @property
+    def partition_throttled(self) -> bool | None:
+        """Whose limit refused the call, when DynamoDB said: True for a partition's own
+        (a key range past its throughput), False for the table's or the account's (more
+        partitions would not help), None when it gave no reason (older endpoints,
+        emulators): the caller has to judge from what it measured."""
+        if not self.throttled or not self.reasons:
+            return None
+        return any(reason.endswith(KEY_RANGE_REASON) for reason in self.reasons)
 
 
 class RateLimitExceeded(ZaeLimiterError):
@@ -123,6 +139,15 @@ SHARD_NOT_FOUND = "ShardNotFound"
 #: Every conditional write of a take lost its race: none of them was applied.
 CONTENDED = "Contended"
 
+#: The limit type of a ThrottlingReason that names one partition (a hot key range); the
+#: others (ProvisionedThroughputExceeded, AccountLimitExceeded,
+#: MaxOnDemandThroughputExceeded) are the table's or the account's.
+KEY_RANGE_REASON = "KeyRangeThroughputExceeded"
+#: The reason DynamoDB gives for a write refused by one partition of a table.
+TABLE_WRITE_KEY_RANGE = "TableWrite" + KEY_RANGE_REASON
+#: The reason it gives for a write refused by a provisioned table's capacity.
+TABLE_WRITE_PROVISIONED = "TableWriteProvisionedThroughputExceeded"
+
 THROTTLE_CODES = frozenset({PROVISIONED_THROUGHPUT_EXCEEDED, THROTTLING, REQUEST_LIMIT_EXCEEDED})
 
 _UNAVAILABLE_CODES = THROTTLE_CODES | {
@@ -133,12 +158,30 @@ _UNAVAILABLE_CODES = THROTTLE_CODES | {
 }
 
 
-def map_client_error(code: str, message: str, *, table_name: str | None = None) -> ZaeLimiterError:
-    """Translate a DynamoDB error code into the library's error."""
+def map_client_error(
+    code: str, message: str, *, table_name: str | None = None, reasons: Sequence[str] = ()
+) -> ZaeLimiterError:
+    """Translate a DynamoDB error code into the library's error (`reasons`: a throttle's
+    ThrottlingReasons, see `throttling_reasons`)."""
     if code == NOT_FOUND and table_name is not None:
         return TableNotFoundError(table_name)
     if code in _UNAVAILABLE_CODES or code.startswith("5"):
-        return RateLimiterUnavailable(f"DynamoDB unavailable ({code}): {message}", code=code)
+        return RateLimiterUnavailable(
+            f"DynamoDB unavailable ({code}): {message}", code=code, reasons=reasons
+        )
     if code == INVALID_REQUEST:
         return ValidationError(f"DynamoDB rejected the request: {message}")
     return RateLimiterUnavailable(f"DynamoDB error ({code}): {message}", code=code)
+
+
+def throttling_reasons(response: Any) -> tuple[str, ...]:
+    """The `reason` of each ThrottlingReason in an error response (botocore's shape, the
+    member spelled either way DynamoDB's model spells it); () when there are none."""
+    if not isinstance(response, dict):
+        return ()
+    found = response.get("ThrottlingReasons") or response.get("throttlingReasons") or ()
+    if not isinstance(found, list):
+        return ()
+    return tuple(
+        str(item["reason"]) for item in found if isinstance(item, dict) and item.get("reason")
+    )

@@ -16,6 +16,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests._servers import EngineEndpoint, unique_name
+from zae_limiter import Limit, RateLimiterUnavailable, SyncRateLimiter, SyncRepository
+from zae_limiter.errors import TABLE_WRITE_KEY_RANGE, TABLE_WRITE_PROVISIONED
 from zae_limiter.testing import PartitionEmulator
 
 pytestmark = pytest.mark.engine
@@ -159,3 +161,45 @@ def test_stop_leaves_no_threads(engine_endpoint: EngineEndpoint) -> None:
     emulator.stop()  # idempotent
     assert set(threading.enumerate()) <= before
     client.close()
+
+
+def _reasons(client: Any, table: str, pk: str) -> list[dict[str, str]]:
+    with pytest.raises(ClientError) as raised:
+        client.put_item(TableName=table, Item={"PK": {"S": pk}})
+    assert raised.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+    return list(raised.value.response.get("ThrottlingReasons", []))
+
+
+def test_a_throttle_names_whose_limit_refused_it(
+    client: Any, table: str, emulator: PartitionEmulator
+) -> None:
+    """As DynamoDB does (ThrottlingReasons): the partition's own limit, or the table's."""
+    _burst(client, table, "hot", LIMIT)
+    [reason] = _reasons(client, table, "hot")
+    assert reason["reason"] == TABLE_WRITE_KEY_RANGE
+    assert reason["resource"].endswith(f":table/{table}")
+    emulator.table_writes_per_second = 1
+    emulator.reset()
+    assert _put(client, table, "cool", 1) == "ok"
+    assert [r["reason"] for r in _reasons(client, table, "other")] == [TABLE_WRITE_PROVISIONED]
+    emulator.throttling_reasons = False  # an endpoint from before reasons: none given
+    assert _reasons(client, table, "other") == []
+
+
+def test_the_library_keeps_a_throttles_reasons(
+    engine_endpoint: EngineEndpoint, emulator: PartitionEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the library's own request path: the refusal that reaches the caller says
+    the partition refused it (flows/evidence.py doubles on that, when it may)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", emulator.endpoint_url)
+    name = unique_name()
+    roomy = [Limit.per_second("rps", 1000)]
+    with SyncRepository.open(name=name, create_table=True, max_shards=1, reserve=False) as repo:
+        limiter = SyncRateLimiter(repo)
+        with pytest.raises(RateLimiterUnavailable) as raised:
+            for _ in range(3 * LIMIT):  # the clock stands still: the window never resets
+                with limiter.acquire("tenant", "api", {"rps": 1}, limits=roomy):
+                    pass
+    assert raised.value.throttled
+    assert raised.value.reasons == (TABLE_WRITE_KEY_RANGE,)
+    assert raised.value.partition_throttled is True

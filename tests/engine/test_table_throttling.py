@@ -25,11 +25,16 @@ TABLE = 4  # writes/s for the whole table: far below one partition's 50
 ROOMY = [Limit.per_second("rps", 100_000)]
 
 
-@pytest.fixture
+@pytest.fixture(params=[True, False], ids=["with-reasons", "no-reasons"])
 def limiter(
-    engine_env: EngineEndpoint, monkeypatch: pytest.MonkeyPatch
+    engine_env: EngineEndpoint, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[tuple[SyncRateLimiter, PartitionEmulator]]:
-    with PartitionEmulator(engine_env.url, PARTITION, shape="smooth") as emu:
+    """With DynamoDB's throttling reasons (the refusal names the table) and without (an
+    older endpoint: the client judges from the shard's window, which shows it quiet)."""
+    reasons = bool(request.param)
+    with PartitionEmulator(
+        engine_env.url, PARTITION, shape="smooth", throttling_reasons=reasons
+    ) as emu:
         monkeypatch.setenv("AWS_ENDPOINT_URL", emu.endpoint_url)
         name = unique_name()
         SyncRepository.open(name=name, create_table=True).close()

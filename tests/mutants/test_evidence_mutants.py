@@ -7,7 +7,10 @@ tests/unit/test_flows_doubling.py):
 - a throttle judged on the current window only, never with the one before it;
 - a throttled client that reads the shard's window but not its shard count;
 - one hot shard of a multi-shard entity enough to double it;
-- many shards doubled on two windows, however quiet the average shard.
+- many shards doubled on two windows, however quiet the average shard;
+- a throttle's reasons ignored (tests/unit/test_throttling_reasons.py): a partition's
+  refusal no proof, a table's refusal no bar to a doubling; a refusal taken as proof on
+  an entity of many shards.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit import test_flows_doubling as doubling_tests
 from tests.unit import test_flows_evidence as evidence_tests
-from zae_limiter.flows import doubling, evidence
+from tests.unit import test_throttling_reasons as reasons_tests
+from zae_limiter.flows import any_shard, doubling, evidence
 from zae_limiter.flows import take as take_module
 
 
@@ -96,3 +100,28 @@ def test_the_average_test_catches_many_shards_doubling_on_two_windows() -> None:
     body(10)
     with mutant(doubling, "busy_on_average", lambda *_a: True):
         must_fail(body, 10)
+
+
+def test_the_reason_tests_catch_a_throttles_reasons_ignored() -> None:
+    said_partition = reasons_tests.test_a_throttle_that_names_the_partition_doubles_without_a_window
+    said_table = (
+        reasons_tests.test_a_throttle_that_names_the_table_never_doubles_even_on_a_hot_window
+    )
+    said_partition()
+    said_table()
+
+    def deaf(_state: Any, _level: Any, _partition: Any, _now_ms: int) -> bool:
+        return True  # as before reasons: every throttle judged from the windows alone
+
+    # flows/any_shard.py calls note_refusal through the name it imported
+    with mutant(any_shard, "note_refusal", deaf):
+        must_fail(said_partition)
+        must_fail(said_table)
+
+
+def test_the_reason_tests_catch_a_refusal_taken_as_proof_on_many_shards() -> None:
+    tests = reasons_tests
+    body = tests.test_on_an_entity_of_several_shards_a_refusal_is_no_proof_the_windows_decide
+    body()
+    with mutant(evidence, "REFUSAL_PROVES_BELOW", 1 << 30):
+        must_fail(body)

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from zae_limiter.testing.emulator import Count, PartitionWindow, operation, written_partitions
+from zae_limiter.testing.partitions import PARTITION, TABLE
 
 
 def s(value: str) -> dict[str, str]:
@@ -165,6 +166,14 @@ class TestTableLimit:
         assert not window.admit(["a"], 5.0)  # the partition is full, the table is not
         assert window.admit(["b"], 5.0)
         assert not window.admit(["c"], 5.0)  # now the table is
+
+    @pytest.mark.parametrize("shape", ["fixed", "smooth"])
+    def test_a_refusal_says_whose_limit_refused_it(self, shape: str) -> None:
+        window = PartitionWindow(1, shape, table_writes_per_second=2)
+        assert window.refusal(["a"], 5.0) is None
+        assert window.refusal(["a"], 5.0) == PARTITION  # a is full, the table is not
+        assert window.refusal(["b"], 5.0) is None
+        assert window.refusal(["c"], 5.0) == TABLE  # c is empty, the table is full
 
     def test_a_multi_item_request_counts_every_item_against_the_table(self) -> None:
         window = PartitionWindow(10, "smooth", table_writes_per_second=3)

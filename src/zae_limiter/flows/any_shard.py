@@ -15,7 +15,7 @@ from zae_limiter.flows import Flow, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import double
-from zae_limiter.flows.evidence import entity_evidence
+from zae_limiter.flows.evidence import entity_evidence, note_refusal
 from zae_limiter.flows.take import NOT_FETCHED, take
 
 
@@ -62,7 +62,7 @@ def take_any_shard(
             else:
                 lead = _lead(state, level, speculative)
                 retry = yield from _retry_after_throttle(
-                    state, level, here, tries, (at_ms, now_ms), lead
+                    state, level, here, tries, (at_ms, now_ms), lead, error.partition_throttled
                 )
                 if retry is None:
                     raise
@@ -105,15 +105,17 @@ def _retry_after_throttle(
     tries: throttled.Tries,
     times: tuple[int, int],
     lead: throttled.Lead,
+    partition: bool | None,
 ) -> Flow[tuple[Level, int] | Taken | Rejected | None]:
     """After a throttled write on `here` at `times` (the write's, the acquire's start):
     (the level to try again, the shard), or the level served from the client's reserve
-    (or its lead's write) after a wait, or None (the budget is spent)."""
+    (or its lead's write) after a wait, or None (the budget is spent). `partition`: whose
+    limit DynamoDB said refused it (None: it did not say)."""
     at_ms, now_ms = times
     throttled.note_reserve_write(state, here, True, at_ms)
     throttled.note_throttle(state, here, at_ms)
     waits = tries.waits
-    next_shard = yield from _after_throttle(state, level, here, tries, at_ms)
+    next_shard = yield from _after_throttle(state, level, here, tries, at_ms, partition)
     if next_shard is None:
         return (yield from throttled.wait_for_reserve(state, level, tries, now_ms, lead))
     if tries.waits > waits:  # it waited: a reserve may cover it now
@@ -144,7 +146,8 @@ def _lead(state: RepoState, level: Level, speculative: bool) -> throttled.Lead:
                 raise
             throttled.note_reserve_write(state, here, True, at_ms)
             throttled.note_throttle(state, here, at_ms)
-            yield from _double_on_evidence(state, level, here, at_ms)  # evidence all the same
+            # Evidence all the same:
+            yield from _double_on_evidence(state, level, here, at_ms, error.partition_throttled)
             return None
         if isinstance(outcome, Taken):
             throttled.note_reserve_write(state, here, False, at_ms)
@@ -164,13 +167,18 @@ def _on_shard(level: Level, shard: int, count: int, preferred: int | None) -> Le
 
 
 def _after_throttle(
-    state: RepoState, level: Level, here: Level, tries: throttled.Tries, now_ms: int
+    state: RepoState,
+    level: Level,
+    here: Level,
+    tries: throttled.Tries,
+    now_ms: int,
+    partition: bool | None,
 ) -> Flow[int | None]:
     """The shard to try after a throttle on `here` (None: give up), doubling first when
     this client's view of the shard shows its partition is the bottleneck."""
     tries.throttles += 1
     if not tries.doubled:
-        tries.doubled = yield from _double_on_evidence(state, level, here, now_ms)
+        tries.doubled = yield from _double_on_evidence(state, level, here, now_ms, partition)
     count = state.shard_count(level.entity_id, level.resource)
     if tries.doubled:
         count = max(count, 2)
@@ -189,10 +197,13 @@ def _after_throttle(
     return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
 
 
-def _double_on_evidence(state: RepoState, level: Level, here: Level, now_ms: int) -> Flow[bool]:
-    """After a throttle on `here`: a doubling try when this client's view of the shard
-    shows its partition is the bottleneck; whether it tried."""
-    if state.max_shards <= 1:
+def _double_on_evidence(
+    state: RepoState, level: Level, here: Level, now_ms: int, partition: bool | None
+) -> Flow[bool]:
+    """After a throttle on `here`: a doubling try when DynamoDB named the shard's
+    partition as the limit, or this client's view of the shard shows it is the bottleneck;
+    whether it tried. Never when DynamoDB named the table's limit."""
+    if not note_refusal(state, here, partition, now_ms) or state.max_shards <= 1:
         return False
     since = yield from entity_evidence(state, here, now_ms)
     if since is None:

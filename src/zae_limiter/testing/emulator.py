@@ -17,6 +17,12 @@ wall-clock second (`time.time()`), so they line up with a caller's own timestamp
 Each item a request writes counts one write on its partition; a multi-item request
 (TransactWriteItems, BatchWriteItem) is throttled whole if any of its partitions is full.
 Throttled requests consume nothing.
+
+Like DynamoDB since 2025, a throttle names whose limit refused it: a `ThrottlingReasons`
+list with `TableWriteKeyRangeThroughputExceeded` (a partition's own limit) or
+`TableWriteProvisionedThroughputExceeded` (`table_writes_per_second`). Pass
+`throttling_reasons=False` for an endpoint that gives none (before 2025): a client then
+has to tell the two apart from what it measured.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from zae_limiter.errors import TABLE_WRITE_KEY_RANGE, TABLE_WRITE_PROVISIONED
 from zae_limiter.testing.partitions import (
     FIXED,
+    PARTITION,
     SMOOTH,
     TARGET_PREFIX,
     WRITE_OPERATIONS,
@@ -147,6 +155,7 @@ class PartitionEmulator:
         *,
         shape: str = FIXED,
         table_writes_per_second: int | None = None,
+        throttling_reasons: bool = True,
         pk_attribute: str = "PK",
         host: str = "127.0.0.1",
         port: int = 0,
@@ -159,6 +168,7 @@ class PartitionEmulator:
         self.upstream_address = (parts.hostname, parts.port or 80)
         self.window = PartitionWindow(writes_per_second, shape, table_writes_per_second)
         self.pk_attribute = pk_attribute
+        self.throttling_reasons = throttling_reasons
         self._clock = clock
         self._address = (host, port)
         self._server: _ProxyServer | None = None
@@ -246,8 +256,11 @@ class PartitionEmulator:
         op = operation(handler.headers.get("X-Amz-Target"))
         if op in WRITE_OPERATIONS:
             pks = parse_partitions(op, body, self.pk_attribute)
-            if not self.window.admit(pks, self._clock()):
-                _reply_throttled(handler, self.window.writes_per_second)
+            refused = self.window.refusal(pks, self._clock())
+            if refused is not None:
+                reason = TABLE_WRITE_KEY_RANGE if refused == PARTITION else TABLE_WRITE_PROVISIONED
+                reasons = [reason] if self.throttling_reasons else []
+                _reply_throttled(handler, self.window.writes_per_second, reasons, body)
                 return
         elif op:
             self.window.count_read()
@@ -274,13 +287,28 @@ class PartitionEmulator:
         _reply(handler, response.status, data, out, response.reason)
 
 
-def _reply_throttled(handler: _Handler, limit: int) -> None:
-    payload = {"__type": THROTTLE_TYPE, "message": THROTTLE_MESSAGE.format(limit=limit)}
+def _reply_throttled(handler: _Handler, limit: int, reasons: list[str], body: bytes) -> None:
+    payload: dict[str, Any] = {
+        "__type": THROTTLE_TYPE,
+        "message": THROTTLE_MESSAGE.format(limit=limit),
+    }
+    if reasons:
+        resource = f"arn:aws:dynamodb:local:000000000000:table/{_table_name(body)}"
+        payload["ThrottlingReasons"] = [{"reason": r, "resource": resource} for r in reasons]
     headers = {
         "Content-Type": "application/x-amz-json-1.0",
         "x-amzn-RequestId": f"emulated-{time.monotonic_ns()}",
     }
     _reply(handler, 400, json.dumps(payload).encode(), headers)
+
+
+def _table_name(body: bytes) -> str:
+    """The table a refused request named (a throttle's reasons carry its ARN)."""
+    with contextlib.suppress(ValueError):
+        request = json.loads(body)
+        if isinstance(request, dict) and isinstance(request.get("TableName"), str):
+            return str(request["TableName"])
+    return ""
 
 
 def _reply(

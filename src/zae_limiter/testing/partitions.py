@@ -114,6 +114,9 @@ class EmulatorStats:
 
 FIXED = "fixed"
 SMOOTH = "smooth"
+#: Whose limit refused a request (`PartitionWindow.refusal`).
+TABLE = "table"
+PARTITION = "partition"
 
 
 class PartitionWindow:
@@ -159,6 +162,11 @@ class PartitionWindow:
         self._history: dict[int, dict[str, list[int]]] = {}
 
     def admit(self, pks: Sequence[str], now: float) -> bool:
+        return self.refusal(pks, now) is None
+
+    def refusal(self, pks: Sequence[str], now: float) -> str | None:
+        """`admit`, saying whose limit refused the request: None (admitted), `TABLE`
+        (the table's limit) or `PARTITION` (a partition's own)."""
         wanted = Counter(pks)
         with self._lock:
             table = self._table_room(len(pks), now)
@@ -176,7 +184,9 @@ class PartitionWindow:
                 cell[0 if ok else 1] += n
             if not ok and wanted:
                 self._throttled_requests += 1
-            return ok
+            if ok:
+                return None
+            return TABLE if table is None else PARTITION
 
     def _fixed(self, wanted: Counter[str], now: float) -> tuple[int, bool]:
         # Windows only move forward; a late request counts in the current one.

@@ -1,0 +1,191 @@
+"""A throttle's reasons say whose limit refused a write (DynamoDB's ThrottlingReasons).
+
+A reason naming the shard's partition (`...KeyRangeThroughputExceeded`) is proof that the
+partition is the bottleneck: the acquire doubles at once, with no write-rate window that
+proves it (at a few writes a second per partition, a window takes seconds to). A reason
+naming the table's limit rules a doubling out, whatever the windows say: more shards
+would only add writes. A throttle with no reason is judged from the windows, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
+from zae_limiter.errors import (
+    TABLE_WRITE_KEY_RANGE,
+    TABLE_WRITE_PROVISIONED,
+    RateLimiterUnavailable,
+    map_client_error,
+    throttling_reasons,
+)
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows.any_shard import take_any_shard
+from zae_limiter.flows.bucket_write import Taken
+from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.evidence import (
+    REFUSAL_PROOF_MS,
+    entity_evidence,
+    note_refusal,
+    throttle_evidence,
+)
+from zae_limiter.flows.take import NOT_FETCHED
+
+WCU = 50
+FULL = {"rpm": 9000, "tpm": 900_000}
+PTEE = "ProvisionedThroughputExceededException"
+
+
+def throttle(*reasons: str) -> RateLimiterUnavailable:
+    return RateLimiterUnavailable("throttled", code=PTEE, reasons=reasons)
+
+
+def state_with(hot_window: bool) -> RepoState:
+    state = make_state()
+    state.partition_wcu = WCU
+    if hot_window:  # 50/s over 2 s: the partition's whole limit, proven by the window
+        meta = state.entities["e1"]
+        meta.seen_windows[("gpt", 0)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
+    return state
+
+
+def doublings(calls: list[Call]) -> list[dict[str, Any]]:
+    return [
+        c.params["ExpressionAttributeValues"]
+        for c in calls
+        if c.op == "update_item" and ":new" in c.params.get("ExpressionAttributeValues", {})
+    ]
+
+
+def run_once_throttled(state: RepoState, error: RateLimiterUnavailable) -> tuple[Any, list[Call]]:
+    """One acquire on a one-shard entity whose first write is refused with `error`; every
+    later call goes through (reads find shard 0 as it was, with one shard)."""
+    before = item(T0 - 5000, FULL)
+    first = [True]
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": before})
+        if first[0]:
+            first[0] = False
+            return error
+        return ok(item(T0, FULL, shard_count=2))
+
+    outcome, calls, _slept = answered(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED), answer
+    )
+    return outcome, calls
+
+
+def test_a_throttle_that_names_the_partition_doubles_without_a_window() -> None:
+    """No window: without the reason, the client could not tell (and did not double)."""
+    state = state_with(hot_window=False)
+    outcome, calls = run_once_throttled(state, throttle(TABLE_WRITE_KEY_RANGE))
+    assert isinstance(outcome, Taken)
+    sent = doublings(calls)
+    assert len(sent) == 1, "a partition's refusal is proof enough to double"
+    doubling = sent[0]
+    assert doubling[":new"] == {"N": "2"}
+    # The evidence dates from the partition's last second: shard 0 refuses it if the
+    # entity doubled since (another client's doubling for the same full partition).
+    assert int(doubling[":since"]["N"]) == T0 - REFUSAL_PROOF_MS
+    assert state.entities["e1"].partition_refused[("gpt", 0)] == T0
+
+
+def test_a_throttle_with_no_reason_and_no_window_does_not_double() -> None:
+    state = state_with(hot_window=False)
+    outcome, calls = run_once_throttled(state, throttle())
+    assert isinstance(outcome, Taken)
+    assert doublings(calls) == []
+    assert not state.entities["e1"].partition_refused
+
+
+def test_a_throttle_that_names_the_table_never_doubles_even_on_a_hot_window() -> None:
+    """The window alone would prove the partition full; the reason says it was the
+    table's capacity that refused the write, and no window is even read."""
+    state = state_with(hot_window=True)
+    outcome, calls = run_once_throttled(state, throttle(TABLE_WRITE_PROVISIONED))
+    assert isinstance(outcome, Taken)
+    assert doublings(calls) == []
+    assert [c.op for c in calls] == ["update_item", "update_item"]  # no evidence read
+    assert not state.entities["e1"].doubling_tried
+
+
+def test_the_same_hot_window_doubles_when_the_throttle_gives_no_reason() -> None:
+    """The control for the test above: it is the reason, not the window, that held back."""
+    state = state_with(hot_window=True)
+    _outcome, calls = run_once_throttled(state, throttle())
+    assert len(doublings(calls)) == 1
+
+
+@pytest.mark.parametrize(
+    ("reasons", "partition"),
+    [
+        ((), None),
+        ((TABLE_WRITE_KEY_RANGE,), True),
+        (("IndexWriteKeyRangeThroughputExceeded",), True),
+        ((TABLE_WRITE_PROVISIONED,), False),
+        (("TableWriteAccountLimitExceeded",), False),
+        (("TableWriteMaxOnDemandThroughputExceeded",), False),
+        ((TABLE_WRITE_PROVISIONED, TABLE_WRITE_KEY_RANGE), True),
+    ],
+)
+def test_whose_limit_a_throttle_names(reasons: tuple[str, ...], partition: bool | None) -> None:
+    error = map_client_error(PTEE, "slow down", reasons=reasons)
+    assert isinstance(error, RateLimiterUnavailable) and error.throttled
+    assert error.reasons == reasons
+    assert error.partition_throttled is partition
+
+
+def test_reasons_of_anything_but_a_throttle_say_nothing() -> None:
+    error = RateLimiterUnavailable("boom", code="InternalServerError", reasons=("x",))
+    assert error.partition_throttled is None
+
+
+@pytest.mark.parametrize("member", ["ThrottlingReasons", "throttlingReasons"])
+def test_reasons_are_read_from_either_spelling(member: str) -> None:
+    response = {
+        "Error": {"Code": PTEE},
+        member: [
+            {"reason": TABLE_WRITE_KEY_RANGE, "resource": "arn:aws:dynamodb:::table/t"},
+            {"resource": "no reason"},
+        ],
+    }
+    assert throttling_reasons(response) == (TABLE_WRITE_KEY_RANGE,)
+    assert throttling_reasons({"Error": {"Code": PTEE}}) == ()
+    assert throttling_reasons({member: "not a list"}) == ()
+
+
+def test_on_an_entity_of_several_shards_a_refusal_is_no_proof_the_windows_decide() -> None:
+    """A refusal on one shard of many is as likely a burst as a count too low for the
+    load: the windows judge it, as for a throttle with no reason (both shards hot:
+    doubles; the other quiet: does not), whatever refusals this client met."""
+    hot = WindowSeen(T0 - 2000, 120, T0, WCU, 2)
+    quiet = WindowSeen(T0 - 2000, 2, T0, WCU, 2)
+    for own, other, doubles in ((quiet, quiet, False), (hot, quiet, False), (hot, hot, True)):
+        state = make_state()
+        state.partition_wcu = WCU
+        meta = state.entities["e1"]
+        meta.shard_counts["gpt"] = 2
+        meta.seen_windows[("gpt", 0)] = own
+        meta.seen_windows[("gpt", 1)] = other
+        meta.partition_refused[("gpt", 1)] = T0 - 300
+        assert note_refusal(state, make_level(shard_count=2), True, T0)
+        since, calls, _ = answered(
+            entity_evidence(state, make_level(shard_count=2), T0), lambda _c: None
+        )
+        assert calls == []  # both windows were seen just now: nothing to read
+        assert (since is not None) is doubles
+        if doubles:
+            assert since == T0 - 2000  # the windows' evidence, not the refusals'
+
+
+def test_a_refusal_proves_its_partition_for_a_second_only() -> None:
+    state = make_state()
+    note_refusal(state, make_level(), True, T0)
+    assert throttle_evidence(state, make_level(), T0 + REFUSAL_PROOF_MS) == T0 - REFUSAL_PROOF_MS
+    assert throttle_evidence(state, make_level(), T0 + REFUSAL_PROOF_MS + 1) is None
+    assert not note_refusal(state, make_level(), False, T0)  # the table's: no doubling
+    assert note_refusal(state, make_level(), None, T0)  # no reason: the windows decide
