@@ -13,7 +13,7 @@ from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, Sleep, run_pure
 from zae_limiter.flows.bucket_write import Level
-from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.context import RepoState, WindowSeen
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 
@@ -30,6 +30,16 @@ def make_state(*, known: bool = True) -> RepoState:
     state = RepoState(table=TABLE, namespace=NS, config_cache=ConfigCache(60))
     if known:
         state.learn_entity("e1", False, None)
+    return state
+
+
+def two_shards(wcu: int, windows: tuple[WindowSeen, WindowSeen]) -> RepoState:
+    """A client of a two-shard entity that saw these windows of its shards just now."""
+    state = make_state()
+    state.partition_wcu = wcu
+    meta = state.entities["e1"]
+    meta.shard_counts["gpt"] = 2
+    meta.seen_windows[("gpt", 0)], meta.seen_windows[("gpt", 1)] = windows
     return state
 
 

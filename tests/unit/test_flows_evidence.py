@@ -7,7 +7,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from tests.unit._flowkit import T0, answered, drive, failed, item, make_level, make_state, ok
+from tests.unit._flowkit import (
+    T0,
+    answered,
+    drive,
+    failed,
+    item,
+    make_level,
+    make_state,
+    ok,
+    two_shards,
+)
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
@@ -222,12 +232,7 @@ def test_on_an_entity_of_several_shards_one_hot_shard_is_not_enough() -> None:
     hot_window = WindowSeen(T0 - 2000, 30, T0, WCU, 2)
     quiet_window = WindowSeen(T0 - 2000, 2, T0, WCU, 2)
     for other, doubles in ((quiet_window, False), (hot_window, True)):
-        state = make_state()
-        state.partition_wcu = WCU
-        meta = state.entities["e1"]
-        meta.shard_counts["gpt"] = 2
-        meta.seen_windows[("gpt", 0)] = hot_window
-        meta.seen_windows[("gpt", 1)] = other
+        state = two_shards(WCU, (hot_window, other))
         since, calls, _ = answered(
             entity_evidence(state, make_level(shard_count=2), T0), lambda _c: None
         )

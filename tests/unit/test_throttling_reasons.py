@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
+from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok, two_shards
 from zae_limiter.errors import (
     TABLE_WRITE_KEY_RANGE,
     TABLE_WRITE_PROVISIONED,
@@ -165,13 +165,8 @@ def test_on_an_entity_of_several_shards_a_refusal_is_no_proof_the_windows_decide
     hot = WindowSeen(T0 - 2000, 120, T0, WCU, 2)
     quiet = WindowSeen(T0 - 2000, 2, T0, WCU, 2)
     for own, other, doubles in ((quiet, quiet, False), (hot, quiet, False), (hot, hot, True)):
-        state = make_state()
-        state.partition_wcu = WCU
-        meta = state.entities["e1"]
-        meta.shard_counts["gpt"] = 2
-        meta.seen_windows[("gpt", 0)] = own
-        meta.seen_windows[("gpt", 1)] = other
-        meta.partition_refused[("gpt", 1)] = T0 - 300
+        state = two_shards(WCU, (own, other))
+        state.entities["e1"].partition_refused[("gpt", 1)] = T0 - 300
         assert note_refusal(state, make_level(shard_count=2), True, T0)
         since, calls, _ = answered(
             entity_evidence(state, make_level(shard_count=2), T0), lambda _c: None
