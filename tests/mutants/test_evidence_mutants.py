@@ -110,11 +110,12 @@ def test_the_reason_tests_catch_a_throttles_reasons_ignored() -> None:
     said_partition()
     said_table()
 
-    def deaf(_state: Any, _level: Any, _partition: Any, _now_ms: int) -> bool:
-        return True  # as before reasons: every throttle judged from the windows alone
+    def deaf(original: Any) -> Any:
+        # as before reasons: every throttle judged from the windows alone
+        return lambda state, level, now_ms, _partition=None: original(state, level, now_ms)
 
-    # flows/any_shard.py calls note_refusal through the name it imported
-    with mutant(any_shard, "note_refusal", deaf):
+    # flows/any_shard.py calls entity_evidence through the name it imported
+    with mutant_wrapping(any_shard, "entity_evidence", deaf):
         must_fail(said_partition)
         must_fail(said_table)
 

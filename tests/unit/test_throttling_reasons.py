@@ -25,12 +25,7 @@ from zae_limiter.flows import Call, Result
 from zae_limiter.flows.any_shard import take_any_shard
 from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.evidence import (
-    REFUSAL_PROOF_MS,
-    entity_evidence,
-    note_refusal,
-    throttle_evidence,
-)
+from zae_limiter.flows.evidence import REFUSAL_PROOF_MS, entity_evidence
 from zae_limiter.flows.take import NOT_FETCHED
 
 WCU = 50
@@ -91,7 +86,6 @@ def test_a_throttle_that_names_the_partition_doubles_without_a_window() -> None:
     # The evidence dates from the partition's last second: shard 0 refuses it if the
     # entity doubled since (another client's doubling for the same full partition).
     assert int(doubling[":since"]["N"]) == T0 - REFUSAL_PROOF_MS
-    assert state.entities["e1"].partition_refused[("gpt", 0)] == T0
 
 
 def test_a_throttle_with_no_reason_and_no_window_does_not_double() -> None:
@@ -99,7 +93,6 @@ def test_a_throttle_with_no_reason_and_no_window_does_not_double() -> None:
     outcome, calls = run_once_throttled(state, throttle())
     assert isinstance(outcome, Taken)
     assert doublings(calls) == []
-    assert not state.entities["e1"].partition_refused
 
 
 def test_a_throttle_that_names_the_table_never_doubles_even_on_a_hot_window() -> None:
@@ -161,15 +154,13 @@ def test_reasons_are_read_from_either_spelling(member: str) -> None:
 def test_on_an_entity_of_several_shards_a_refusal_is_no_proof_the_windows_decide() -> None:
     """A refusal on one shard of many is as likely a burst as a count too low for the
     load: the windows judge it, as for a throttle with no reason (both shards hot:
-    doubles; the other quiet: does not), whatever refusals this client met."""
+    doubles; the other quiet: does not), though DynamoDB named the partition."""
     hot = WindowSeen(T0 - 2000, 120, T0, WCU, 2)
     quiet = WindowSeen(T0 - 2000, 2, T0, WCU, 2)
     for own, other, doubles in ((quiet, quiet, False), (hot, quiet, False), (hot, hot, True)):
         state = two_shards(WCU, (own, other))
-        state.entities["e1"].partition_refused[("gpt", 1)] = T0 - 300
-        assert note_refusal(state, make_level(shard_count=2), True, T0)
         since, calls, _ = answered(
-            entity_evidence(state, make_level(shard_count=2), T0), lambda _c: None
+            entity_evidence(state, make_level(shard_count=2), T0, True), lambda _c: None
         )
         assert calls == []  # both windows were seen just now: nothing to read
         assert (since is not None) is doubles
@@ -177,10 +168,21 @@ def test_on_an_entity_of_several_shards_a_refusal_is_no_proof_the_windows_decide
             assert since == T0 - 2000  # the windows' evidence, not the refusals'
 
 
-def test_a_refusal_proves_its_partition_for_a_second_only() -> None:
-    state = make_state()
-    note_refusal(state, make_level(), True, T0)
-    assert throttle_evidence(state, make_level(), T0 + REFUSAL_PROOF_MS) == T0 - REFUSAL_PROOF_MS
-    assert throttle_evidence(state, make_level(), T0 + REFUSAL_PROOF_MS + 1) is None
-    assert not note_refusal(state, make_level(), False, T0)  # the table's: no doubling
-    assert note_refusal(state, make_level(), None, T0)  # no reason: the windows decide
+def test_on_a_one_shard_entity_the_reason_decides_before_any_window() -> None:
+    """The partition's refusal: proof dated a second back, nothing read. The table's: no
+    evidence, nothing read, even on a hot window. No reason: the window decides."""
+    for partition, hot, expected in (
+        (True, False, T0 - REFUSAL_PROOF_MS),
+        (False, True, None),
+        (None, True, T0 - 2100),
+        (None, False, "read"),
+    ):
+        state = state_with(hot_window=hot)
+        since, calls, _ = answered(
+            entity_evidence(state, make_level(), T0, partition),
+            lambda _c: Result({"Item": item(T0 - 5000, FULL)}),
+        )
+        if expected == "read":  # no reason, no window: the shard is read, and is quiet
+            assert since is None and [c.op for c in calls] == ["get_item"]
+        else:
+            assert since == expected and calls == []

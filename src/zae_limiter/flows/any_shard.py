@@ -15,7 +15,7 @@ from zae_limiter.flows import Flow, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import double
-from zae_limiter.flows.evidence import entity_evidence, note_refusal
+from zae_limiter.flows.evidence import entity_evidence
 from zae_limiter.flows.take import NOT_FETCHED, take
 
 
@@ -203,9 +203,9 @@ def _double_on_evidence(
     """After a throttle on `here`: a doubling try when DynamoDB named the shard's
     partition as the limit, or this client's view of the shard shows it is the bottleneck;
     whether it tried. Never when DynamoDB named the table's limit."""
-    if not note_refusal(state, here, partition, now_ms) or state.max_shards <= 1:
+    if state.max_shards <= 1:
         return False
-    since = yield from entity_evidence(state, here, now_ms)
+    since = yield from entity_evidence(state, here, now_ms, partition)
     if since is None:
         return False
     names = [limit.name for limit in level.limits]

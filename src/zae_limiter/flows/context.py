@@ -72,9 +72,6 @@ class EntityMeta:
     leading: dict[str, int] = field(default_factory=dict)
     #: When this client's last throttled write to a resource was refused (ms).
     refused_at: dict[str, int] = field(default_factory=dict)
-    #: When DynamoDB last refused this client's write to a (resource, shard) naming the
-    #: shard's own partition (a KeyRange throttling reason; ms): flows/evidence.py.
-    partition_refused: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,12 @@ partition past 80% of the write limit prompts a doubling (`partition_bound` with
 the partition's (a shard running near its limit: double) or the table's (provisioned
 capacity, an on-demand peak: more shards would only add writes). DynamoDB says so
 itself when it gives a throttle's reasons (`RateLimiterUnavailable.partition_throttled`,
-see `note_refusal`): a partition's own limit is the proof at once, the table's rules a
-doubling out. Without reasons, the windows decide: a client with no recent window of the
-shard reads the item once (at most every `EVIDENCE_READ_MS`): reads do not take write
-capacity, and a fleet of clients that each write a shard now and then would otherwise
-never hold any evidence when a throttle comes.
+see `entity_evidence`): a partition's own limit proves a one-shard entity's partition
+full at once, the table's rules a doubling out. Otherwise the windows decide: a client
+with no recent window of the shard reads the item once (at most every
+`EVIDENCE_READ_MS`): reads do not take write capacity, and a fleet of clients that each
+write a shard now and then would otherwise never hold any evidence when a throttle
+comes.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ THROTTLE_EVIDENCE_AGE_MS = 2 * keys.WINDOW_MS
 #: A throttled client reads a shard's window at most this often.
 EVIDENCE_READ_MS = 250
 #: A throttle that names the shard's partition proves it full over this much before it
-#: (ms): its capacity is per second. It stands as evidence for as long.
+#: (ms): its capacity is per second.
 REFUSAL_PROOF_MS = 1000
 #: ... but only while the entity has fewer shards than this. A refusal says the partition
 #: ran out in that instant, not that its load needs more: on an entity of many shards a
@@ -134,13 +135,7 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
     little to what a table-level limit below the threshold can pass by chance.
     """
     meta = state.entities.get(level.entity_id)
-    if meta is None:
-        return None
-    refused = meta.partition_refused.get((level.resource, level.shard_id))
-    single = state.shard_count(level.entity_id, level.resource) < REFUSAL_PROVES_BELOW
-    if single and refused is not None and 0 <= now_ms - refused <= REFUSAL_PROOF_MS:
-        return refused - REFUSAL_PROOF_MS
-    seen = meta.seen_windows.get((level.resource, level.shard_id))
+    seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
     if seen is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
         return None
     if seen.shard_count < state.shard_count(level.entity_id, level.resource):
@@ -183,16 +178,31 @@ def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | Non
     return throttle_evidence(state, level, now_ms)
 
 
-def entity_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | None]:
+def entity_evidence(
+    state: RepoState, level: Level, now_ms: int, partition: bool | None = None
+) -> Flow[int | None]:
     """`read_evidence` for the throttled shard and, on an entity with more than one
     shard, for another one as well: None unless both prove their partitions hot.
+
+    `partition`: whose limit DynamoDB said refused the write (see
+    `RateLimiterUnavailable.partition_throttled`; None: it gave no reason). The table's
+    or the account's: None at once, nothing read, since no doubling can help. The
+    partition's, on an entity of one shard: the proof itself, dated REFUSAL_PROOF_MS
+    before the refusal (at a few writes a second a window needs seconds to prove what
+    the reason says at once, and the partition refuses all the while). On an entity of
+    more shards the windows decide, as without a reason: there, one refusal is as likely
+    a burst on one shard as a load the count is too low for.
 
     An entity's acquires spread over its shards, so a count that is too low shows on
     all of them; one hot shard among quiet ones is a burst of its own (a client's
     reserve writes go to one shard, a fleet's reserves expire together), which doubling
     the whole entity would not relieve: it passes, or the reserves stretch."""
+    if partition is False:
+        return None
+    if partition and state.shard_count(level.entity_id, level.resource) < REFUSAL_PROVES_BELOW:
+        return now_ms - REFUSAL_PROOF_MS
     since = yield from read_evidence(state, level, now_ms)
-    count = state.shard_count(level.entity_id, level.resource)
+    count = state.shard_count(level.entity_id, level.resource)  # the read may teach it
     if since is None or count < 2:
         return since
     others = [shard for shard in range(count) if shard != level.shard_id]
@@ -203,22 +213,3 @@ def entity_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | N
     other = replace(level, shard_id=random.choice(others), shard_count=count)
     also = yield from read_evidence(state, other, now_ms)
     return None if also is None else min(since, also)
-
-
-def note_refusal(state: RepoState, level: Level, partition: bool | None, now_ms: int) -> bool:
-    """What DynamoDB said about a throttled write to `level`'s shard (`partition`: see
-    `RateLimiterUnavailable.partition_throttled`); whether the throttle may still be the
-    partition's (False: the table's or the account's limit, no doubling can help).
-
-    A partition's refusal is kept as proof that the shard is full (`throttle_evidence`),
-    for an entity of one shard: at a few writes a second a window needs seconds to prove
-    what the reason says at once, and the partition refuses all the while. On an entity
-    of more shards the windows decide, as without a reason: there, one refusal is as
-    likely a burst on one shard as a load the count is too low for."""
-    if partition is None:
-        return True
-    if partition:
-        meta = state.entities.get(level.entity_id)
-        if meta is not None:
-            meta.partition_refused[(level.resource, level.shard_id)] = now_ms
-    return partition
