@@ -77,6 +77,20 @@ def test_demo_hot_entity_doubles_its_shards(demo_run: subprocess.CompletedProces
 
 
 @pytest.mark.slow
+def test_demo_workload_table_adds_up_to_its_totals(
+    demo_run: subprocess.CompletedProcess[str],
+) -> None:
+    """The live table is drawn last after the workers stopped: calls in flight at the stop
+    are in it, as they are in the totals line below it."""
+    step4 = demo_run.stdout.split("4. live workload", 1)[1].split("workload: ", 2)
+    rows = re.findall(r"│ (\S+)\s+│\s+(\d+) │\s+(\d+) │", step4[1])
+    totals = re.search(r"^(\d+) admitted, (\d+) rejected", step4[2])
+    assert rows and totals, demo_run.stdout
+    assert sum(int(admitted) for _e, admitted, _r in rows) == int(totals.group(1))
+    assert sum(int(rejected) for _e, _a, rejected in rows) == int(totals.group(2))
+
+
+@pytest.mark.slow
 def test_demo_stops_its_engine(demo_run: subprocess.CompletedProcess[str]) -> None:
     found = re.search(r"moto server on http://127\.0\.0\.1:\d+ \(pid (\d+)\)", demo_run.stdout)
     assert found, demo_run.stdout

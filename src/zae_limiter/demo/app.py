@@ -128,13 +128,14 @@ def live_workload(out: view.View, url: str, seconds: float) -> workload.Stats:
     )
     stats = workload.Stats()
     opener = workload.open_limiter(url, TABLE)
-    with (
-        workload.running(opener, stats) as stop,
-        out.live(lambda: view.live_view(stats, seconds)) as redraw,
-    ):
-        while keep_going(stats, seconds) and not stop.is_set():
-            time.sleep(0.25)
-            redraw()
+    with out.live(lambda: view.live_view(stats, seconds)) as redraw:
+        with workload.running(opener, stats) as stop:
+            while keep_going(stats, seconds) and not stop.is_set():
+                time.sleep(0.25)
+                redraw()
+        # Drawn once more after the workers stopped: the calls in flight at the stop count,
+        # and the table adds up to the totals printed below it.
+        redraw()
     with workload.opened(opener) as watcher:
         stats.see_shards(watcher.get_shards(scenario.HOT, scenario.RESOURCE))
     totals = stats.totals
