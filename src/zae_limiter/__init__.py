@@ -1,6 +1,7 @@
 """zae-limiter: distributed token-bucket rate limiting on one DynamoDB table."""
 
 from zae_limiter.capacity import AdaptiveRate, CapacityStats, FixedRate
+from zae_limiter.clock_watch import ClockStats
 from zae_limiter.errors import (
     EntityExistsError,
     EntityNotFoundError,
@@ -40,6 +41,7 @@ __all__ = [
     "BucketState",
     "CacheStats",
     "CapacityStats",
+    "ClockStats",
     "Entity",
     "EntityExistsError",
     "EntityNotFoundError",

@@ -35,6 +35,7 @@ from zae_limiter.capacity import (
     Cost,
     estimate,
 )
+from zae_limiter.clock_watch import ClockWatch
 from zae_limiter.errors import (
     CALL_TIMEOUT,
     CAPACITY_EXHAUSTED,
@@ -108,6 +109,8 @@ class _Runner:
         self.call_timeout = call_timeout
         #: The lean client that carries the hot operations (`wire`), or None: all regular.
         self.lean: Any = None
+        #: This client's clock against DynamoDB's, from the `Date` of every answer.
+        self.watch = ClockWatch()
 
     def target(self, op: str) -> Any:
         """The client that makes this call: the lean one for the hot operations."""
@@ -305,10 +308,14 @@ class SyncRunner(_SyncLoop):
         if isinstance(step, Sleep):
             time.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return self.clock()
+        sent = self.clock()
         try:
             response = getattr(self.target(step.op), step.op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
+            if isinstance(error, ClientError):
+                self.watch.heard(sent, self.clock(), error.response)
             return self.failed(step, error, trip, cost)
+        self.watch.heard(sent, self.clock(), response)
         return self.done(step, response, trip, cost)
 
     def together(
@@ -337,6 +344,7 @@ class AsyncRunner(_AsyncLoop):
             await asyncio.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return self.clock()
         limit = left if left is not None else self.call_timeout
+        sent = self.clock()
         try:
             if self.lean is not None and step.op in LEAN_OPS:
                 # The lean client keeps the deadline on the timer it already has.
@@ -347,9 +355,12 @@ class AsyncRunner(_AsyncLoop):
                 async with asyncio.timeout(limit):  # unlike wait_for, no task per call
                     response = await call
         except (ClientError, BotoCoreError) as error:
+            if isinstance(error, ClientError):
+                self.watch.heard(sent, self.clock(), error.response)
             return self.failed(step, error, trip, cost)
         except TimeoutError:
             return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", CALL_TIMEOUT)
+        self.watch.heard(sent, self.clock(), response)
         return self.done(step, response, trip, cost)
 
     async def together(

@@ -21,6 +21,7 @@ from zae_limiter.capacity import (
     CapacityStats,
     capacity_stats,
 )
+from zae_limiter.clock_watch import ClockStats
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.errors import ValidationError
@@ -239,6 +240,13 @@ class _Base:
     def get_capacity_stats(self) -> CapacityStats:
         """Capacity consumed, throttles seen, and admission waits and refusals."""
         return capacity_stats(self.meter, self.admission, self.clock())
+
+    def get_clock_stats(self) -> ClockStats:
+        """This client's clock against DynamoDB's, from the `Date` header of the answers it
+        got: the offset (ours minus DynamoDB's) lies in `[low_ms, high_ms]`. A warning is
+        logged once when it is surely past `clock_watch.WARN_AFTER_MS` (see docs/doctor.md)."""
+        runner: AsyncRunner | SyncRunner = self._runner  # type: ignore[attr-defined]
+        return runner.watch.stats()
 
     def tend_reserves(self) -> None:
         """After an acquire: a reserve may be held, so its keeper must be running."""
