@@ -71,6 +71,8 @@ class ClockStats:
     high_ms: int | None = None
     #: Distinct `Date` values seen: 2 or more means a tick was seen.
     dates: int = 0
+    #: The latest `Date` seen, in epoch ms (whole seconds).
+    date_ms: int | None = None
     #: Times an answer contradicted the interval and a new one began.
     resets: int = 0
     #: Whether the warning was logged (once per client).
@@ -186,6 +188,7 @@ class ClockWatch:
             low_ms=self._low,
             high_ms=self._high,
             dates=self._dates,
+            date_ms=self._last[1] if self._last[0] else None,
             resets=self._resets,
             warned=self._warned,
         )

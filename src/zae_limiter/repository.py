@@ -51,10 +51,14 @@ def resolve_timeout(timeout: float | None, endpoint_url: str | None) -> float:
     """The acquire bound: as given, else 1 s against AWS and 10 s against a local engine."""
     if timeout is not None:
         return timeout
+    return LOCAL_TIMEOUT if is_local_endpoint(endpoint_url) else DEFAULT_TIMEOUT
+
+
+def is_local_endpoint(endpoint_url: str | None) -> bool:
+    """Whether the endpoint (as given, else AWS_ENDPOINT_URL) is on loopback: a local engine."""
     endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
     host = urlsplit(endpoint).hostname or ""
-    local = host == "localhost" or host == "::1" or host.startswith("127.")
-    return LOCAL_TIMEOUT if local else DEFAULT_TIMEOUT
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 CONNECT_SHARE = 0.3

@@ -14,6 +14,7 @@ from zae_limiter.cli import _errors
 from zae_limiter.cli import aggregator as _aggregator
 from zae_limiter.cli import audit as _audit
 from zae_limiter.cli import deploy as _deploy
+from zae_limiter.cli import doctor as _doctor
 from zae_limiter.cli import entity as _entity
 from zae_limiter.cli import limits as _limits
 from zae_limiter.cli import local as _local
@@ -36,7 +37,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-for _module in (_deploy, _local, _migrate, _entity, _limits, _aggregator, _audit, _namespace, _top):
+_COMMANDS = (
+    _deploy, _doctor, _local, _migrate, _entity, _limits, _aggregator, _audit, _namespace, _top,
+)  # fmt: skip
+for _module in _COMMANDS:
     _module.register(cli)
 
 

@@ -35,6 +35,10 @@ class Aws:
         self._session = session
         self._clients: dict[str, Any] = {}
 
+    def credentials(self) -> Any:
+        """botocore's credentials for this target (None: no source in the chain had any)."""
+        return self._session.get_credentials()
+
     def client(self, service: str) -> Any:
         if service not in self._clients:
             config = Config(retries={"mode": "standard", "max_attempts": 5})

@@ -10,7 +10,8 @@ the import below names the module each part is written down in:
 - `transactions`: transaction parts and the "unchanged since read" condition;
 - `namespace_index`: the GSI4 index of every item of a namespace;
 - `config_levels`: which limit level a config item's key stands for;
-- `relink`: an entity's new cascade or parent written onto its bucket shards.
+- `relink`: an entity's new cascade or parent written onto its bucket shards;
+- `probe`: `zae-limiter doctor`'s permission probe, sure to change nothing.
 """
 
 from zae_limiter.keys.audit import (
@@ -147,6 +148,13 @@ from zae_limiter.keys.namespace_index import (
     index_namespace,
     namespace_query_keys,
     namespace_scan,
+)
+from zae_limiter.keys.probe import (
+    NEVER,
+    probe_batch_get,
+    probe_get,
+    probe_put,
+    probe_update,
 )
 from zae_limiter.keys.relink import (
     bucket_relink,
@@ -301,6 +309,7 @@ __all__ = [
     "GSI4SK",
     "KIND_USAGE",
     "MAX_ID_LENGTH",
+    "NEVER",
     "NO_SNAPSHOT",
     "OLD_BUCKET_SK_PREFIX",
     "PK",
@@ -401,6 +410,10 @@ __all__ = [
     "parse_usage_sk",
     "partition_wcu",
     "pk_of",
+    "probe_batch_get",
+    "probe_get",
+    "probe_put",
+    "probe_update",
     "propagate_shard_count",
     "put_new",
     "reserve_attr",
