@@ -36,7 +36,9 @@ class AggregatorFacts:
 
 
 def _metric_sum(ctx: Context, function: str, metric: str) -> int:
-    end = datetime.fromtimestamp(ctx.target.clock() / 1000, UTC)
+    # To the end of the current minute: the window then holds this minute's data too.
+    now = datetime.fromtimestamp(ctx.target.clock() / 1000, UTC)
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
     answer = call(
         ctx.client("cloudwatch"),
         "get_metric_statistics",
