@@ -49,13 +49,10 @@ def parse_http_date(text: str) -> int | None:
 
 def response_date(response: Mapping[str, Any]) -> str | None:
     """The `Date` header of a botocore-shaped response (both request paths give one)."""
-    meta = response.get("ResponseMetadata")
-    if not meta:
+    try:
+        date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
+    except (KeyError, TypeError):  # a stand-in client's answer may carry no metadata
         return None
-    headers = meta.get("HTTPHeaders")
-    if not headers:
-        return None
-    date = headers.get("date")
     return date if isinstance(date, str) else None
 
 
