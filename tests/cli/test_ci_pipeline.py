@@ -48,6 +48,7 @@ def test_the_documented_pipeline_runs(tmp_path: Path, moto_http: str) -> None:
     assert "applied" in first.stdout and "rpm:200/min" in first.stdout
     assert "ci:dev@example.com" in first.stdout  # the audit list at the end of the page
     assert (tmp_path / "stack.yaml").read_text().startswith("AWS")
+    assert "0 failed" in first.stdout  # doctor's tally, the pipeline's last step
 
     second = run_pipeline(tmp_path, moto_http, table)
     assert second.returncode == 0, second.stderr[-3000:]
