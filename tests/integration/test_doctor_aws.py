@@ -148,3 +148,31 @@ def test_deleted_alarms_and_dashboard_fail(aws: None) -> None:
     alarms, dashboard = monitoring.check_alarms(ctx), monitoring.check_dashboard(ctx)
     assert alarms.status == "fail" and "writethrottlealarm" in alarms.summary
     assert dashboard.status == "fail" and "zae-limiter deploy" in (dashboard.fix or "")
+
+
+def test_no_region_fails_the_first_check_and_skips_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    report = run_doctor(DoctorTarget(NAME))
+    assert report.check("credentials").status == "fail"
+    assert "no AWS region" in report.check("credentials").summary
+    assert {c.status for c in report.checks[1:]} == {"skip"}
+    assert report.exit_code == 1
+
+
+def test_no_credentials_fail_with_how_to_set_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # never ask a metadata service
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    report = run_doctor(DoctorTarget(NAME, region="us-east-1"))
+    found = report.check("credentials")
+    assert found.status == "fail" and found.summary == "no AWS credentials found"
+    assert found.fix is not None and "AWS_PROFILE" in found.fix
+    assert report.exit_code == 1
