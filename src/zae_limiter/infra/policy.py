@@ -26,6 +26,7 @@ Nothing here calls AWS; a policy is built from a name, a region and an account.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -296,3 +297,8 @@ def policy_document(role: str, target: PolicyTarget) -> dict[str, Any]:
             }
         )
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def policy_json(role: str, target: PolicyTarget) -> str:
+    """The policy document as `zae-limiter render --policy` prints it (ends in a newline)."""
+    return json.dumps(policy_document(role, target), indent=2) + "\n"
