@@ -16,10 +16,11 @@ a library call must be made by one.
   schema migrations, `zae-limiter top`. Not the deployment itself: `deploy`, `status` and
   `delete` drive CloudFormation, IAM, Lambda and S3 and need a deployer's rights, which
   are not rendered here.
-- aggregator: the Lambda function's role. Its handler's writes (usage snapshots, shard
-  merges, the audit archive) and what AWS does for it with the same role: the event
-  source mapping reads the stream and sends failed batches to the dead-letter queue, and
-  the runtime writes the function's logs.
+- aggregator: the Lambda function's role, and whoever runs `zae-limiter aggregator run`
+  (the local poller, which reads the stream itself). The handler's writes (usage
+  snapshots, shard merges, the audit archive), the stream reads, and what AWS does for
+  the function with the same role: the event source mapping lists the streams and sends
+  failed batches to the dead-letter queue, the runtime writes the function's logs.
 
 Nothing here calls AWS; a policy is built from a name, a region and an account.
 """
@@ -188,6 +189,7 @@ AUDIT_LEADING_KEYS: tuple[str, ...] = ("*/AUDIT#*",)
 
 
 def _client_writes() -> tuple[str, ...]:
+    # Whatever item writes the client is granted are the ones to deny on audit keys.
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem"}
     return tuple(a for a in actions("client") if a in writes)
 
