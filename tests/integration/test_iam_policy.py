@@ -14,8 +14,8 @@ docs/maintainers.md), so it makes the same calls.
 The translation from a call to IAM actions is written here, from AWS's rules, not taken
 from the library: a transaction is authorised part by part (PutItem, UpdateItem,
 DeleteItem, ConditionCheckItem), a Query or Scan with IndexName on that index, a stream
-call on the stream, S3's ListObjectsV2 as s3:ListBucket, STS's GetCallerIdentity needs
-nothing.
+call on the stream, S3's ListObjectsV2 as s3:ListBucket, CloudFormation's DescribeStacks
+on the stack, STS's GetCallerIdentity needs nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from zae_limiter.aggregator.archive import S3Archive
 from zae_limiter.aggregator.merge import merge
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
 from zae_limiter.aggregator.poller import StreamPoller
-from zae_limiter.infra import policy
+from zae_limiter.infra import Aws, StackNotFoundError, policy
+from zae_limiter.infra.archive import archive_bucket
 from zae_limiter.top.reader import open_reader
 
 LIMITS = [Limit.per_minute("rpm", 100)]
@@ -67,6 +68,8 @@ def iam_needs(service: str, operation: str, body: dict[str, Any]) -> Needed:
         return {(f"dynamodb:{operation}", policy.STREAM)}
     if service == "s3":
         return {_S3[operation]}
+    if service == "cloudformation" and operation == "DescribeStacks":
+        return {("cloudformation:DescribeStacks", policy.STACK)}
     assert service == "dynamodb", f"a call to {service}:{operation} nobody expected"
     if operation == "TransactWriteItems":
         return {
@@ -271,6 +274,10 @@ def operator_reads_stream_and_archive(rec: Recorder, bucket: str) -> Callable[[]
         with rec.acting("operator"):
             reader.poll(2**62)
             assert S3Archive(boto3.client("s3"), bucket).read("default")
+            # Without --archive-bucket the bucket is looked up in the stack's outputs
+            # (there is no stack here: the lookup is what counts).
+            with pytest.raises(StackNotFoundError):
+                archive_bucket(Aws("us-east-1"), "policy")
 
     return read
 

@@ -12,10 +12,10 @@ a library call must be made by one.
   Nothing that changes configuration: a leaked client credential can spend tokens, not
   raise its own limits.
 - operator: configuration and inspection by name. Entities, limits at every level,
-  shards, usage, the audit trail and its S3 archive, namespaces (delete included),
-  schema migrations, `zae-limiter top`. Not the deployment itself: `deploy`, `status` and
-  `delete` drive CloudFormation, IAM, Lambda and S3 and need a deployer's rights, which
-  are not rendered here.
+  shards, usage, the audit trail and its S3 archive (whose name it may read from the
+  stack's outputs), namespaces (delete included), schema migrations, `zae-limiter top`.
+  Not the deployment itself: `deploy`, `status` and `delete` drive CloudFormation, IAM,
+  Lambda and S3 and need a deployer's rights, which are not rendered here.
 - aggregator: the Lambda function's role, and whoever runs `zae-limiter aggregator run`
   (the local poller, which reads the stream itself). The handler's writes (usage
   snapshots, shard merges, the audit archive), the stream reads, and what AWS does for
@@ -44,6 +44,7 @@ STREAM = "stream"
 ARCHIVE_BUCKET = "archive-bucket"
 ARCHIVE_OBJECTS = "archive-objects"
 LOG_GROUP = "log-group"
+STACK = "stack"
 DEAD_LETTERS = "dead-letter-queue"
 
 
@@ -135,6 +136,13 @@ GRANTS: Mapping[str, tuple[Grant, ...]] = {
             ("s3:GetObject",),
             (ARCHIVE_OBJECTS,),
             "`audit list --archived` reads them",
+        ),
+        Grant(
+            "AuditArchiveName",
+            ("cloudformation:DescribeStacks",),
+            (STACK,),
+            "`audit list --archived` without `--archive-bucket` finds the bucket in the "
+            "stack's outputs",
         ),
     ),
     "aggregator": (
@@ -269,6 +277,8 @@ class PolicyTarget:
             LOG_GROUP: f"arn:{self.partition}:logs:{region}:{account}:log-group:"
             f"/aws/lambda/{function}:*",
             DEAD_LETTERS: f"arn:{self.partition}:sqs:{region}:{account}:{function}-dlq",
+            # The stack is named after the table; the id CloudFormation appends varies.
+            STACK: f"arn:{self.partition}:cloudformation:{region}:{account}:stack/{self.name}/*",
         }
         if kind.startswith("index/"):
             return f"{table}/{kind}"
