@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,24 @@ def test_a_group_completes_to_its_subcommands() -> None:
     assert done.returncode == 0, done.stderr
     offered = {line.removeprefix("plain,") for line in done.stdout.split()}
     assert {"create", "delete", "list", "shards", "show", "update"} <= offered
+
+
+def test_the_documented_bash_line_completes_in_bash() -> None:
+    """The docs' bash line, evaluated by bash, then its function asked as bash asks it."""
+    (line,) = [
+        line for line in DOC.read_text().splitlines() if "bash_source" in line and "eval" in line
+    ]
+    bash = shutil.which("bash")
+    assert bash is not None
+    script = (
+        f"{line}\n"
+        'COMP_WORDS=(zae-limiter limits ""); COMP_CWORD=2\n'
+        "_zae_limiter_completion zae-limiter\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = {**os.environ, "PATH": f"{SCRIPT.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [bash, "-c", script], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["apply", "delete", "get", "set"]
