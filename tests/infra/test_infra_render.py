@@ -101,9 +101,15 @@ def test_aggregator_role_is_least_privilege() -> None:
         {"Fn::Sub": "${AuditArchiveBucket.Arn}/audit/*"}
     ]
     assert statements["ReadStream"]["Resource"] == [{"Fn::Sub": "${Table.Arn}/stream/*"}]
+    # The policy table's aggregator role, which tests/integration/test_iam_policy.py holds
+    # against the handler's calls: no GetItem, PutItem or Query, and no index.
     assert set(statements["WriteTable"]["Action"]) == {
-        "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem",
-        "dynamodb:Query", "dynamodb:PutItem",
+        "dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:DescribeTable",
+    }  # fmt: skip
+    assert statements["WriteTable"]["Resource"] == [{"Fn::GetAtt": ["Table", "Arn"]}]
+    assert set(statements["ReadStream"]["Action"]) == {
+        "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
     }  # fmt: skip
     assert statements["DeadLetters"]["Action"] == ["sqs:SendMessage"]
     assert "RoleName" not in role and "PermissionsBoundary" not in role

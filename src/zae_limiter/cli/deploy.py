@@ -22,6 +22,7 @@ from zae_limiter import infra
 from zae_limiter.cli import render
 from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
+from zae_limiter.infra import policy
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.infra.render import package_version
 from zae_limiter.infra.stack import ResourceChange, StackEvent
@@ -291,30 +292,57 @@ def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console)
 @click.option("--name", "-n", envvar="ZAEL_NAME", default="zae-limiter", show_default=True,
               help="Table and stack name (env ZAEL_NAME).")  # fmt: skip
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the template to FILE instead of stdout.")  # fmt: skip
+              help="Write the template (or policy) to FILE instead of stdout.")  # fmt: skip
 @click.option("--lint", "run_lint", is_flag=True, help="Also run cfn-lint and our checks.")
+@click.option("--policy", "role", type=click.Choice(policy.ROLES),
+              help="Print the least-privilege IAM policy of this role instead of the "
+                   "template (see docs/deploy.md).")  # fmt: skip
+@click.option("--region", help="With --policy: the table's region (default: REGION).")
+@click.option("--account", help="With --policy: the table's account id (default: ACCOUNT).")
+@click.option("--archive-bucket", metavar="BUCKET",
+              help="With --policy: the audit archive bucket (default: the pattern of the "
+                   "stack's bucket name).")  # fmt: skip
 @stack_options
 def render_command(
-    name: str, output_file: Path | None, run_lint: bool, stack_kwargs: dict[str, Any]
+    name: str,
+    output_file: Path | None,
+    run_lint: bool,
+    role: str | None,
+    region: str | None,
+    account: str | None,
+    archive_bucket: str | None,
+    stack_kwargs: dict[str, Any],
 ) -> None:
-    """Print the CloudFormation template (no AWS calls)."""
-    template = infra.render_template(build_options(name, stack_kwargs))
-    if output_file is None:
-        click.echo(template, nl=False)
+    """Print the CloudFormation template, or with --policy an IAM policy (no AWS calls)."""
+    if role is None and (region or account or archive_bucket):
+        raise click.UsageError("--region, --account and --archive-bucket go with --policy")
+    if role is not None and run_lint:
+        raise click.UsageError("--lint checks the template; it does not go with --policy")
+    if role is not None:
+        target = policy.PolicyTarget(name, region, account, archive_bucket)
+        text = policy.policy_json(role, target)
     else:
-        output_file.write_text(template)
+        text = infra.render_template(build_options(name, stack_kwargs))
+    if output_file is None:
+        click.echo(text, nl=False)
+    else:
+        output_file.write_text(text)
     if run_lint:
-        try:
-            from zae_limiter.infra.lint import lint_template
-        except ImportError as missing:  # cfn-lint comes with the dev extra only
-            raise click.ClickException(
-                f"--lint needs cfn-lint: pip install cfn-lint ({missing})"
-            ) from missing
-        findings = lint_template(template)
-        for finding in findings:
-            click.echo(str(finding), err=True)
-        if findings:
-            raise click.exceptions.Exit(1)
+        _lint(text)
+
+
+def _lint(template: str) -> None:
+    try:
+        from zae_limiter.infra.lint import lint_template
+    except ImportError as missing:  # cfn-lint comes with the dev extra only
+        raise click.ClickException(
+            f"--lint needs cfn-lint: pip install cfn-lint ({missing})"
+        ) from missing
+    findings = lint_template(template)
+    for finding in findings:
+        click.echo(str(finding), err=True)
+    if findings:
+        raise click.exceptions.Exit(1)
 
 
 @click.command("status")

@@ -1,7 +1,9 @@
 """What a deploy can be asked for, validated once, before anything is rendered or called.
 
-The IAM action lists live here, as data, so that tests can hold them against the calls
-the library actually makes (ACQUIRE_ACTIONS in particular).
+The IAM action lists live here and in `infra.policy`, as data, so that tests can hold them
+against the calls the library actually makes. The roles' lists (the acquire policy, the
+aggregator's) are the policy table's own: `zae-limiter render --policy` and the stack
+cannot grant different actions.
 """
 
 from __future__ import annotations
@@ -12,15 +14,10 @@ from dataclasses import dataclass
 
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
+from zae_limiter.infra import policy
 
 #: Every DynamoDB action of the hot and slow acquire paths, on the table and its indexes.
-ACQUIRE_ACTIONS: tuple[str, ...] = (
-    "dynamodb:BatchGetItem",
-    "dynamodb:DescribeTable",
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-)
+ACQUIRE_ACTIONS: tuple[str, ...] = policy.actions("client")
 READ_ONLY_ACTIONS: tuple[str, ...] = (
     "dynamodb:BatchGetItem",
     "dynamodb:DescribeTable",
@@ -43,23 +40,15 @@ FULL_ACCESS_ACTIONS: tuple[str, ...] = tuple(
 )
 #: Partition keys of audit events (`{ns}/AUDIT#...`): the acquire policies are denied
 #: writing them, so a client that may only acquire can neither forge nor erase the trail.
-AUDIT_LEADING_KEYS: tuple[str, ...] = ("*/AUDIT#*",)
-AUDIT_DENIED_TO_ACQUIRE: tuple[str, ...] = tuple(
-    a for a in ACQUIRE_ACTIONS if a in {"dynamodb:PutItem", "dynamodb:UpdateItem"}
-)
+AUDIT_LEADING_KEYS: tuple[str, ...] = policy.AUDIT_LEADING_KEYS
+AUDIT_DENIED_TO_ACQUIRE: tuple[str, ...] = policy.AUDIT_DENIED_TO_CLIENT
 #: On the table's stream ARN (the aggregator, and `full access` for the local poller).
-STREAM_READ_ACTIONS: tuple[str, ...] = (
-    "dynamodb:DescribeStream",
-    "dynamodb:GetRecords",
-    "dynamodb:GetShardIterator",
-    "dynamodb:ListStreams",
+STREAM_READ_ACTIONS: tuple[str, ...] = tuple(
+    sorted(a for a, kinds in policy.granted("aggregator").items() if policy.STREAM in kinds)
 )
-AGGREGATOR_TABLE_ACTIONS: tuple[str, ...] = (
-    "dynamodb:BatchGetItem",
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:Query",
-    "dynamodb:UpdateItem",
+#: The aggregator's role on the table (no index: it queries none).
+AGGREGATOR_TABLE_ACTIONS: tuple[str, ...] = tuple(
+    sorted(a for a, kinds in policy.granted("aggregator").items() if policy.TABLE in kinds)
 )
 #: A request without keys (Scan) carries no dynamodb:LeadingKeys, and ForAllValues over
 #: an empty set is true: such actions would escape a namespace condition, so scoped
