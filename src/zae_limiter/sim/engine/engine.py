@@ -1,0 +1,413 @@
+"""The Engine: tables, one lock, the stream, the capacity report, the dispatch by name."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from zae_limiter.sim.engine import ops, reads
+from zae_limiter.sim.engine import values as v
+from zae_limiter.sim.engine.errors import (
+    RESPONSE_METADATA,
+    EngineError,
+    IdempotentMismatch,
+    InUse,
+    TransactionCanceled,
+    Validation,
+    client_error,
+    invalid,
+    table_not_found,
+)
+from zae_limiter.sim.engine.stream import StreamRecord, record
+from zae_limiter.sim.engine.table import Index, Table, TableKey
+
+Item = dict[str, v.Value]
+Handler = Callable[["Engine", dict[str, Any]], dict[str, Any]]
+#: DynamoDB keeps a transaction's ClientRequestToken this long.
+TOKEN_TTL_MS = 10 * 60 * 1000
+
+
+class Engine:
+    """An in-memory DynamoDB. `clock` (epoch ms) stamps stream records and table creation
+    times; nothing else reads time, and nothing is random."""
+
+    def __init__(self, clock: Callable[[], int], region: str = "sim") -> None:
+        self.clock = clock
+        self.arn_prefix = f"arn:aws:dynamodb:{region}:000000000000"
+        self.tables: dict[str, Table] = {}
+        self.streams: dict[str, list[StreamRecord]] = {}
+        self._sequence = 0
+        self._tokens: dict[str, tuple[str, int, dict[str, Any]]] = {}
+        # The sync runner makes a round's calls from a thread pool: one at a time here.
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------ the API
+    def call(self, op: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One DynamoDB call by botocore's snake_case name; raises ClientError as botocore."""
+        handler = _HANDLERS.get(op)
+        if handler is None:
+            raise client_error(op, "UnknownOperationException", f"engine has no {op}")
+        with self._lock:
+            try:
+                response = handler(self, params)
+            except EngineError as error:
+                raise error.to_client_error(op) from None
+        response["ResponseMetadata"] = {**RESPONSE_METADATA, "HTTPHeaders": {}}
+        return response
+
+    def items(self, table: str) -> list[Item]:
+        """Every item (copies), in key order."""
+        with self._lock:
+            found = self.table(table)
+            return [v.copy_item(found.items[k]) for k in sorted(found.items, key=_order)]
+
+    def get(self, table: str, key: Item) -> Item | None:
+        """The stored item itself, not a copy: cheap for checkers; never change it."""
+        with self._lock:
+            found = self.table(table)
+            pykey, _ = found.key_of(key)
+            return found.items.get(pykey)
+
+    def records(self, table: str) -> list[StreamRecord]:
+        """Every change recorded so far, in order (a new list of the shared records)."""
+        with self._lock:
+            self.table(table)
+            return list(self.streams.get(table, []))
+
+    def apply_image(self, table: str, key: Item, item: Item | None) -> None:
+        """Replace or delete an item unconditionally (a replicator's write); recorded in
+        the stream like any change."""
+        with self._lock:
+            found = self.table(table)
+            pykey, key_item = found.key_of(key)
+            new = None if item is None else {k: v.stored(val) for k, val in item.items()}
+            size = 0
+            if new is not None:
+                checked, size = found.check_item(new)
+                if checked != pykey:
+                    raise ValueError("the item's key differs from the key given")
+            self.commit(found, pykey, key_item, new, size)
+
+    # ------------------------------------------------------------ shared by operations
+    def table(self, name: Any) -> Table:
+        found = self.tables.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise table_not_found(str(name))
+        return found
+
+    def commit(
+        self, table: Table, key: TableKey, key_item: Item, new: Item | None, size: int = 0
+    ) -> Item | None:
+        old = table.write(key, new, size)
+        if old == new or table.stream_view is None:
+            return old  # DynamoDB writes no stream record for a write that changes nothing
+        self._sequence += 1
+        records = self.streams.setdefault(table.name, [])
+        records.append(record(
+            sequence=self._sequence, now_ms=self.clock(), view=table.stream_view,
+            stream_arn=f"{self.arn_prefix}:table/{table.name}/stream/{table.created_ms:013d}",
+            keys=key_item, old=old, new=new,
+        ))
+        return old
+
+    def token_response(self, token: str, fingerprint: str) -> dict[str, Any] | None:
+        now = self.clock()
+        for stale in [t for t, (_, at, _) in self._tokens.items() if now - at >= TOKEN_TTL_MS]:
+            del self._tokens[stale]
+        seen = self._tokens.get(token)
+        if seen is None:
+            return None
+        if seen[0] != fingerprint:
+            raise IdempotentMismatch(
+                "The request uses the same client token as a previous, but non-identical "
+                "request."
+            )
+        return dict(seen[2])
+
+    def remember_token(self, token: str, fingerprint: str, response: dict[str, Any]) -> None:
+        self._tokens[token] = (fingerprint, self.clock(), dict(response))
+
+
+def _order(key: TableKey) -> tuple[Any, ...]:
+    return (key[0], "" if key[1] is None else key[1])
+
+
+# ---------------------------------------------------------------- capacity
+def write_units(planned: ops.Planned) -> tuple[float, dict[str, float]]:
+    """1 WCU per started KB of the larger image; each index the write changes adds its own
+    (a moved index key: a delete and a put)."""
+    size = max(planned.old_size, planned.size)
+    units = float(max(1, math.ceil(size / 1024)))
+    indexes: dict[str, float] = {}
+    for index in planned.table.indexes.values():
+        spent = _index_units(planned, index)
+        if spent:
+            indexes[index.name] = spent
+    return units, indexes
+
+
+def _index_units(planned: ops.Planned, index: Index) -> float:
+    old, new, key = planned.old, planned.new, planned.key
+    before = None if old is None else index.entry(old, key)
+    after = None if new is None else index.entry(new, key)
+    if before is None and after is None:
+        return 0.0
+    names = planned.table.key_names
+    if before == after:
+        kind = index.projection.get("ProjectionType", "ALL")
+        if kind == "KEYS_ONLY" or old is None or new is None:
+            return 0.0
+        seen = index.projected(new, names)
+        if seen == index.projected(old, names):
+            return 0.0
+        return float(max(1, math.ceil(v.item_bytes(seen) / 1024)))
+    units = 0.0
+    for item, entry in ((old, before), (new, after)):
+        if item is not None and entry is not None:
+            units += max(1, math.ceil(v.item_bytes(index.projected(item, names)) / 1024))
+    return units
+
+
+def consumed(
+    params: dict[str, Any], table: str, units: float, indexes: dict[str, float] | None = None,
+    kind: str = "Write",
+) -> dict[str, Any] | None:
+    mode = params.get("ReturnConsumedCapacity", "NONE")
+    if mode not in ("INDEXES", "TOTAL"):
+        return None
+    total = units + sum((indexes or {}).values())
+    out: dict[str, Any] = {"TableName": table, "CapacityUnits": total,
+                           f"{kind}CapacityUnits": total}
+    if mode == "INDEXES":
+        out["Table"] = {"CapacityUnits": units, f"{kind}CapacityUnits": units}
+        if indexes:
+            out["GlobalSecondaryIndexes"] = {
+                name: {"CapacityUnits": u, f"{kind}CapacityUnits": u}
+                for name, u in indexes.items()
+            }
+    return out
+
+
+# ---------------------------------------------------------------- single-item writes
+def _single_write(op: str, plan: Callable[[Engine, dict[str, Any]], ops.Planned]) -> Handler:
+    def handle(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+        want = ops.return_values(op, params)
+        planned = plan(engine, params)
+        if not planned.ok:
+            raise ops.failed(planned, params)
+        response: dict[str, Any] = {}
+        found = ops.attributes(planned, want)
+        if found is not None:
+            response["Attributes"] = found
+        units, indexes = write_units(planned)
+        if planned.write:
+            engine.commit(
+                planned.table, planned.key, planned.key_item, planned.new, planned.size
+            )
+        cap = consumed(params, planned.table.name, units, indexes)
+        if cap is not None:
+            response["ConsumedCapacity"] = cap
+        return response
+
+    return handle
+
+
+def _reads(fn: Callable[[Engine, dict[str, Any]], tuple[dict[str, Any], float]]) -> Handler:
+    def handle(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+        response, units = fn(engine, params)
+        cap = consumed(params, str(params.get("TableName")), units, kind="Read")
+        if cap is not None:
+            response["ConsumedCapacity"] = cap
+        return response
+
+    return handle
+
+
+def _batch_get(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    response, used = reads.batch_get_item(engine, params)
+    caps = [consumed(params, name, units, kind="Read") for name, units in used]
+    if caps and caps[0] is not None:
+        response["ConsumedCapacity"] = caps
+    return response
+
+
+def _batch_write(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    requests = params.get("RequestItems") or {}
+    planned: list[ops.Planned] = []
+    for name, writes in requests.items():
+        seen: set[TableKey] = set()
+        for write in writes:
+            if "PutRequest" in write:
+                one = ops.plan_put(engine, {"TableName": name, **write["PutRequest"]})
+            elif "DeleteRequest" in write:
+                one = ops.plan_delete(engine, {"TableName": name, **write["DeleteRequest"]})
+            else:
+                raise Validation("Supplied AttributeValue has no PutRequest or DeleteRequest")
+            if one.key in seen:
+                raise Validation("Provided list of item keys contains duplicates")
+            seen.add(one.key)
+            planned.append(one)
+    if not 0 < len(planned) <= 25:
+        raise Validation("Too many items requested for the BatchWriteItem call"
+                         if planned else "The batch write request list is empty")
+    totals: dict[str, float] = {}
+    for one in planned:
+        units, indexes = write_units(one)
+        totals[one.table.name] = totals.get(one.table.name, 0.0) + units + sum(indexes.values())
+        if one.write:
+            engine.commit(one.table, one.key, one.key_item, one.new, one.size)
+    response: dict[str, Any] = {"UnprocessedItems": {}}
+    caps = [consumed(params, name, units) for name, units in totals.items()]
+    if caps and caps[0] is not None:
+        response["ConsumedCapacity"] = caps
+    return response
+
+
+# ---------------------------------------------------------------- transactions
+_TX_PLANS = {
+    "Put": ops.plan_put,
+    "Update": ops.plan_update,
+    "Delete": ops.plan_delete,
+    "ConditionCheck": ops.plan_check,
+}
+
+
+def _transact(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    parts = params.get("TransactItems") or []
+    if not 0 < len(parts) <= 100:
+        raise Validation("1 validation error detected: Value at 'transactItems' failed to "
+                         "satisfy constraint: Member must have length between 1 and 100")
+    token = params.get("ClientRequestToken")
+    fingerprint = ""
+    if token is not None:
+        fingerprint = json.dumps({k: val for k, val in params.items()
+                                  if k != "ReturnConsumedCapacity"}, sort_keys=True, default=str)
+        again = engine.token_response(token, fingerprint)
+        if again is not None:
+            return again
+    planned, reasons = _plan_transaction(engine, parts)
+    if any(r["Code"] != "None" for r in reasons):
+        raise TransactionCanceled(reasons)
+    totals: dict[str, float] = {}
+    for one in planned:
+        units, indexes = write_units(one) if one.write else (1.0, {})
+        totals[one.table.name] = (
+            totals.get(one.table.name, 0.0) + 2 * (units + sum(indexes.values()))
+        )
+        if one.write:
+            engine.commit(one.table, one.key, one.key_item, one.new, one.size)
+    response: dict[str, Any] = {}
+    caps = [consumed(params, name, units) for name, units in totals.items()]
+    if caps and caps[0] is not None:
+        response["ConsumedCapacity"] = caps
+    if token is not None:
+        engine.remember_token(token, fingerprint, response)
+    return response
+
+
+def _plan_transaction(
+    engine: Engine, parts: list[dict[str, Any]]
+) -> tuple[list[ops.Planned], list[dict[str, Any]]]:
+    planned: list[ops.Planned] = []
+    reasons: list[dict[str, Any]] = []
+    seen: set[tuple[str, TableKey]] = set()
+    for part in parts:
+        if len(part) != 1 or next(iter(part)) not in _TX_PLANS:
+            raise Validation("TransactItems can only contain one of Check, Put, Update or Delete")
+        kind, body = next(iter(part.items()))
+        ops.return_values("put_item", {**body, "ReturnValues": "NONE"})
+        one = _TX_PLANS[kind](engine, body)
+        if (one.table.name, one.key) in seen:
+            raise Validation("Transaction request cannot include multiple operations on one item")
+        seen.add((one.table.name, one.key))
+        planned.append(one)
+        if one.ok:
+            reasons.append({"Code": "None"})
+            continue
+        reason: dict[str, Any] = {"Code": "ConditionalCheckFailed",
+                                  "Message": "The conditional request failed"}
+        want = body.get("ReturnValuesOnConditionCheckFailure", "NONE")
+        if want == "ALL_OLD" and one.old is not None:
+            reason["Item"] = v.copy_item(one.old)
+        reasons.append(reason)
+    return planned, reasons
+
+
+# ---------------------------------------------------------------- tables
+def _create_table(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("TableName")
+    if not isinstance(name, str) or not name:
+        raise Validation("TableName must be a non-empty string")
+    if name in engine.tables:
+        raise InUse(f"Table already exists: {name}")
+    defined = {a["AttributeName"] for a in params.get("AttributeDefinitions") or []}
+    used = {k["AttributeName"] for k in params.get("KeySchema") or []}
+    for gsi in params.get("GlobalSecondaryIndexes") or []:
+        used.update(k["AttributeName"] for k in gsi["KeySchema"])
+    if defined != used:
+        raise invalid(
+            "Some AttributeDefinitions are not used. AttributeDefinitions: "
+            f"[{', '.join(sorted(defined))}], keys used: [{', '.join(sorted(used))}]"
+            if defined - used else
+            "Some index key attributes are not defined in AttributeDefinitions. Keys: "
+            f"[{', '.join(sorted(used - defined))}], AttributeDefinitions: "
+            f"[{', '.join(sorted(defined))}]"
+        )
+    keep = json.loads(json.dumps(params))  # ours: the caller may reuse its dict
+    table = Table(keep, engine.clock())
+    engine.tables[name] = table
+    return {"TableDescription": table.describe(engine.arn_prefix)}
+
+
+def _describe_table(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    return {"Table": engine.table(params.get("TableName")).describe(engine.arn_prefix)}
+
+
+def _delete_table(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    table = engine.table(params.get("TableName"))
+    description = table.describe(engine.arn_prefix)
+    del engine.tables[table.name]
+    engine.streams.pop(table.name, None)
+    return {"TableDescription": {**description, "TableStatus": "DELETING"}}
+
+
+def _update_ttl(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    table = engine.table(params.get("TableName"))
+    spec = dict(params.get("TimeToLiveSpecification") or {})
+    table.params["TimeToLiveSpecification"] = spec
+    return {"TimeToLiveSpecification": spec}
+
+
+def _describe_ttl(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    table = engine.table(params.get("TableName"))
+    spec = table.params.get("TimeToLiveSpecification")
+    if not spec or not spec.get("Enabled"):
+        return {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
+    return {"TimeToLiveDescription": {"TimeToLiveStatus": "ENABLED",
+                                      "AttributeName": spec["AttributeName"]}}
+
+
+def _list_tables(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+    return {"TableNames": sorted(engine.tables)}
+
+
+_HANDLERS: dict[str, Handler] = {
+    "put_item": _single_write("put_item", ops.plan_put),
+    "update_item": _single_write("update_item", ops.plan_update),
+    "delete_item": _single_write("delete_item", ops.plan_delete),
+    "get_item": _reads(reads.get_item),
+    "query": _reads(reads.query),
+    "scan": _reads(reads.scan),
+    "batch_get_item": _batch_get,
+    "batch_write_item": _batch_write,
+    "transact_write_items": _transact,
+    "create_table": _create_table,
+    "describe_table": _describe_table,
+    "delete_table": _delete_table,
+    "update_time_to_live": _update_ttl,
+    "describe_time_to_live": _describe_ttl,
+    "list_tables": _list_tables,
+}

@@ -1,0 +1,224 @@
+"""The writes: PutItem, UpdateItem, DeleteItem, a transaction's ConditionCheck.
+
+Each is planned first (`plan_*`: key, old item, condition, new item) without touching the
+table, then committed; a transaction plans all its parts before committing any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from zae_limiter.sim.engine import expressions as ex
+from zae_limiter.sim.engine import updates  # noqa: F401  (registers the update compiler)
+from zae_limiter.sim.engine import values as v
+from zae_limiter.sim.engine.errors import ConditionFailed, Validation
+from zae_limiter.sim.engine.table import Table, TableKey
+
+if TYPE_CHECKING:
+    from zae_limiter.sim.engine.engine import Engine
+
+Item = dict[str, v.Value]
+_EMPTY: Item = {}
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class Planned:
+    """A write ready to commit, or refused by its condition (`ok` False)."""
+
+    table: Table
+    key: TableKey
+    key_item: Item
+    old: Item | None
+    new: Item | None
+    ok: bool = True
+    write: bool = True
+    targets: list[tuple[Any, ...]] = field(default_factory=list)
+    names: ex.Names = field(default_factory=dict)
+    #: Billed size of `new` (0 when deleting).
+    size: int = 0
+
+    @property
+    def old_size(self) -> int:
+        return 0 if self.old is None else self.table.sizes[self.key]
+
+
+def bind(
+    params: dict[str, Any], *parts: ex.Compiled | None
+) -> tuple[ex.Names, ex.Values]:
+    """The request's placeholders, checked against those its expressions use: every one
+    used must be given, and every one given must be used, as DynamoDB requires."""
+    names = params.get("ExpressionAttributeNames")
+    values = params.get("ExpressionAttributeValues")
+    used = [p for p in parts if p is not None]
+    if not used:
+        if names is not None:
+            raise Validation(
+                "ExpressionAttributeNames can only be specified when using expressions"
+            )
+        if values is not None:
+            raise Validation(
+                "ExpressionAttributeValues can only be specified when using expressions"
+            )
+        return {}, {}
+    if values is not None and not values:
+        raise Validation("ExpressionAttributeValues must not be empty")
+    if names is not None and not names:
+        raise Validation("ExpressionAttributeNames must not be empty")
+    want_names = used[0].names if len(used) == 1 else frozenset().union(*(p.names for p in used))
+    want_values = (
+        used[0].values if len(used) == 1 else frozenset().union(*(p.values for p in used))
+    )
+    _match(names or {}, want_names, "name", "ExpressionAttributeNames")
+    _match(values or {}, want_values, "value", "ExpressionAttributeValues")
+    return names or {}, values or {}
+
+
+def _match(given: dict[str, Any], wanted: frozenset[str], word: str, field_name: str) -> None:
+    if given.keys() == wanted:
+        return
+    missing = sorted(wanted - given.keys())
+    if missing:
+        what = "document path" if word == "name" else "expression"
+        raise Validation(
+            f"An expression attribute {word} used in the {what} is not defined; "
+            f"attribute {word}: {missing[0]}"
+        )
+    extra = sorted(given.keys() - wanted)
+    raise Validation(
+        f"Value provided in {field_name} unused in expressions: keys: {{{', '.join(extra)}}}"
+    )
+
+
+def condition_of(params: dict[str, Any]) -> ex.Compiled | None:
+    _no_legacy(params)
+    text = params.get("ConditionExpression")
+    return None if text is None else ex.compiled("condition", text)
+
+
+def _no_legacy(params: dict[str, Any]) -> None:
+    for legacy in ("Expected", "AttributeUpdates", "ConditionalOperator"):
+        if legacy in params:
+            raise Validation(f"The engine does not support the legacy parameter {legacy}")
+
+
+def _check(
+    cond: ex.Compiled | None, old: Item | None, names: ex.Names, values: ex.Values
+) -> bool:
+    return cond is None or bool(cond.fn(old if old is not None else _EMPTY, names, values))
+
+
+def plan_put(engine: Engine, params: dict[str, Any]) -> Planned:
+    table = engine.table(params.get("TableName"))
+    cond = condition_of(params)
+    names, values = bind(params, cond)
+    raw = params.get("Item")
+    if not isinstance(raw, dict):
+        raise Validation("1 validation error detected: Value null at 'item' failed to satisfy "
+                         "constraint: Member must not be null")
+    item = {name: v.stored(value) for name, value in raw.items()}
+    key, size = table.check_item(item)
+    old = table.items.get(key)
+    ok = _check(cond, old, names, values)
+    return Planned(table, key, table.item_key(item), old, item, ok, size=size)
+
+
+def plan_delete(engine: Engine, params: dict[str, Any]) -> Planned:
+    table = engine.table(params.get("TableName"))
+    cond = condition_of(params)
+    names, values = bind(params, cond)
+    key, key_item = table.key_of(params.get("Key"))
+    old = table.items.get(key)
+    ok = _check(cond, old, names, values)
+    return Planned(table, key, key_item, old, None, ok, write=old is not None)
+
+
+def plan_check(engine: Engine, params: dict[str, Any]) -> Planned:
+    table = engine.table(params.get("TableName"))
+    cond = condition_of(params)
+    if cond is None:
+        raise Validation("ConditionExpression must be specified for a ConditionCheck")
+    names, values = bind(params, cond)
+    key, key_item = table.key_of(params.get("Key"))
+    old = table.items.get(key)
+    ok = _check(cond, old, names, values)
+    planned = Planned(table, key, key_item, old, old, ok, write=False)
+    planned.size = planned.old_size
+    return planned
+
+
+def plan_update(engine: Engine, params: dict[str, Any]) -> Planned:
+    table = engine.table(params.get("TableName"))
+    cond = condition_of(params)
+    text = params.get("UpdateExpression")
+    update = None if text is None else ex.compiled("update", text)
+    names, values = bind(params, cond, update)
+    key, key_item = table.key_of(params.get("Key"))
+    old = table.items.get(key)
+    if not _check(cond, old, names, values):
+        return Planned(table, key, key_item, old, None, ok=False)
+    base = old if old is not None else key_item
+    size = table.sizes[key] if old is not None else v.item_bytes(key_item)
+    if update is None:
+        return Planned(table, key, key_item, old, dict(base), size=size)
+    new, targets = update.fn.apply(base, names, values, table.key_names)
+    known = _updated_size(new, base, size, targets, names) if update.fn.flat else None
+    _, size = table.check_item(new, known)
+    return Planned(table, key, key_item, old, new, targets=targets, names=names, size=size)
+
+
+def _updated_size(
+    new: Item, base: Item, size: int, targets: list[tuple[Any, ...]], names: ex.Names
+) -> int:
+    """The new item's size from the old one's, by the top-level attributes changed; the
+    values written are made the engine's own (a caller's dict, or computed: a copy)."""
+    for path in targets:
+        name = ex.resolve(path[0], names)
+        before, after = base.get(name), new.get(name)
+        if after is not None and after is not before:
+            after = new[name] = v.stored(after)
+        if before is not None:
+            size -= v.attribute_bytes(name, before)
+        if after is not None:
+            size += v.attribute_bytes(name, after)
+    return size
+
+
+def failed(planned: Planned, params: dict[str, Any]) -> ConditionFailed:
+    want = params.get("ReturnValuesOnConditionCheckFailure", "NONE")
+    if want == "ALL_OLD" and planned.old is not None:
+        return ConditionFailed(v.copy_item(planned.old))
+    return ConditionFailed()
+
+
+_RETURN_VALUES = {
+    "put_item": ("NONE", "ALL_OLD"),
+    "delete_item": ("NONE", "ALL_OLD"),
+    "update_item": ("NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD", "UPDATED_NEW"),
+}
+
+
+def return_values(op: str, params: dict[str, Any]) -> str:
+    want = params.get("ReturnValues", "NONE")
+    if want not in _RETURN_VALUES[op]:
+        raise Validation("Return values set to invalid value")
+    failure = params.get("ReturnValuesOnConditionCheckFailure", "NONE")
+    if failure not in ("NONE", "ALL_OLD"):
+        raise Validation("Return values on condition check failure set to invalid value")
+    return str(want)
+
+
+def attributes(planned: Planned, want: str) -> Item | None:
+    """What ReturnValues asks back, as a copy; None when DynamoDB returns no Attributes."""
+    if want == "NONE":
+        return None
+    if want == "ALL_OLD":
+        found = planned.old
+    elif want == "ALL_NEW":
+        found = planned.new
+    else:
+        source = planned.old if want == "UPDATED_OLD" else planned.new
+        found = ex.project(source, planned.targets, planned.names) if source else None
+        return found or None
+    return v.copy_item(found) if found else None

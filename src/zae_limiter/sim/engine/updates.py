@@ -1,0 +1,284 @@
+"""Update expressions (SET, REMOVE, ADD, DELETE), compiled once and applied to a copy.
+
+As in DynamoDB, every operand is read from the item as it was before the update (so
+`SET a = b, b = a` swaps), then every action is applied; a path may be the target of
+only one action ("Two document paths overlap"), and key attributes cannot be targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from zae_limiter.sim.engine import expressions as ex
+from zae_limiter.sim.engine import values as v
+from zae_limiter.sim.engine.errors import Validation
+from zae_limiter.sim.engine.parser import Node, Parser
+
+Item = dict[str, v.Value]
+WRONG_TYPE = "An operand in the update expression has an incorrect data type"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: str  # set, remove, add, delete
+    target: tuple[Any, ...]
+    operand: ex.Operand | None
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    actions: tuple[Action, ...]
+    #: Every target is a top-level name: the common case, without path walking.
+    flat: bool
+
+    def apply(
+        self, old: Item, names: ex.Names, values: ex.Values, key_attrs: Collection[str]
+    ) -> tuple[Item, list[tuple[Any, ...]]]:
+        """The new item (old is not changed) and the target paths, for UPDATED_*."""
+        planned = []
+        for action in self.actions:
+            value = None if action.operand is None else action.operand(old, names, values)
+            planned.append((action, value))
+        resolved = [_resolved(a.target, names) for a in self.actions]
+        _check_targets(resolved, key_attrs, self.flat)
+        new = dict(old)
+        for (action, value), path in zip(planned, resolved, strict=True):
+            if self.flat:
+                _apply_top(new, old, action.kind, path[0], value)
+            else:
+                _apply_nested(new, old, action.kind, path, value)
+        return new, [a.target for a in self.actions]
+
+
+def _resolved(target: tuple[Any, ...], names: ex.Names) -> tuple[Any, ...]:
+    return tuple(p if isinstance(p, int) else ex.resolve(p, names) for p in target)
+
+
+def _check_targets(paths: list[tuple[Any, ...]], key_attrs: Collection[str], flat: bool) -> None:
+    for path in paths:
+        if path[0] in key_attrs:
+            raise Validation(
+                f"One or more parameter values were invalid: Cannot update attribute "
+                f"{path[0]}. This attribute is part of the key"
+            )
+    if flat and len({p[0] for p in paths}) == len(paths):
+        return
+    for i, one in enumerate(paths):
+        for two in paths[i + 1 :]:
+            short = min(len(one), len(two))
+            if one[:short] == two[:short]:
+                raise Validation(
+                    "Invalid UpdateExpression: Two document paths overlap with each other; "
+                    "must remove or rewrite one of these paths; "
+                    f"path one: [{_show(one)}], path two: [{_show(two)}]"
+                )
+
+
+def _show(path: tuple[Any, ...]) -> str:
+    return ", ".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path)
+
+
+def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Value | None:
+    """What ADD or DELETE makes of the current value; None: the attribute goes."""
+    assert value is not None
+    vkind, raw = next(iter(value.items()))
+    if kind == "add":
+        if vkind not in ("N", "SS", "NS", "BS"):
+            raise Validation(
+                "Invalid UpdateExpression: Incorrect operand type for operator or function; "
+                f"operator: ADD, operand type: {_TYPE_WORDS.get(vkind, vkind)}"
+            )
+        if current is None:
+            return value
+        if vkind == "N":
+            if "N" not in current:
+                raise Validation(WRONG_TYPE)
+            return v.number_value(v.add_numbers(v.parse_number(current["N"]),
+                                                v.parse_number(raw)))
+        if vkind not in current:
+            raise Validation(WRONG_TYPE)
+        members = list(current[vkind])
+        seen = {v.sort_key({vkind[0]: m}) for m in members}
+        members.extend(m for m in raw if v.sort_key({vkind[0]: m}) not in seen)
+        return {vkind: members}
+    if vkind not in ("SS", "NS", "BS"):
+        raise Validation(
+            "Invalid UpdateExpression: Incorrect operand type for operator or function; "
+            f"operator: DELETE, operand type: {_TYPE_WORDS.get(vkind, vkind)}"
+        )
+    if current is None:
+        return None
+    if vkind not in current:
+        raise Validation(WRONG_TYPE)
+    gone = {v.sort_key({vkind[0]: m}) for m in raw}
+    left = [m for m in current[vkind] if v.sort_key({vkind[0]: m}) not in gone]
+    return {vkind: left} if left else None
+
+
+_TYPE_WORDS = {"S": "STRING", "B": "BINARY", "BOOL": "BOOLEAN", "NULL": "NULL", "L": "LIST",
+               "M": "MAP"}
+
+
+def _apply_top(new: Item, old: Item, kind: str, name: str, value: v.Value | None) -> None:
+    if kind == "set":
+        assert value is not None
+        new[name] = value
+        return
+    if kind == "remove":
+        new.pop(name, None)
+        return
+    result = _combined(kind, old.get(name), value)
+    if result is None:
+        new.pop(name, None)
+    else:
+        new[name] = result
+
+
+def _apply_nested(
+    new: Item, old: Item, kind: str, path: tuple[Any, ...], value: v.Value | None
+) -> None:
+    if len(path) == 1:
+        _apply_top(new, old, kind, path[0], value)
+        return
+    if kind in ("add", "delete"):
+        current = _walk_resolved(old, path)
+        value = _combined(kind, current, value)
+        kind = "remove" if value is None else "set"
+    # Copy each container on the way down: stored values are shared, never changed.
+    top = new.get(path[0])
+    if top is None:
+        if kind == "remove":
+            return
+        raise Validation("The document path provided in the update expression is invalid "
+                         "for update")
+    holder = v.copy_value(top)
+    new[path[0]] = holder
+    node = holder
+    for part in path[1:-1]:
+        child = _child(node, part)
+        if child is None:
+            if kind == "remove":
+                return
+            raise Validation("The document path provided in the update expression is "
+                             "invalid for update")
+        copied = dict(child)
+        _put(node, part, copied)
+        node = copied
+    _finish(node, path[-1], kind, value)
+
+
+def _walk_resolved(item: Item, path: tuple[Any, ...]) -> v.Value | None:
+    current = item.get(path[0])
+    for part in path[1:]:
+        if current is None:
+            return None
+        current = _child(current, part)
+    return current
+
+
+def _child(node: v.Value, part: Any) -> v.Value | None:
+    if isinstance(part, int):
+        seq = node.get("L")
+        return seq[part] if seq is not None and part < len(seq) else None
+    members = node.get("M")
+    return None if members is None else members.get(part)
+
+
+def _put(node: v.Value, part: Any, value: v.Value) -> None:
+    if isinstance(part, int):
+        node["L"][part] = value
+    else:
+        node["M"][part] = value
+
+
+def _finish(node: v.Value, part: Any, kind: str, value: v.Value | None) -> None:
+    container = node.get("L" if isinstance(part, int) else "M")
+    if container is None:
+        raise Validation("The document path provided in the update expression is invalid "
+                         "for update")
+    if kind == "remove":
+        if isinstance(part, int):
+            if part < len(container):
+                del container[part]
+        else:
+            container.pop(part, None)
+        return
+    if isinstance(part, int) and part >= len(container):
+        container.append(value)
+    else:
+        container[part] = value
+
+
+# ---------------------------------------------------------------- update operands
+def arithmetic(tag: str, left: ex.Operand, right: ex.Operand) -> ex.Operand:
+    combine = v.add_numbers if tag == "plus" else v.sub_numbers
+
+    def compute(item: Item, names: ex.Names, values: ex.Values) -> v.Value:
+        a, b = left(item, names, values), right(item, names, values)
+        if a is None or b is None or "N" not in a or "N" not in b:
+            raise Validation(WRONG_TYPE)
+        return v.number_value(combine(v.parse_number(a["N"]), v.parse_number(b["N"])))
+
+    return compute
+
+
+def update_function(name: str, args: list[Node], kind: str) -> ex.Operand:
+    if len(args) != 2:
+        raise Validation(
+            f"Invalid {kind}: Incorrect number of operands for operator or function; "
+            f"operator or function: {name}, number of operands: {len(args)}"
+        )
+    if name == "if_not_exists":
+        if args[0][0] != "path":
+            raise Validation(
+                f"Invalid {kind}: Operator or function requires a document path; "
+                "operator or function: if_not_exists"
+            )
+        probe = ex.path_getter(args[0][1])
+        fallback = ex.operand(args[1], kind, True)
+
+        def if_not_exists(item: Item, names: ex.Names, values: ex.Values) -> v.Value | None:
+            found = probe(item, names, values)
+            return found if found is not None else fallback(item, names, values)
+
+        return if_not_exists
+    first, second = ex.operand(args[0], kind, True), ex.operand(args[1], kind, True)
+
+    def list_append(item: Item, names: ex.Names, values: ex.Values) -> v.Value:
+        a, b = first(item, names, values), second(item, names, values)
+        if a is None or b is None or "L" not in a or "L" not in b:
+            raise Validation(WRONG_TYPE)
+        return {"L": [*a["L"], *b["L"]]}
+
+    return list_append
+
+
+def _compile(text: str) -> ex.Compiled:
+    parser = Parser(text, "UpdateExpression")
+    clauses = parser.update()
+    actions: list[Action] = []
+    for clause in ("SET", "REMOVE", "ADD", "DELETE"):
+        for node in clauses.get(clause, []):
+            actions.append(_action(node))
+    flat = all(len(a.target) == 1 for a in actions)
+    names, used_values = ex._used(list(clauses.values()))
+    return ex.Compiled(clauses, Update(tuple(actions), flat), names, used_values)
+
+
+def _action(node: Node) -> Action:
+    kind, target = node[0], node[1][1]
+    if kind == "remove":
+        return Action(kind, target, None)
+    if kind == "set":
+        return Action(kind, target, ex.operand(node[2], "UpdateExpression", True))
+    key = node[2][1]
+
+    def fetch(_item: Item, _names: ex.Names, values: ex.Values) -> v.Value:
+        return values[key]
+
+    return Action(kind, target, fetch)
+
+
+ex.register("update", _compile)
