@@ -342,7 +342,7 @@ def _create_table(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(name, str) or not name:
         raise Validation("TableName must be a non-empty string")
     if name in engine.tables:
-        raise InUse(f"Table already exists: {name}")
+        raise InUse("Cannot create preexisting table")
     defined = {a["AttributeName"] for a in params.get("AttributeDefinitions") or []}
     used = {k["AttributeName"] for k in params.get("KeySchema") or []}
     for gsi in params.get("GlobalSecondaryIndexes") or []:

@@ -90,11 +90,12 @@ class TransactionCanceled(EngineError):
 
     def __init__(self, reasons: list[dict[str, Any]]) -> None:
         codes = ", ".join(str(r["Code"]) for r in reasons)
-        super().__init__(
+        message = (
             f"Transaction cancelled, please refer cancellation reasons for specific "
-            f"reasons [{codes}]",
-            CancellationReasons=reasons,
+            f"reasons [{codes}]"
         )
+        # botocore puts the modelled `Message` member at the top level too.
+        super().__init__(message, Message=message, CancellationReasons=reasons)
 
 
 class IdempotentMismatch(EngineError):
@@ -102,7 +103,8 @@ class IdempotentMismatch(EngineError):
 
 
 def table_not_found(table: str) -> NotFound:
-    return NotFound("Requested resource not found")
+    # DynamoDB Local's words (AWS says "Requested resource not found"); same code.
+    return NotFound("Cannot do operations on a non-existent table")
 
 
 def invalid(message: str) -> Validation:

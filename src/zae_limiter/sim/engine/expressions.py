@@ -43,6 +43,8 @@ class Compiled:
     fn: Any
     names: frozenset[str]
     values: frozenset[str]
+    #: "ConditionExpression" ...: how DynamoDB names it in messages.
+    kind: str = ""
 
 
 def _used(tree: Any) -> tuple[frozenset[str], frozenset[str]]:
@@ -72,7 +74,7 @@ def _condition(text: str, kind: str) -> Compiled:
     tree = parser.condition()
     parser.done()
     names, used_values = _used(tree)
-    return Compiled(tree, predicate(tree, kind), names, used_values)
+    return Compiled(tree, predicate(tree, kind), names, used_values, kind)
 
 
 def _projection(text: str) -> Compiled:
@@ -80,7 +82,7 @@ def _projection(text: str) -> Compiled:
     paths = parser.projection()
     parser.done()
     names, used_values = _used(paths)
-    return Compiled(paths, [p[1] for p in paths], names, used_values)
+    return Compiled(paths, [p[1] for p in paths], names, used_values, "ProjectionExpression")
 
 
 # ---------------------------------------------------------------- paths and operands
@@ -249,7 +251,9 @@ def _between(x: Operand, low: Operand, high: Operand) -> Predicate:
             if bounds is not None and bounds[0] > bounds[1]:
                 raise Validation(
                     "Invalid ConditionExpression: The BETWEEN operator requires upper bound "
-                    "to be greater than or equal to lower bound"
+                    "to be greater than or equal to lower bound; lower bound operand: "
+                    f"AttributeValue: {_shown(lo)}, upper bound operand: AttributeValue: "
+                    f"{_shown(hi)}"
                 )
         if a is None or lo is None or hi is None:
             return False
@@ -260,6 +264,11 @@ def _between(x: Operand, low: Operand, high: Operand) -> Predicate:
         )
 
     return between
+
+
+def _shown(value: v.Value) -> str:
+    kind, raw = next(iter(value.items()))
+    return f"{{{kind}:{raw}}}"
 
 
 def _in(x: Operand, options: list[Operand]) -> Predicate:

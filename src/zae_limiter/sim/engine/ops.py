@@ -70,22 +70,32 @@ def bind(
     want_values = (
         used[0].values if len(used) == 1 else frozenset().union(*(p.values for p in used))
     )
-    _match(names or {}, want_names, "name", "ExpressionAttributeNames")
-    _match(values or {}, want_values, "value", "ExpressionAttributeValues")
-    return names or {}, values or {}
+    given_names, given_values = names or {}, values or {}
+    if given_names.keys() != want_names or given_values.keys() != want_values:
+        _undefined(used, given_names, given_values)
+        _unused(given_names, want_names, "ExpressionAttributeNames")
+        _unused(given_values, want_values, "ExpressionAttributeValues")
+    return given_names, given_values
 
 
-def _match(given: dict[str, Any], wanted: frozenset[str], word: str, field_name: str) -> None:
-    if given.keys() == wanted:
-        return
-    missing = sorted(wanted - given.keys())
-    if missing:
-        what = "document path" if word == "name" else "expression"
-        raise Validation(
-            f"An expression attribute {word} used in the {what} is not defined; "
-            f"attribute {word}: {missing[0]}"
-        )
+def _undefined(used: list[ex.Compiled], names: ex.Names, values: ex.Values) -> None:
+    for part in used:
+        for name in sorted(part.names - names.keys()):
+            raise Validation(
+                f"Invalid {part.kind}: An expression attribute name used in the document "
+                f"path is not defined; attribute name: {name}"
+            )
+        for value in sorted(part.values - values.keys()):
+            raise Validation(
+                f"Invalid {part.kind}: An expression attribute value used in expression is "
+                f"not defined; attribute value: {value}"
+            )
+
+
+def _unused(given: dict[str, Any], wanted: frozenset[str], field_name: str) -> None:
     extra = sorted(given.keys() - wanted)
+    if not extra:
+        return
     raise Validation(
         f"Value provided in {field_name} unused in expressions: keys: {{{', '.join(extra)}}}"
     )

@@ -31,18 +31,22 @@ _COMPARATORS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 _UPDATE_CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
 
 
-def tokenize(text: str, kind: str) -> list[tuple[str, str]]:
+def tokenize(text: str, kind: str) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:
+    """Tokens (kind, text) and their spans in `text` (for the "near" of an error)."""
     tokens: list[tuple[str, str]] = []
+    spans: list[tuple[int, int]] = []
     pos = 0
     end = len(text.rstrip())
     while pos < end:
         match = _TOKEN.match(text, pos)
         if match is None or match.end() == pos:
-            raise syntax_error(kind, text[pos:].strip()[:1] or text, text)
+            bad = text[pos:].strip()[:1]
+            raise Validation(f'Invalid {kind}: Invalid token: "{bad}" at position {pos}')
         group = match.lastgroup or ""
         tokens.append((group, match.group(group)))
+        spans.append((match.start(group), match.end()))
         pos = match.end()
-    return tokens
+    return tokens, spans
 
 
 def syntax_error(kind: str, token: str, near: str) -> Validation:
@@ -53,7 +57,7 @@ class Parser:
     def __init__(self, text: str, kind: str) -> None:
         self.text = text
         self.kind = kind
-        self.tokens = tokenize(text, kind)
+        self.tokens, self.spans = tokenize(text, kind)
         self.pos = 0
         if not self.tokens:
             raise Validation(
@@ -75,7 +79,7 @@ class Parser:
     def take(self) -> tuple[str, str]:
         token = self.peek()
         if token is None:
-            raise syntax_error(self.kind, "<EOF>", self.text[-20:])
+            raise self.error("<EOF>")
         self.pos += 1
         return token
 
@@ -90,7 +94,17 @@ class Parser:
             raise self.error(token[1])
 
     def error(self, token: str) -> Validation:
-        return syntax_error(self.kind, token, self.text)
+        """DynamoDB's syntax error: the bad token, and the text from the one before it."""
+        here = next(
+            (i for i in (self.pos, self.pos - 1)
+             if 0 <= i < len(self.tokens) and self.tokens[i][1] == token),
+            None,
+        )
+        if here is None:  # the end came too soon
+            start, end = self.spans[-1]
+            return syntax_error(self.kind, "<EOF>", self.text[start:end])
+        start = self.spans[max(0, here - 1)][0]
+        return syntax_error(self.kind, token, self.text[start : self.spans[here][1]])
 
     def done(self) -> None:
         token = self.peek()

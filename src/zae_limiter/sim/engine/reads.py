@@ -198,8 +198,10 @@ def _start_position(table: Table, index: Index | None, start: Any) -> tuple[Any,
     """(partition, position) just before which a page resumes."""
     if start is None:
         return None
-    if not isinstance(start, dict):
-        raise invalid("The provided starting key is invalid")
+    wanted = len(table.key_names) + (0 if index is None else len(
+        {index.hash_key, index.range_key} - {None} - set(table.key_names)))
+    if not isinstance(start, dict) or len(start) != wanted:
+        raise Validation("Exclusive Start Key must have same size as table's key schema")
     try:
         table_key, _ = table.key_of({k: start[k] for k in table.key_names})
     except KeyError:

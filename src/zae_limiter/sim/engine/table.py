@@ -130,7 +130,7 @@ class Table:
     def key_of(self, key: Any) -> tuple[TableKey, Item]:
         """The Python key and a stored copy of a request's `Key`."""
         if not isinstance(key, dict) or len(key) != len(self.key_names):
-            raise Validation("The provided key element does not match the schema")
+            raise Validation("The number of conditions on the keys is invalid")
         stored: Item = {}
         for name in self.key_names:
             value = key.get(name)
@@ -156,7 +156,7 @@ class Table:
         for name in self.key_names:
             value = item.get(name)
             if value is None:
-                raise invalid(f"Missing the key {name} in the item")
+                raise Validation("One of the required keys was not given a value")
             if self.types[name] not in value:
                 raise invalid(
                     f"Type mismatch for key {name} expected: {self.types[name]} actual: "
@@ -170,10 +170,8 @@ class Table:
                     continue
                 name = index_key
                 if self.types.get(name) not in value:
-                    raise invalid(
-                        f"Type mismatch for Index Key {name} Expected: {self.types.get(name)} "
-                        f"Actual: {v.type_of(value)} IndexName: {index.name}"
-                    )
+                    # DynamoDB Local's words; AWS adds the key, the types and the index.
+                    raise invalid("Type mismatch for Index Key")
                 _non_empty_key(name, value, index.name)
         if size is None:
             size = v.item_bytes(item)
@@ -265,9 +263,11 @@ def _non_empty_key(name: str, value: v.Value, index: str | None = None) -> None:
     raw = value.get("S", value.get("B"))
     if raw is not None and len(raw) == 0:
         if index is not None:
-            raise invalid(
-                f"Index key attributes cannot contain an empty string value. IndexName: "
-                f"{index}, IndexKey: {name}"
+            raise Validation(
+                "One or more parameter values are not valid. A value specified for a "
+                "secondary index key is not supported. The AttributeValue for a key "
+                f"attribute cannot contain an empty string value. IndexName: {index}, "
+                f"IndexKey: {name}"
             )
         raise Validation(
             "One or more parameter values are not valid. The AttributeValue for a key "

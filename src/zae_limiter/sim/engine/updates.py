@@ -88,7 +88,8 @@ def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Va
         if vkind not in ("N", "SS", "NS", "BS"):
             raise Validation(
                 "Invalid UpdateExpression: Incorrect operand type for operator or function; "
-                f"operator: ADD, operand type: {_TYPE_WORDS.get(vkind, vkind)}"
+                f"operator: ADD, operand type: {_TYPE_WORDS.get(vkind, vkind)}, "
+                "typeSet: ALLOWED_FOR_ADD_OPERAND"
             )
         if current is None:
             return value
@@ -106,7 +107,8 @@ def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Va
     if vkind not in ("SS", "NS", "BS"):
         raise Validation(
             "Invalid UpdateExpression: Incorrect operand type for operator or function; "
-            f"operator: DELETE, operand type: {_TYPE_WORDS.get(vkind, vkind)}"
+            f"operator: DELETE, operand type: {_TYPE_WORDS.get(vkind, vkind)}, "
+            "typeSet: ALLOWED_FOR_DELETE_OPERAND"
         )
     if current is None:
         return None
@@ -117,8 +119,9 @@ def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Va
     return {vkind: left} if left else None
 
 
-_TYPE_WORDS = {"S": "STRING", "B": "BINARY", "BOOL": "BOOLEAN", "NULL": "NULL", "L": "LIST",
-               "M": "MAP"}
+_TYPE_WORDS = {"S": "STRING", "N": "NUMBER", "B": "BINARY", "BOOL": "BOOLEAN", "NULL": "NULL",
+               "L": "LIST", "M": "MAP", "SS": "STRING_SET", "NS": "NUMBER_SET",
+               "BS": "BINARY_SET"}
 
 
 def _apply_top(new: Item, old: Item, kind: str, name: str, value: v.Value | None) -> None:
@@ -264,7 +267,8 @@ def _compile(text: str) -> ex.Compiled:
             actions.append(_action(node))
     flat = all(len(a.target) == 1 for a in actions)
     names, used_values = ex._used(list(clauses.values()))
-    return ex.Compiled(clauses, Update(tuple(actions), flat), names, used_values)
+    return ex.Compiled(clauses, Update(tuple(actions), flat), names, used_values,
+                       "UpdateExpression")
 
 
 def _action(node: Node) -> Action:

@@ -19,30 +19,40 @@ Number = int | Decimal
 
 #: DynamoDB keeps 38 significant digits.
 _CONTEXT = Context(prec=38)
+#: Enough digits to see that a number has more than 38 (the check is then exact).
+_CONTEXT_WIDE = Context(prec=200, Emax=999_999, Emin=-999_999)
 _SCALARS = frozenset({"S", "N", "B", "BOOL", "NULL"})
 _SETS = frozenset({"SS", "NS", "BS"})
 _TYPES = _SCALARS | _SETS | {"L", "M"}
 
 
+#: DynamoDB's range of magnitudes.
+_LARGEST = Decimal("9.9999999999999999999999999999999999999E+125")
+_SMALLEST = Decimal("1E-130")
+_NOT_A_NUMBER = "A value provided cannot be converted into a number"
+
+
 def parse_number(text: str) -> Number:
+    if text.isdigit():
+        return int(text)  # the common case: no sign, no point, no exponent
+    if not isinstance(text, str) or not text or text != text.strip() or "_" in text:
+        raise Validation(_NOT_A_NUMBER)  # Python would accept spaces and underscores
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = Decimal(text.strip())
-    except (InvalidOperation, AttributeError):
-        raise Validation(
-            "A value provided cannot be converted into a number"
-        ) from None
+        number = Decimal(text)
+    except InvalidOperation:
+        raise Validation(_NOT_A_NUMBER) from None
     if not number.is_finite():
-        raise Validation("A value provided cannot be converted into a number")
+        raise Validation(_NOT_A_NUMBER)
+    if number and abs(number) > _LARGEST:
+        raise Validation("Number overflow. Attempting to store a number with magnitude "
+                         "larger than supported range")
+    if number and abs(number) < _SMALLEST:
+        raise Validation("Number underflow. Attempting to store a number with magnitude "
+                         "smaller than supported range")
+    if len(number.normalize(_CONTEXT_WIDE).as_tuple().digits) > 38:
+        raise Validation("Attempting to store more than 38 significant digits in a Number")
     if number == number.to_integral_value():
         return int(number)
-    if len(number.as_tuple().digits) > 38:
-        raise Validation(
-            "Attempting to store more than 38 significant digits in a Number"
-        )
     return number
 
 
