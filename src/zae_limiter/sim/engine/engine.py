@@ -21,7 +21,7 @@ from zae_limiter.sim.engine.errors import (
     invalid,
     table_not_found,
 )
-from zae_limiter.sim.engine.stream import StreamRecord, record
+from zae_limiter.sim.engine.stream import Change, StreamRecord, record
 from zae_limiter.sim.engine.table import Index, Table, TableKey
 
 Item = dict[str, v.Value]
@@ -38,7 +38,10 @@ class Engine:
         self.clock = clock
         self.arn_prefix = f"arn:aws:dynamodb:{region}:000000000000"
         self.tables: dict[str, Table] = {}
-        self.streams: dict[str, list[StreamRecord]] = {}
+        #: Per table, every change as a small tuple (see `stream.Change`); the records'
+        #: dicts are built when asked for, once each (a write pays only for the tuple).
+        self.streams: dict[str, list[Change]] = {}
+        self._built: dict[str, list[StreamRecord]] = {}
         self._sequence = 0
         self._tokens: dict[str, tuple[str, int, dict[str, Any]]] = {}
         # The sync runner makes a round's calls from a thread pool: one at a time here.
@@ -74,8 +77,13 @@ class Engine:
     def records(self, table: str) -> list[StreamRecord]:
         """Every change recorded so far, in order (a new list of the shared records)."""
         with self._lock:
-            self.table(table)
-            return list(self.streams.get(table, []))
+            found = self.table(table)
+            changes = self.streams.get(table, [])
+            built = self._built.setdefault(table, [])
+            arn = self.stream_arn(found)
+            built.extend(record(change, found.stream_view or "", arn)
+                         for change in changes[len(built):])
+            return list(built)
 
     def apply_image(self, table: str, key: Item, item: Item | None) -> None:
         """Replace or delete an item unconditionally (a replicator's write); recorded in
@@ -101,17 +109,19 @@ class Engine:
     def commit(
         self, table: Table, key: TableKey, key_item: Item, new: Item | None, size: int = 0
     ) -> Item | None:
+        old_size = table.sizes.get(key, 0)
         old = table.write(key, new, size)
         if old == new or table.stream_view is None:
             return old  # DynamoDB writes no stream record for a write that changes nothing
         self._sequence += 1
-        records = self.streams.setdefault(table.name, [])
-        records.append(record(
-            sequence=self._sequence, now_ms=self.clock(), view=table.stream_view,
-            stream_arn=f"{self.arn_prefix}:table/{table.name}/stream/{table.created_ms:013d}",
-            keys=key_item, old=old, new=new,
-        ))
+        # Stored items are never changed in place, so the images need no copies.
+        change = (self._sequence, self.clock(), key_item, old, new,
+                  size if new is not None else old_size)
+        self.streams.setdefault(table.name, []).append(change)
         return old
+
+    def stream_arn(self, table: Table) -> str:
+        return f"{self.arn_prefix}:table/{table.name}/stream/{table.created_ms:013d}"
 
     def token_response(self, token: str, fingerprint: str) -> dict[str, Any] | None:
         now = self.clock()
@@ -142,7 +152,11 @@ def write_units(planned: ops.Planned) -> tuple[float, dict[str, float]]:
     size = max(planned.old_size, planned.size)
     units = float(max(1, math.ceil(size / 1024)))
     indexes: dict[str, float] = {}
+    # A KEYS_ONLY index whose keys did not move receives no write (DESIGN.md, 3).
+    kept = planned.table.index_keys_kept(planned.old, planned.new)
     for index in planned.table.indexes.values():
+        if kept and index.keys_only:
+            continue
         spent = _index_units(planned, index)
         if spent:
             indexes[index.name] = spent
@@ -371,6 +385,7 @@ def _delete_table(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     description = table.describe(engine.arn_prefix)
     del engine.tables[table.name]
     engine.streams.pop(table.name, None)
+    engine._built.pop(table.name, None)
     return {"TableDescription": {**description, "TableStatus": "DELETING"}}
 
 

@@ -11,6 +11,7 @@ request costs one dict lookup for its parse. DynamoDB's rules that matter here:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,22 @@ def _used(tree: Any) -> tuple[frozenset[str], frozenset[str]]:
 
 
 _CACHE: dict[tuple[str, str], Compiled] = {}
+#: The placeholders of a request's expressions together, by the compiled objects' ids
+#: (they live in `_CACHE`, and both are cleared together, so an id is never reused).
+_UNIONS: dict[tuple[int, ...], tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def placeholders_of(parts: list[Compiled]) -> tuple[frozenset[str], frozenset[str]]:
+    if len(parts) == 1:
+        return parts[0].names, parts[0].values
+    ids = tuple(id(p) for p in parts)
+    found = _UNIONS.get(ids)
+    if found is None:
+        found = _UNIONS[ids] = (
+            frozenset().union(*(p.names for p in parts)),
+            frozenset().union(*(p.values for p in parts)),
+        )
+    return found
 
 
 def compiled(kind: str, text: str) -> Compiled:
@@ -65,6 +82,7 @@ def compiled(kind: str, text: str) -> Compiled:
     result = _COMPILERS[kind](text)
     if len(_CACHE) > 100_000:  # a bound, for a simulator that runs for hours
         _CACHE.clear()
+        _UNIONS.clear()
     _CACHE[(kind, text)] = result
     return result
 
@@ -141,6 +159,8 @@ def operand(node: Node, kind: str, update: bool = False) -> Operand:
         return present
     if tag == "value":
         key = node[1]
+        if update:  # a value that may be stored: the engine's own copy, canonical
+            return lambda _item, _names, values: v.stored(values[key])
         return lambda _item, _names, values: values[key]
     if tag == "call":
         return _value_function(node, kind, update)
@@ -186,12 +206,8 @@ def _arity(name: str, args: list[Node], count: int, kind: str) -> None:
 # ---------------------------------------------------------------- predicates
 def predicate(node: Node, kind: str) -> Predicate:
     tag = node[0]
-    if tag == "and":
-        a, b = predicate(node[1], kind), predicate(node[2], kind)
-        return lambda item, names, values: a(item, names, values) and b(item, names, values)
-    if tag == "or":
-        a, b = predicate(node[1], kind), predicate(node[2], kind)
-        return lambda item, names, values: a(item, names, values) or b(item, names, values)
+    if tag in ("and", "or"):
+        return _chain(tag, [predicate(n, kind) for n in _flattened(tag, node)])
     if tag == "not":
         a = predicate(node[1], kind)
         return lambda item, names, values: not a(item, names, values)
@@ -208,12 +224,41 @@ def predicate(node: Node, kind: str) -> Predicate:
     raise Validation(f"Invalid {kind}: Syntax error; a condition was expected")
 
 
+def _flattened(tag: str, node: Node) -> list[Node]:
+    """`a AND b AND c` as [a, b, c]: one loop instead of a call per level (the library's
+    conditions chain 20 or more)."""
+    if node[0] != tag:
+        return [node]
+    return [*_flattened(tag, node[1]), *_flattened(tag, node[2])]
+
+
+def _chain(tag: str, parts: list[Predicate]) -> Predicate:
+    if tag == "and":
+
+        def every(item: Item, names: Names, values: Values) -> bool:
+            for part in parts:  # noqa: SIM110 (a loop: no generator frame per request)
+                if not part(item, names, values):
+                    return False
+            return True
+
+        return every
+
+    def some(item: Item, names: Names, values: Values) -> bool:
+        for part in parts:  # noqa: SIM110 (a loop: no generator frame per request)
+            if part(item, names, values):
+                return True
+        return False
+
+    return some
+
+
 def _comparison(op: str, left: Operand, right: Operand) -> Predicate:
     if op == "=":
 
         def eq(item: Item, names: Names, values: Values) -> bool:
             a, b = left(item, names, values), right(item, names, values)
-            return a is not None and b is not None and v.equal(a, b)
+            # Same text is equal (stored numbers are canonical); else compare by value.
+            return a is not None and b is not None and (a == b or v.equal(a, b))
 
         return eq
     if op == "<>":
@@ -225,10 +270,17 @@ def _comparison(op: str, left: Operand, right: Operand) -> Predicate:
         return ne
     test = _ORDER_TESTS[op]
 
+    parse = v.parse_number
+
     def order(item: Item, names: Names, values: Values) -> bool:
         a, b = left(item, names, values), right(item, names, values)
         if a is None or b is None:
             return False
+        an, bn = a.get("N"), b.get("N")
+        if an is not None and bn is not None:  # the usual case: two numbers
+            if an.isdigit() and bn.isdigit() and an.isascii() and bn.isascii():
+                return test(int(an), int(bn))
+            return test(parse(an), parse(bn))
         pair = v.ordered(a, b)
         return pair is not None and test(pair[0], pair[1])
 
@@ -236,10 +288,10 @@ def _comparison(op: str, left: Operand, right: Operand) -> Predicate:
 
 
 _ORDER_TESTS: dict[str, Callable[[Any, Any], bool]] = {
-    "<": lambda a, b: bool(a < b),
-    "<=": lambda a, b: bool(a <= b),
-    ">": lambda a, b: bool(a > b),
-    ">=": lambda a, b: bool(a >= b),
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 
 

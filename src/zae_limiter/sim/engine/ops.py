@@ -66,10 +66,7 @@ def bind(
         raise Validation("ExpressionAttributeValues must not be empty")
     if names is not None and not names:
         raise Validation("ExpressionAttributeNames must not be empty")
-    want_names = used[0].names if len(used) == 1 else frozenset().union(*(p.names for p in used))
-    want_values = (
-        used[0].values if len(used) == 1 else frozenset().union(*(p.values for p in used))
-    )
+    want_names, want_values = ex.placeholders_of(used)
     given_names, given_values = names or {}, values or {}
     if given_names.keys() != want_names or given_values.keys() != want_values:
         _undefined(used, given_names, given_values)
@@ -172,27 +169,9 @@ def plan_update(engine: Engine, params: dict[str, Any]) -> Planned:
     size = table.sizes[key] if old is not None else v.item_bytes(key_item)
     if update is None:
         return Planned(table, key, key_item, old, dict(base), size=size)
-    new, targets = update.fn.apply(base, names, values, table.key_names)
-    known = _updated_size(new, base, size, targets, names) if update.fn.flat else None
+    new, targets, known = update.fn.apply(base, names, values, table.key_names, size)
     _, size = table.check_item(new, known)
     return Planned(table, key, key_item, old, new, targets=targets, names=names, size=size)
-
-
-def _updated_size(
-    new: Item, base: Item, size: int, targets: list[tuple[Any, ...]], names: ex.Names
-) -> int:
-    """The new item's size from the old one's, by the top-level attributes changed; the
-    values written are made the engine's own (a caller's dict, or computed: a copy)."""
-    for path in targets:
-        name = ex.resolve(path[0], names)
-        before, after = base.get(name), new.get(name)
-        if after is not None and after is not before:
-            after = new[name] = v.stored(after)
-        if before is not None:
-            size -= v.attribute_bytes(name, before)
-        if after is not None:
-            size += v.attribute_bytes(name, after)
-    return size
 
 
 def failed(planned: Planned, params: dict[str, Any]) -> ConditionFailed:

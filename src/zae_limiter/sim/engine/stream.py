@@ -12,30 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from zae_limiter.sim.engine.values import Value, item_bytes
+from zae_limiter.sim.engine.values import Value
 
 StreamRecord = dict[str, Any]
 Item = dict[str, Value]
+#: One change as the engine keeps it: (sequence, clock ms, keys, old, new, size).
+Change = tuple[int, int, Item, Item | None, Item | None, int]
 
 
-def record(
-    *,
-    sequence: int,
-    now_ms: int,
-    view: str,
-    stream_arn: str,
-    keys: Item,
-    old: Item | None,
-    new: Item | None,
-) -> StreamRecord:
-    """A record of one change. Images share the stored value dicts (never changed in
-    place by the engine), so readers must treat them as read-only."""
+def record(change: Change, view: str, stream_arn: str) -> StreamRecord:
+    """The Lambda-shaped record of one change. Images share the stored value dicts
+    (never changed in place by the engine), so readers must treat them as read-only."""
+    sequence, now_ms, keys, old, new, size = change
     event = "INSERT" if old is None else "REMOVE" if new is None else "MODIFY"
     body: dict[str, Any] = {
         "ApproximateCreationDateTime": now_ms // 1000,
         "Keys": dict(keys),
         "SequenceNumber": f"{sequence:021d}",
-        "SizeBytes": item_bytes(new or old or {}),
+        "SizeBytes": size,
         "StreamViewType": view,
     }
     if new is not None and view in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):

@@ -56,6 +56,10 @@ class Index:
     projection: dict[str, Any]
     partitions: dict[Any, Partition] = field(default_factory=dict)
 
+    @property
+    def keys_only(self) -> bool:
+        return bool(self.projection.get("ProjectionType") == "KEYS_ONLY")
+
     def entry(self, item: Item, key: TableKey) -> tuple[Any, Any] | None:
         """(partition, position) of the item in this index; None when it is not in it."""
         hv = item.get(self.hash_key)
@@ -197,9 +201,15 @@ class Table:
             self.sizes[key] = size
             if old is None:
                 self.partitions.setdefault(key[0], Partition()).add(key[1], key)
-        if self.indexes:
+        if self.indexes and not self.index_keys_kept(old, new):
             self._reindex(key, old, new)
         return old
+
+    def index_keys_kept(self, old: Item | None, new: Item | None) -> bool:
+        """No index key attribute changed: updates copy untouched values by reference."""
+        if old is None or new is None:
+            return False
+        return all(old.get(k) is new.get(k) for k in self.index_keys)
 
     def _reindex(self, key: TableKey, old: Item | None, new: Item | None) -> None:
         for index in self.indexes.values():

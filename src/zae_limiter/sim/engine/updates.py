@@ -34,9 +34,13 @@ class Update:
     flat: bool
 
     def apply(
-        self, old: Item, names: ex.Names, values: ex.Values, key_attrs: Collection[str]
-    ) -> tuple[Item, list[tuple[Any, ...]]]:
-        """The new item (old is not changed) and the target paths, for UPDATED_*."""
+        self, old: Item, names: ex.Names, values: ex.Values, key_attrs: Collection[str],
+        size: int,
+    ) -> tuple[Item, list[tuple[Any, ...]], int | None]:
+        """The new item (old is not changed), the target paths (for UPDATED_*), and the new
+        item's size from the old one's `size` (None: not known, measure it)."""
+        if self.flat:
+            return self._apply_flat(old, names, values, key_attrs, size)
         planned = []
         for action in self.actions:
             value = None if action.operand is None else action.operand(old, names, values)
@@ -45,11 +49,46 @@ class Update:
         _check_targets(resolved, key_attrs, self.flat)
         new = dict(old)
         for (action, value), path in zip(planned, resolved, strict=True):
-            if self.flat:
-                _apply_top(new, old, action.kind, path[0], value)
+            _apply_nested(new, old, action.kind, path, value)
+        return new, [a.target for a in self.actions], None
+
+    def _apply_flat(
+        self, old: Item, names: ex.Names, values: ex.Values, key_attrs: Collection[str],
+        size: int,
+    ) -> tuple[Item, list[tuple[Any, ...]], int | None]:
+        """Top-level targets only (every request the library sends): no path walking,
+        and the size follows from the attributes changed."""
+        steps = []
+        for action in self.actions:
+            value = None if action.operand is None else action.operand(old, names, values)
+            top = action.target[0]
+            steps.append((action.kind, names[top] if top[0] == "#" else top, value))
+        if len({name for _, name, _ in steps}) != len(steps) or any(
+            name in key_attrs for _, name, _ in steps
+        ):
+            _check_targets([(name,) for _, name, _ in steps], key_attrs, True)
+        new = dict(old)
+        for kind, name, value in steps:
+            before = old.get(name)
+            if kind == "set":
+                after = value
+            elif kind == "remove":
+                after = None
+            elif kind == "add" and before and value and "N" in before and "N" in value:
+                after = _sum(before["N"], value["N"])  # the hot path: ADD to a number
             else:
-                _apply_nested(new, old, action.kind, path, value)
-        return new, [a.target for a in self.actions]
+                after = _combined(kind, before, value)
+            if after is None:
+                new.pop(name, None)
+            else:
+                new[name] = after
+            if _same_size(before, after):
+                continue  # a number of as many characters: no need to measure both
+            if after is not None:
+                size += v.attribute_bytes(name, after)
+            if before is not None:
+                size -= v.attribute_bytes(name, before)
+        return new, [a.target for a in self.actions], size
 
 
 def _resolved(target: tuple[Any, ...], names: ex.Names) -> tuple[Any, ...]:
@@ -80,6 +119,22 @@ def _show(path: tuple[Any, ...]) -> str:
     return ", ".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path)
 
 
+def _same_size(before: v.Value | None, after: v.Value | None) -> bool:
+    if before is None or after is None:
+        return False
+    a, b = before.get("N"), after.get("N")
+    return (
+        a is not None and b is not None and len(a) == len(b)
+        and (a[0] == "-") == (b[0] == "-") and ("." in a) == ("." in b)
+    )
+
+
+def _sum(a: str, b: str) -> v.Value:
+    if a.isdigit() and b.isdigit() and a.isascii() and b.isascii():
+        return {"N": str(int(a) + int(b))}
+    return v.number_value(v.add_numbers(v.parse_number(a), v.parse_number(b)))
+
+
 def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Value | None:
     """What ADD or DELETE makes of the current value; None: the attribute goes."""
     assert value is not None
@@ -92,17 +147,21 @@ def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Va
                 "typeSet: ALLOWED_FOR_ADD_OPERAND"
             )
         if current is None:
-            return value
+            return v.stored(value)  # the caller's dict: the engine keeps its own copy
         if vkind == "N":
-            if "N" not in current:
+            held = current.get("N")
+            if held is None:
                 raise Validation(WRONG_TYPE)
-            return v.number_value(v.add_numbers(v.parse_number(current["N"]),
-                                                v.parse_number(raw)))
+            a, b = v.parse_number(held), v.parse_number(raw)
+            if type(a) is int and type(b) is int:
+                return {"N": str(a + b)}
+            return v.number_value(v.add_numbers(a, b))
         if vkind not in current:
             raise Validation(WRONG_TYPE)
         members = list(current[vkind])
         seen = {v.sort_key({vkind[0]: m}) for m in members}
-        members.extend(m for m in raw if v.sort_key({vkind[0]: m}) not in seen)
+        added = v.stored(value)[vkind]  # canonical numbers, checked for duplicates
+        members.extend(m for m in added if v.sort_key({vkind[0]: m}) not in seen)
         return {vkind: members}
     if vkind not in ("SS", "NS", "BS"):
         raise Validation(
@@ -280,7 +339,7 @@ def _action(node: Node) -> Action:
     key = node[2][1]
 
     def fetch(_item: Item, _names: ex.Names, values: ex.Values) -> v.Value:
-        return values[key]
+        return values[key]  # ADD and DELETE copy what they keep
 
     return Action(kind, target, fetch)
 
