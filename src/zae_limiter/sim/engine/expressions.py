@@ -220,7 +220,11 @@ def predicate(node: Node, kind: str) -> Predicate:
     if tag == "call" and node[1] in _BOOLEAN_FUNCTIONS:
         return _boolean_function(node[1], node[2], kind)
     if tag == "call":
-        _value_function(node, kind, False)  # raises: a value where a condition belongs
+        _value_function(node, kind, False)  # unknown and update functions raise here
+        raise Validation(
+            f"Invalid {kind}: The function is not allowed to be used this way in an "
+            f"expression; function: {node[1]}"
+        )
     raise Validation(f"Invalid {kind}: Syntax error; a condition was expected")
 
 
