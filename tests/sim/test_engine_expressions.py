@@ -60,9 +60,9 @@ def test_an_absent_item_is_an_empty_one() -> None:
     ("text", "message"),
     [
         ("#n = ", 'Syntax error; token: "<EOF>", near: "="'),
-        ("#n = = :3", 'Syntax error; token: "=", near: "= ="'),
+        ("#n = = :3", 'Syntax error; token: "=", near: "= = :3"'),
         ("#n < :3 AND #n", 'Syntax error; token: "<EOF>", near: "#n"'),
-        ("#n = :3 :5", 'Syntax error; token: ":5", near: ":3 :5"'),
+        ("#n = :3 :5 AND", 'Syntax error; token: ":5", near: ":3 :5 AND"'),
         ("frobnicate(#n)", "Invalid function name; function: frobnicate"),
         ("size(#n)", "not allowed to be used this way"),
         ("if_not_exists(#n, :3) = :3", "not allowed to be used this way"),

@@ -227,7 +227,7 @@ def test_query_key_conditions_and_filters(client: Any) -> None:
     assert sks("PK = :p", FilterExpression="begins_with(SK, :c)") == ["#CONFIG#a", "#CONFIG#b"]
     body = error_of(client, "query", KeyConditionExpression="SK = :c",
                     ExpressionAttributeValues={":c": {"S": "#META"}})
-    assert "missed key schema element: PK" in body["Error"]["Message"]
+    assert "missed key schema element" in body["Error"]["Message"]
 
 
 def test_scan_pages_and_segments(client: Any) -> None:

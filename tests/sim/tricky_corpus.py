@@ -237,6 +237,60 @@ def _batches(t: str) -> list[Request]:
     ]
 
 
+def _edges(t: str) -> list[Request]:
+    """Error paths and corners: syntax, undefined names, key conditions, sizes, types."""
+    q = {"TableName": t, "KeyConditionExpression": "PK = :p",
+         "ExpressionAttributeValues": {":p": s("e")}}
+    out: list[Request] = [put(t, "e", f"#S{i}", v=n(i), s=s("ab" * i), l={"L": [n(i)]})
+                          for i in range(4)]
+    out += [
+        ("query", {**q, "Limit": 4}),  # exactly as many as there are
+        ("query", {**q, "Limit": 5}),
+        ("query", {**q, "ScanIndexForward": False, "Limit": 2}),
+        ("query", {**q, "Select": "COUNT", "FilterExpression": "v > :one",
+                   "ExpressionAttributeValues": {":p": s("e"), ":one": n(1)}}),
+        ("query", {**q, "KeyConditionExpression": "PK = :p AND SK <> :p"}),
+        ("query", {**q, "KeyConditionExpression": "PK = :p OR SK = :p"}),
+        ("query", {**q, "KeyConditionExpression": "SK = :p"}),
+        ("query", {**q, "KeyConditionExpression": "PK = :p AND v = :p"}),
+        ("query", {**q, "IndexName": "GSI9"}),
+        ("query", {**q, "ProjectionExpression": "#l[0], s",
+                   "ExpressionAttributeNames": {"#l": "l"}}),
+        ("scan", {"TableName": t, "FilterExpression": "size(s) > :two AND size(l) = :one",
+                  "ExpressionAttributeValues": {":two": n(2), ":one": n(1)}}),
+        ("scan", {"TableName": t, "FilterExpression": "v IN (:a, :b, :c)",
+                  "ExpressionAttributeValues": {":a": n(0), ":b": n(3), ":c": s("3")}}),
+        ("scan", {"TableName": t, "FilterExpression": "size(v) > :two",
+                  "ExpressionAttributeValues": {":two": n(2)}}),
+        update(t, "e", "SET #a = :v", {"#a": "a"}, {":v": n(1)}, ConditionExpression="#zz = :v"),
+        update(t, "e", "SET #a = :v", {"#a": "a"}, {":v": n(1)}, ConditionExpression="#a = = :v"),
+        update(t, "e", "SET #a = :v", {"#a": "a"}, {":v": n(1)}, ConditionExpression="(#a = :v"),
+        update(t, "e", "SET #a = :v,", {"#a": "a"}, {":v": n(1)}),
+        update(t, "e", "SET #a :v", {"#a": "a"}, {":v": n(1)}),
+        update(t, "e", "ADD #a :v", {"#a": "a"}, {":v": {"L": [n(1)]}}),
+        update(t, "e", "DELETE #a :v", {"#a": "a"}, {":v": {"SS": ["x"]}}),
+        update(t, "e", "SET #a = :v", {"#a": "a"}, {":v": {"S": ""}}, ReturnValues="ALL_NEW"),
+        ("put_item", {"TableName": t, "Item": {**key(""), "v": n(1)}}),
+        ("put_item", {"TableName": t, "Item": {**key("g"), "GSI2PK": s("")}}),
+        ("put_item", {"TableName": t, "Item": {"PK": s("only")}}),
+        ("put_item", {"TableName": t, "Item": {**key("g"), "v": {"NS": ["1", "1.0"]}}}),
+        ("put_item", {"TableName": t, "Item": {**key("g"), "v": {"SS": []}}}),
+        ("transact_write_items", {"TransactItems": [
+            {"Update": {"TableName": t, "Key": key("e", "#S1"), "UpdateExpression": "SET v = w + :o",
+                        "ExpressionAttributeValues": {":o": n(1)}}}]}),
+        ("transact_write_items", {"TransactItems": [
+            {"ConditionCheck": {"TableName": t, "Key": key("e", "#S1"),
+                                "ConditionExpression": "v = :o",
+                                "ExpressionAttributeValues": {":o": n(1)}}},
+            {"Put": {"TableName": t, "Item": {**key("after-check"), "v": n(1)}}}]}),
+        ("batch_write_item", {"RequestItems": {t: [
+            {"PutRequest": {"Item": {**key(f"many{i}")}}} for i in range(26)]}}),
+        ("get_item", {"TableName": t, "Key": key("e", "#S2"), "ProjectionExpression": "v, nope"}),
+        ("delete_item", {"TableName": t, "Key": key("e", "#S3"), "ReturnValues": "ALL_NEW"}),
+    ]
+    return out
+
+
 def corpus() -> list[Case]:
     return [
         Case("conditions", _conditions),
@@ -247,4 +301,5 @@ def corpus() -> list[Case]:
         Case("gsi_pages", _gsi_pages),
         Case("invalid", _invalid),
         Case("batches", _batches),
+        Case("edges", _edges),
     ]

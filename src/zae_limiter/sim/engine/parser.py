@@ -94,7 +94,8 @@ class Parser:
             raise self.error(token[1])
 
     def error(self, token: str) -> Validation:
-        """DynamoDB's syntax error: the bad token, and the text from the one before it."""
+        """DynamoDB's syntax error: the bad token, and the text from the token before it
+        to the token after it."""
         here = next(
             (i for i in (self.pos, self.pos - 1)
              if 0 <= i < len(self.tokens) and self.tokens[i][1] == token),
@@ -104,7 +105,8 @@ class Parser:
             start, end = self.spans[-1]
             return syntax_error(self.kind, "<EOF>", self.text[start:end])
         start = self.spans[max(0, here - 1)][0]
-        return syntax_error(self.kind, token, self.text[start : self.spans[here][1]])
+        end = self.spans[min(here + 1, len(self.spans) - 1)][1]
+        return syntax_error(self.kind, token, self.text[start:end])
 
     def done(self) -> None:
         token = self.peek()

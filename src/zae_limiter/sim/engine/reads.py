@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from zae_limiter.sim.engine.engine import Engine
 
 Item = dict[str, v.Value]
+#: DynamoDB Local's words (AWS adds the attribute's name); same code.
+MISSED = "Query condition missed key schema element"
 
 
 def read_units(size: int, consistent: bool) -> float:
@@ -264,6 +266,8 @@ def _key_condition(
     tree: Any, names: ex.Names, values: ex.Values, hash_name: str, range_name: str | None
 ) -> tuple[v.Value, Callable[[v.Value | None], bool] | None]:
     """The partition key's value and a test of the sort key, from the key condition."""
+    if tree[0] in ("or", "not"):
+        raise Validation(f"Invalid operator used in KeyConditionExpression: {tree[0].upper()}")
     parts = [tree[1], tree[2]] if tree[0] == "and" else [tree]
     hash_value: v.Value | None = None
     range_test = None
@@ -273,10 +277,12 @@ def _key_condition(
             hash_value = _literal(node[3], values)
         elif attr == range_name and range_name is not None and range_test is None:
             range_test = _range_test(node, values)
-        else:
+        elif attr in (hash_name, range_name):
             raise Validation("Query key condition not supported")
+        else:
+            raise Validation(MISSED)
     if hash_value is None:
-        raise Validation(f"Query condition missed key schema element: {hash_name}")
+        raise Validation(MISSED)
     return hash_value, range_test
 
 
@@ -304,7 +310,7 @@ def _range_test(node: Any, values: ex.Values) -> Callable[[v.Value | None], bool
         prefix = _literal(node[2][1], values)
         return lambda value: value is not None and _starts(value, prefix)
     if node[0] == "cmp" and node[1] == "<>":
-        raise Validation("Unsupported operator in KeyConditionExpression: <>")
+        raise Validation("Invalid operator used in KeyConditionExpression: <>")
     probe = ex.predicate(("cmp", node[1], ("path", ("#k",)), node[3]) if node[0] == "cmp"
                          else ("between", ("path", ("#k",)), node[2], node[3]),
                          "KeyConditionExpression")
