@@ -276,7 +276,8 @@ def _edges(t: str) -> list[Request]:
         ("put_item", {"TableName": t, "Item": {**key("g"), "v": {"NS": ["1", "1.0"]}}}),
         ("put_item", {"TableName": t, "Item": {**key("g"), "v": {"SS": []}}}),
         ("transact_write_items", {"TransactItems": [
-            {"Update": {"TableName": t, "Key": key("e", "#S1"), "UpdateExpression": "SET v = w + :o",
+            {"Update": {"TableName": t, "Key": key("e", "#S1"),
+                        "UpdateExpression": "SET v = w + :o",
                         "ExpressionAttributeValues": {":o": n(1)}}}]}),
         ("transact_write_items", {"TransactItems": [
             {"ConditionCheck": {"TableName": t, "Key": key("e", "#S1"),
