@@ -30,6 +30,8 @@ _BOOLEAN_FUNCTIONS = frozenset(
     {"attribute_exists", "attribute_not_exists", "attribute_type", "begins_with", "contains"}
 )
 _UPDATE_FUNCTIONS = frozenset({"if_not_exists", "list_append"})
+#: Every function name DynamoDB knows (any other is "Invalid function name").
+FUNCTIONS = _BOOLEAN_FUNCTIONS | _UPDATE_FUNCTIONS | {"size"}
 _TYPE_NAMES = frozenset({"S", "SS", "N", "NS", "B", "BS", "BOOL", "NULL", "L", "M"})
 MISSING_ATTRIBUTE = (
     "The provided expression refers to an attribute that does not exist in the item"
@@ -143,38 +145,23 @@ def walk(item: Item, parts: tuple[Any, ...], names: Names) -> v.Value | None:
     return current
 
 
-def operand(node: Node, kind: str, update: bool = False) -> Operand:
+def operand(node: Node, kind: str) -> Operand:
+    """A condition's operand (updates.py has its own: other functions, other rules)."""
     tag = node[0]
     if tag == "path":
-        getter = path_getter(node[1])
-        if not update:
-            return getter
-
-        def present(item: Item, names: Names, values: Values) -> v.Value:
-            found = getter(item, names, values)
-            if found is None:
-                raise Validation(MISSING_ATTRIBUTE)
-            return found
-
-        return present
+        return path_getter(node[1])
     if tag == "value":
         key = node[1]
-        if update:  # a value that may be stored: the engine's own copy, canonical
-            return lambda _item, _names, values: v.stored(values[key])
         return lambda _item, _names, values: values[key]
     if tag == "call":
-        return _value_function(node, kind, update)
-    if tag in ("plus", "minus") and update:
-        from zae_limiter.sim.engine.updates import arithmetic
-
-        return arithmetic(tag, operand(node[1], kind, True), operand(node[2], kind, True))
+        return _value_function(node, kind)
     raise Validation(f"Invalid {kind}: Syntax error; token: \"{tag}\"")
 
 
-def _value_function(node: Node, kind: str, update: bool) -> Operand:
+def _value_function(node: Node, kind: str) -> Operand:
     name, args = node[1], node[2]
-    if name == "size" and not update:
-        _arity(name, args, 1, kind)
+    if name == "size":
+        arity(name, args, 1, kind)
         inner = operand(args[0], kind)
 
         def size(item: Item, names: Names, values: Values) -> v.Value | None:
@@ -183,10 +170,6 @@ def _value_function(node: Node, kind: str, update: bool) -> Operand:
             return None if n is None else {"N": str(n)}
 
         return size
-    if name in _UPDATE_FUNCTIONS and update:
-        from zae_limiter.sim.engine.updates import update_function
-
-        return update_function(name, args, kind)
     if name in _BOOLEAN_FUNCTIONS or name in _UPDATE_FUNCTIONS or name == "size":
         raise Validation(
             f"Invalid {kind}: The function is not allowed to be used this way in an "
@@ -195,7 +178,7 @@ def _value_function(node: Node, kind: str, update: bool) -> Operand:
     raise Validation(f"Invalid {kind}: Invalid function name; function: {name}")
 
 
-def _arity(name: str, args: list[Node], count: int, kind: str) -> None:
+def arity(name: str, args: list[Node], count: int, kind: str) -> None:
     if len(args) != count:
         raise Validation(
             f"Invalid {kind}: Incorrect number of operands for operator or function; "
@@ -220,7 +203,7 @@ def predicate(node: Node, kind: str) -> Predicate:
     if tag == "call" and node[1] in _BOOLEAN_FUNCTIONS:
         return _boolean_function(node[1], node[2], kind)
     if tag == "call":
-        _value_function(node, kind, False)  # unknown and update functions raise here
+        _value_function(node, kind)  # unknown and update functions raise here
         raise Validation(
             f"Invalid {kind}: The function is not allowed to be used this way in an "
             f"expression; function: {node[1]}"
@@ -339,7 +322,7 @@ def _in(x: Operand, options: list[Operand]) -> Predicate:
 
 def _boolean_function(name: str, args: list[Node], kind: str) -> Predicate:
     if name in ("attribute_exists", "attribute_not_exists"):
-        _arity(name, args, 1, kind)
+        arity(name, args, 1, kind)
         if args[0][0] != "path":
             raise Validation(
                 f"Invalid {kind}: Operator or function requires a document path; "
@@ -349,7 +332,7 @@ def _boolean_function(name: str, args: list[Node], kind: str) -> Predicate:
         if name == "attribute_exists":
             return lambda item, names, values: get(item, names, values) is not None
         return lambda item, names, values: get(item, names, values) is None
-    _arity(name, args, 2, kind)
+    arity(name, args, 2, kind)
     first, second = operand(args[0], kind), operand(args[1], kind)
     test = _BINARY_TESTS[name]
 

@@ -7,16 +7,13 @@ table, then committed; a transaction plans all its parts before committing any.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zae_limiter.sim.engine import expressions as ex
 from zae_limiter.sim.engine import updates  # noqa: F401  (registers the update compiler)
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import ConditionFailed, Validation
-from zae_limiter.sim.engine.table import Table, TableKey
-
-if TYPE_CHECKING:
-    from zae_limiter.sim.engine.engine import Engine
+from zae_limiter.sim.engine.table import Table, TableKey, Tables
 
 Item = dict[str, v.Value]
 _EMPTY: Item = {}
@@ -116,7 +113,7 @@ def _check(
     return cond is None or bool(cond.fn(old if old is not None else _EMPTY, names, values))
 
 
-def plan_put(engine: Engine, params: dict[str, Any]) -> Planned:
+def plan_put(engine: Tables, params: dict[str, Any]) -> Planned:
     table = engine.table(params.get("TableName"))
     cond = condition_of(params)
     names, values = bind(params, cond)
@@ -131,7 +128,7 @@ def plan_put(engine: Engine, params: dict[str, Any]) -> Planned:
     return Planned(table, key, table.item_key(item), old, item, ok, size=size)
 
 
-def plan_delete(engine: Engine, params: dict[str, Any]) -> Planned:
+def plan_delete(engine: Tables, params: dict[str, Any]) -> Planned:
     table = engine.table(params.get("TableName"))
     cond = condition_of(params)
     names, values = bind(params, cond)
@@ -141,7 +138,7 @@ def plan_delete(engine: Engine, params: dict[str, Any]) -> Planned:
     return Planned(table, key, key_item, old, None, ok, write=old is not None)
 
 
-def plan_check(engine: Engine, params: dict[str, Any]) -> Planned:
+def plan_check(engine: Tables, params: dict[str, Any]) -> Planned:
     table = engine.table(params.get("TableName"))
     cond = condition_of(params)
     if cond is None:
@@ -155,7 +152,7 @@ def plan_check(engine: Engine, params: dict[str, Any]) -> Planned:
     return planned
 
 
-def plan_update(engine: Engine, params: dict[str, Any]) -> Planned:
+def plan_update(engine: Tables, params: dict[str, Any]) -> Planned:
     table = engine.table(params.get("TableName"))
     cond = condition_of(params)
     text = params.get("UpdateExpression")

@@ -11,16 +11,13 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zae_limiter.sim.engine import expressions as ex
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import Validation, invalid
 from zae_limiter.sim.engine.ops import bind
-from zae_limiter.sim.engine.table import Index, Partition, Table
-
-if TYPE_CHECKING:
-    from zae_limiter.sim.engine.engine import Engine
+from zae_limiter.sim.engine.table import Index, Partition, Table, Tables
 
 Item = dict[str, v.Value]
 #: DynamoDB Local's words (AWS adds the attribute's name); same code.
@@ -45,7 +42,7 @@ def _shape(item: Item, proj: ex.Compiled | None, names: ex.Names) -> Item:
     return ex.project(item, proj.fn, names)
 
 
-def get_item(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+def get_item(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
     table = engine.table(params.get("TableName"))
     proj = _projection(params)
     names, _ = bind(params, proj)
@@ -59,7 +56,7 @@ def get_item(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, Any], fl
     return response, read_units(size, consistent)
 
 
-def batch_get_item(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+def batch_get_item(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     requests = params.get("RequestItems") or {}
     total = sum(len(r.get("Keys") or []) for r in requests.values())
     if total > 100:
@@ -76,7 +73,7 @@ def batch_get_item(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, An
     return {"Responses": responses, "UnprocessedKeys": {}}, units
 
 
-def _batch_get_one(engine: Engine, name: str, request: dict[str, Any]) -> tuple[list[Item], float]:
+def _batch_get_one(engine: Tables, name: str, request: dict[str, Any]) -> tuple[list[Item], float]:
     table = engine.table(name)
     proj = _projection(request)
     names, _ = bind(request, proj)
@@ -97,7 +94,7 @@ def _batch_get_one(engine: Engine, name: str, request: dict[str, Any]) -> tuple[
 
 
 # ---------------------------------------------------------------- query and scan
-def query(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+def query(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
     table = engine.table(params.get("TableName"))
     index = _index(table, params)
     key_text = params.get("KeyConditionExpression")
@@ -120,7 +117,7 @@ def query(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, Any], float
     return _page(table, index, entries, params, filt, proj, names, values)
 
 
-def scan(engine: Engine, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+def scan(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
     table = engine.table(params.get("TableName"))
     index = _index(table, params)
     filt = _filter(params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import Validation, invalid
@@ -18,6 +18,12 @@ from zae_limiter.sim.engine.errors import Validation, invalid
 Item = dict[str, v.Value]
 TableKey = tuple[Any, Any]
 MAX_ITEM_BYTES = 400 * 1024
+
+
+class Tables(Protocol):
+    """What the operations need of the engine (they do not import it: no circle)."""
+
+    def table(self, name: Any) -> Table: ...
 
 
 class Partition:

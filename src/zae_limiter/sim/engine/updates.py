@@ -274,6 +274,37 @@ def _finish(node: v.Value, part: Any, kind: str, value: v.Value | None) -> None:
 
 
 # ---------------------------------------------------------------- update operands
+def operand(node: Node) -> ex.Operand:
+    """An operand of SET: a path that must exist, a value (copied: it may be stored), a
+    function, or `a + b` / `a - b`."""
+    tag = node[0]
+    if tag == "path":
+        getter = ex.path_getter(node[1])
+
+        def present(item: Item, names: ex.Names, values: ex.Values) -> v.Value:
+            found = getter(item, names, values)
+            if found is None:
+                raise Validation(ex.MISSING_ATTRIBUTE)
+            return found
+
+        return present
+    if tag == "value":
+        key = node[1]
+        return lambda _item, _names, values: v.stored(values[key])
+    if tag in ("plus", "minus"):
+        return arithmetic(tag, operand(node[1]), operand(node[2]))
+    if tag == "call" and node[1] in ("if_not_exists", "list_append"):
+        return update_function(node[1], node[2], "UpdateExpression")
+    if tag == "call" and node[1] in ex.FUNCTIONS:
+        raise Validation(
+            "Invalid UpdateExpression: The function is not allowed to be used this way in "
+            f"an expression; function: {node[1]}"
+        )
+    if tag == "call":
+        raise Validation(f"Invalid UpdateExpression: Invalid function name; function: {node[1]}")
+    raise Validation(f'Invalid UpdateExpression: Syntax error; token: "{tag}"')
+
+
 def arithmetic(tag: str, left: ex.Operand, right: ex.Operand) -> ex.Operand:
     combine = v.add_numbers if tag == "plus" else v.sub_numbers
 
@@ -299,14 +330,14 @@ def update_function(name: str, args: list[Node], kind: str) -> ex.Operand:
                 "operator or function: if_not_exists"
             )
         probe = ex.path_getter(args[0][1])
-        fallback = ex.operand(args[1], kind, True)
+        fallback = operand(args[1])
 
         def if_not_exists(item: Item, names: ex.Names, values: ex.Values) -> v.Value | None:
             found = probe(item, names, values)
             return found if found is not None else fallback(item, names, values)
 
         return if_not_exists
-    first, second = ex.operand(args[0], kind, True), ex.operand(args[1], kind, True)
+    first, second = operand(args[0]), operand(args[1])
 
     def list_append(item: Item, names: ex.Names, values: ex.Values) -> v.Value:
         a, b = first(item, names, values), second(item, names, values)
@@ -335,7 +366,7 @@ def _action(node: Node) -> Action:
     if kind == "remove":
         return Action(kind, target, None)
     if kind == "set":
-        return Action(kind, target, ex.operand(node[2], "UpdateExpression", True))
+        return Action(kind, target, operand(node[2]))
     key = node[2][1]
 
     def fetch(_item: Item, _names: ex.Names, values: ex.Values) -> v.Value:
