@@ -27,6 +27,8 @@ from zae_limiter.sim.engine.replay import (
     replay,
 )
 
+pytestmark = pytest.mark.engine
+
 
 def table_items(client: Any, table: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
