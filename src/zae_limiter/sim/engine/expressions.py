@@ -195,7 +195,7 @@ def predicate(node: Node, kind: str) -> Predicate:
         a = predicate(node[1], kind)
         return lambda item, names, values: not a(item, names, values)
     if tag == "cmp":
-        return _comparison(node[1], operand(node[2], kind), operand(node[3], kind))
+        return _comparison(node, kind)
     if tag == "between":
         return _between(operand(node[1], kind), operand(node[2], kind), operand(node[3], kind))
     if tag == "in":
@@ -239,28 +239,37 @@ def _chain(tag: str, parts: list[Predicate]) -> Predicate:
     return some
 
 
-def _comparison(op: str, left: Operand, right: Operand) -> Predicate:
+def _comparison(node: Node, kind: str) -> Predicate:
+    op, left, right = node[1], node[2], node[3]
+    test = _value_test(op)
+    if left[0] == "path" and len(left[1]) == 1 and left[1][0][0] == "#" and right[0] == "value":
+        # `#name <op> :value`, the shape of nearly every comparison the library sends:
+        # read both here rather than through two operand closures.
+        name, key = left[1][0], right[1]
+        return lambda item, names, values: test(item.get(names[name]), values[key])
+    first, second = operand(left, kind), operand(right, kind)
+    return lambda item, names, values: test(
+        first(item, names, values), second(item, names, values)
+    )
+
+
+ValueTest = Callable[[v.Value | None, v.Value | None], bool]
+
+
+def _value_test(op: str) -> ValueTest:
     if op == "=":
 
-        def eq(item: Item, names: Names, values: Values) -> bool:
-            a, b = left(item, names, values), right(item, names, values)
+        def eq(a: v.Value | None, b: v.Value | None) -> bool:
             # Same text is equal (stored numbers are canonical); else compare by value.
             return a is not None and b is not None and (a == b or v.equal(a, b))
 
         return eq
     if op == "<>":
-
-        def ne(item: Item, names: Names, values: Values) -> bool:
-            a, b = left(item, names, values), right(item, names, values)
-            return a is None or b is None or not v.equal(a, b)
-
-        return ne
+        return lambda a, b: a is None or b is None or not v.equal(a, b)
     test = _ORDER_TESTS[op]
-
     parse = v.parse_number
 
-    def order(item: Item, names: Names, values: Values) -> bool:
-        a, b = left(item, names, values), right(item, names, values)
+    def order(a: v.Value | None, b: v.Value | None) -> bool:
         if a is None or b is None:
             return False
         an, bn = a.get("N"), b.get("N")

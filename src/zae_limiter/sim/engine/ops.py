@@ -167,7 +167,10 @@ def plan_update(engine: Tables, params: dict[str, Any]) -> Planned:
     if update is None:
         return Planned(table, key, key_item, old, dict(base), size=size)
     new, targets, known = update.fn.apply(base, names, values, table.key_names, size)
-    _, size = table.check_item(new, known)
+    if known is not None and old is not None and table.index_keys_kept(old, new):
+        size = table.check_size(known)  # keys and index keys untouched: only the size
+    else:
+        _, size = table.check_item(new, known)
     return Planned(table, key, key_item, old, new, targets=targets, names=names, size=size)
 
 

@@ -183,11 +183,15 @@ class Table:
                     # DynamoDB Local's words; AWS adds the key, the types and the index.
                     raise invalid("Type mismatch for Index Key")
                 _non_empty_key(name, value, index.name)
-        if size is None:
-            size = v.item_bytes(item)
+        return self._pykey(item), self.check_size(
+            v.item_bytes(item) if size is None else size
+        )
+
+    @staticmethod
+    def check_size(size: int) -> int:
         if size > MAX_ITEM_BYTES:
             raise Validation("Item size has exceeded the maximum allowed size")
-        return self._pykey(item), size
+        return size
 
     # ------------------------------------------------------------ writes
     def write(self, key: TableKey, new: Item | None, size: int = 0) -> Item | None:
