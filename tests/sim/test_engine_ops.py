@@ -93,6 +93,16 @@ def test_invalid_requests(client: Any, params: dict[str, Any], message: str) -> 
     assert message in body["Error"]["Message"]
 
 
+def test_what_botocore_would_refuse_is_refused_the_same_way(client: Any) -> None:
+    from botocore.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="type: int"):
+        client.put_item(TableName=TABLE, Item={**k("p"), "v": {"N": 5}})
+    with pytest.raises(ParamValidationError):
+        client.update_item(TableName=TABLE, Key=k("p"), UpdateExpression="SET v = :v",
+                           ExpressionAttributeValues={":v": {"N": 5}})
+
+
 def test_unknown_tables_and_tables_made_twice(engine: Engine, client: Any) -> None:
     with pytest.raises(client.exceptions.ResourceNotFoundException):
         client.get_item(TableName="nope", Key=k("a"))

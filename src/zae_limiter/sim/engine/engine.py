@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from botocore.exceptions import ParamValidationError
+
 from zae_limiter.sim.engine import ops, reads
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import (
@@ -58,6 +60,10 @@ class Engine:
                 response = handler(self, params)
             except EngineError as error:
                 raise error.to_client_error(op) from None
+            except (TypeError, AttributeError, KeyError) as error:
+                # A malformed request (a number given as an int, a missing member) that
+                # botocore would have refused before sending; the cause stays chained.
+                raise ParamValidationError(report=f"{op}: {error!r}") from error
         response["ResponseMetadata"] = {**RESPONSE_METADATA, "HTTPHeaders": {}}
         return response
 

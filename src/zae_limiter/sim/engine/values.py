@@ -12,6 +12,8 @@ from __future__ import annotations
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
+from botocore.exceptions import ParamValidationError
+
 from zae_limiter.sim.engine.errors import Validation
 
 Value = dict[str, Any]
@@ -68,7 +70,7 @@ def format_number(number: Number) -> str:
 
 
 def canonical_number(text: str) -> str:
-    if text.isdigit() and (text[0] != "0" or text == "0"):
+    if text.isdigit() and text.isascii() and (text[0] != "0" or text == "0"):
         return text  # the common case, already canonical
     return format_number(parse_number(text))
 
@@ -108,9 +110,17 @@ def stored(value: Any) -> Value:
             "datatypes"
         )
     kind, raw = next(iter(value.items()))
+    if not _typed(kind, raw):
+        # What botocore's parameter validation refuses before anything is sent.
+        raise ParamValidationError(
+            report=f"Invalid type for parameter {kind}, value: {raw!r}, type: "
+            f"{type(raw).__name__}, valid types: {_PYTHON_TYPES[kind].__name__}"
+        )
     if kind == "N":
         return {"N": canonical_number(raw)}
-    if kind in ("S", "B", "BOOL", "NULL"):
+    if kind == "B":
+        return {"B": bytes(raw)}
+    if kind in ("S", "BOOL", "NULL"):
         return {kind: raw}
     if kind == "SS" or kind == "BS":
         return _stored_set(kind, raw, raw)
@@ -121,6 +131,19 @@ def stored(value: Any) -> Value:
     if kind == "M":
         return {"M": {k: stored(v) for k, v in raw.items()}}
     raise Validation(f"Supplied AttributeValue has an unknown type {kind}")
+
+
+def _typed(kind: str, raw: Any) -> bool:
+    if kind == "B":
+        return isinstance(raw, (bytes, bytearray))
+    wanted = _PYTHON_TYPES.get(kind)
+    return wanted is None or type(raw) is wanted
+
+
+_PYTHON_TYPES: dict[str, type] = {
+    "S": str, "N": str, "B": bytes, "BOOL": bool, "NULL": bool, "SS": list, "NS": list,
+    "BS": list, "L": list, "M": dict,
+}
 
 
 def _stored_set(kind: str, raw: list[Any], members: list[Any]) -> Value:
