@@ -12,6 +12,8 @@ from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepositor
 from zae_limiter.aggregator.plan import AggregatorConfig
 from zae_limiter.aggregator.processor import process
 from zae_limiter.sim.engine import Engine, EngineClient
+from zae_limiter.sim.engine import expressions as ex
+from zae_limiter.sim.engine.replay import RecordingClient
 
 RPM = Limit.per_minute("rpm", 100)
 TPM = Limit.per_minute("tpm", 10_000)
@@ -109,11 +111,47 @@ def test_the_aggregator_reads_the_engines_stream(open_limiter: Any, engine: Engi
     assert (summary.counters.get("rpm"), summary.total_events) == (6, 3)
 
 
-def test_the_whole_schedule_runs_and_conserves_tokens(engine: Engine, clock: Clock) -> None:
-    seen = run_schedule(EngineClient(engine), clock)
+def test_the_whole_schedule_runs_and_uses_top_level_names_only(
+    engine: Engine, clock: Clock
+) -> None:
+    recorder = RecordingClient(EngineClient(engine))
+    seen = run_schedule(recorder, clock)
     assert seen.values["after_adjust"] == {"rpm": 99, "tpm": 9_258}
     assert seen.values["after_rollback"] == {"rpm": 99, "tpm": 9_258}
     assert seen.rejected > 0
     assert seen.values["hot_shards"][0].shard_count == 2  # the partition limit doubled it
     records = engine.records("sim-conformance")
     assert len({r["dynamodb"]["SequenceNumber"] for r in records}) == len(records)
+    # Every document path the library sends is one top-level name (nested paths are
+    # supported, but only the unit tests exercise them).
+    paths: set[tuple[Any, ...]] = set()
+    for outcome in recorder.outcomes:
+        for params in _bodies(outcome.params):
+            for field, kind in EXPRESSIONS.items():
+                if field in params:
+                    _paths(ex.compiled(kind, params[field]).tree, paths)
+    assert paths and all(len(path) == 1 for path in paths)
+
+
+EXPRESSIONS = {"ConditionExpression": "condition", "UpdateExpression": "update",
+               "KeyConditionExpression": "key", "FilterExpression": "filter",
+               "ProjectionExpression": "projection"}
+
+
+def _bodies(params: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = [body for part in params.get("TransactItems") or [] for body in part.values()]
+    return [params, *parts, *(params.get("RequestItems") or {}).values()]
+
+
+def _paths(node: Any, found: set[tuple[Any, ...]]) -> None:
+    if isinstance(node, dict):
+        node = list(node.values())
+    if isinstance(node, list):
+        for child in node:
+            _paths(child, found)
+    elif isinstance(node, tuple) and node:
+        if node[0] == "path":
+            found.add(node[1])
+        else:
+            for child in node[1:]:
+                _paths(child, found)

@@ -56,6 +56,30 @@ def replay(requests: Iterable[Outcome | tuple[str, dict[str, Any]]], call: Call)
     return outcomes
 
 
+def renamed(
+    requests: Iterable[Outcome | tuple[str, dict[str, Any]]], names: dict[str, str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The same requests on other tables (`names`: old -> new), e.g. a simulator's
+    schedule replayed on a DynamoDB Local that other tests share."""
+    out = []
+    for request in requests:
+        op, params = (request.op, request.params) if isinstance(request, Outcome) else request
+        out.append((op, _renamed(copy.deepcopy(params), names)))
+    return out
+
+
+def _renamed(params: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    if isinstance(params.get("TableName"), str):
+        params["TableName"] = names.get(params["TableName"], params["TableName"])
+    if isinstance(params.get("RequestItems"), dict):
+        params["RequestItems"] = {names.get(t, t): body
+                                  for t, body in params["RequestItems"].items()}
+    for part in params.get("TransactItems") or []:
+        for body in part.values():
+            _renamed(body, names)
+    return params
+
+
 def boto3_call(client: Any) -> Call:
     """`call(op, params)` over a boto3 (or engine) client."""
     return lambda op, params: getattr(client, op)(**params)
