@@ -1,38 +1,61 @@
 """An in-memory DynamoDB for the deterministic simulator (DESIGN.md, section 12).
 
-`Engine(clock=...)` evaluates the requests zae-limiter sends, with DynamoDB's semantics,
-deterministically (no wall clock, no randomness: `clock` only stamps stream records and
-table creation); `EngineClient(engine)` is a boto3-shaped face for the library.
+    engine = Engine(clock=lambda: now_ms)        # the clock only stamps records and tables
+    engine.call("update_item", params)           # botocore's name, boto3's low-level params
+    client = EngineClient(engine)                # client.update_item(**params), .exceptions
+    engine.items(table)  engine.get(table, key)  engine.records(table)  engine.apply_image(...)
 
-Supported: CreateTable / DescribeTable / DeleteTable (tables are ACTIVE at once; GSIs
-with KEYS_ONLY, INCLUDE or ALL projection), GetItem, PutItem, UpdateItem, DeleteItem,
-Query (table or GSI, key conditions =, <, <=, >, >=, BETWEEN, begins_with; filter,
-projection, Limit, ExclusiveStartKey / LastEvaluatedKey, ScanIndexForward, Select COUNT),
-Scan (the same, and Segment / TotalSegments), BatchGetItem, BatchWriteItem (nothing is
-ever left unprocessed), TransactWriteItems (all or nothing, cancellation reasons,
-ClientRequestToken idempotency for 10 minutes of the injected clock), the TTL settings
-calls (recorded, never acted on: the simulator drives expiry itself if it needs it).
-Condition, filter, key-condition, update and projection expressions are compiled once
-per text and cached; `#names` and `:values` are bound per request, and unused or
-undefined placeholders are ValidationExceptions as on DynamoDB. Numbers are exact (int,
-or Decimal with 38 digits) and returned canonical. `ReturnConsumedCapacity` gets a
-plausible answer (1 WCU per started KB of the larger image, plus each index the write
-changes; reads 0.5 or 1 RCU per 4 KB; twice that in transactions). Every change is one
-stream record (INSERT / MODIFY / REMOVE, `NEW_AND_OLD_IMAGES` as the table asks); a write
-that changes nothing writes none, as DynamoDB documents.
+It evaluates the requests zae-limiter sends with DynamoDB's semantics, deterministically:
+no wall clock, no randomness, one lock (the sync runner calls from a thread pool).
+Errors are botocore's `ClientError` (a subclass per code, so `client.exceptions.X`
+catches them) shaped as botocore parses them: `Item` on a failed condition with
+`ReturnValuesOnConditionCheckFailure=ALL_OLD`, `CancellationReasons` and `Message` on a
+cancelled transaction. A value of the wrong Python type is botocore's
+`ParamValidationError`, as boto3 would refuse it before sending.
+
+Supported:
+- CreateTable / DescribeTable / DeleteTable / ListTables and the TTL settings calls.
+  Tables are ACTIVE at once; GSIs project KEYS_ONLY, INCLUDE or ALL.
+- GetItem, PutItem, UpdateItem, DeleteItem, with conditions, every ReturnValues, and
+  ReturnValuesOnConditionCheckFailure; UpdateItem creates a missing item as DynamoDB does.
+- Query (table or GSI; =, <, <=, >, >=, BETWEEN, begins_with on the sort key; filter,
+  projection, Limit, ExclusiveStartKey / LastEvaluatedKey, ScanIndexForward, Select
+  COUNT) and Scan (the same, and Segment / TotalSegments).
+- BatchGetItem and BatchWriteItem (nothing is ever left unprocessed).
+- TransactWriteItems: all or nothing, a reason per part, ClientRequestToken idempotency
+  for 10 minutes of the injected clock (IdempotentParameterMismatch on a changed request).
+- Expressions (expressions.py, updates.py): compiled once per text and cached; `#names`
+  and `:values` bound per request; unused or undefined placeholders, overlapping paths,
+  key attributes as targets, `a + :x` on a missing `a`: ValidationException, as DynamoDB.
+  Comparisons of different types are false, `<>` with a missing side is true. Paths with
+  `.` and `[n]` work; the library sends top-level names only (a test checks it).
+- Numbers: int when integral, else Decimal with 38 digits; DynamoDB's range; returned in
+  canonical form (DynamoDB Local keeps an arithmetic result's scale, "2.00"; DynamoDB
+  does not, and the conformance comparison allows for it).
+- ReturnConsumedCapacity: 1 WCU per started KB of the larger image, plus each index
+  the write changes (a KEYS_ONLY index whose keys did not move: nothing); reads 0.5 or
+  1 RCU per 4 KB; twice that in a transaction. A failed conditional write returns no
+  ConsumedCapacity, as DynamoDB; the library's meter counts it as 1 WCU itself.
+- The stream (stream.py): one record per change, INSERT / MODIFY / REMOVE with the
+  table's view type, increasing 21-digit sequence numbers; a write that changes nothing
+  writes no record (DynamoDB documents this, and DynamoDB Local's stream agrees).
 
 Not supported, on purpose: the legacy parameters (Expected, AttributeUpdates,
-AttributesToGet, KeyConditions), the reserved-word check on literal attribute names
-(the library spells every name through `#placeholders` except a few it knows are safe),
-the 1 MB page limit (the library's pages are small), local secondary indexes, PartiQL,
-TransactGetItems, throttling and eventually consistent staleness (the simulator injects
-those faults itself, outside the engine), and Scan's hash order (a Scan here runs in key
-order: deterministic, but not DynamoDB's order).
+AttributesToGet, KeyConditions), the reserved-word check on literal names, the 1 MB page
+limit (the library's pages are small), local secondary indexes, PartiQL,
+TransactGetItems, throttling and stale reads (the simulator injects faults outside the
+engine), TTL expiry (the simulator may delete with `apply_image`), and DynamoDB's hash
+order for Scan (here: key order, deterministic). Error messages are DynamoDB Local's
+words where AWS words them differently (same codes). The stream is kept whole in memory.
 
-Conformance: tests/engine/test_sim_conformance.py records the library's own requests
-against DynamoDB Local (a schedule of entity, limit, acquire, cascade, reserve and shard
-operations from several clients) plus a corpus of tricky requests, replays them on the
-engine with `replay.replay`, and compares every response and the final table.
+Conformance (tests/engine/test_sim_conformance.py, on DynamoDB Local): the library's own
+requests are recorded (`replay.RecordingClient`) over a schedule of entities, limits,
+acquires with cascade, adjust and rollback, three interleaved clients with reserves, and
+a doubling of shards; they are replayed in order on a fresh engine (`replay.replay`), and
+every response (`replay.normalise` drops request ids, capacity, creation times and ARNs),
+the final table, and the stream records must be equal. The aggregator's usage writes
+from that stream, and a corpus of tricky requests (tests/sim/tricky_corpus.py), are
+compared the same way. `python -m zae_limiter.sim.engine.bench` measures ops/s.
 """
 
 from zae_limiter.sim.engine.client import EngineClient
