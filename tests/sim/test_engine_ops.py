@@ -155,6 +155,17 @@ def test_stream_has_one_record_per_change_and_none_for_no_change(
     assert "NewImage" not in records[2]["dynamodb"]
 
 
+def test_records_read_can_be_forgotten(engine: Engine, client: Any) -> None:
+    for i in range(4):
+        client.put_item(TableName=TABLE, Item={**k("f"), "v": n(i)})
+    first = engine.records(TABLE)
+    assert engine.forget_records(TABLE, first[1]["dynamodb"]["SequenceNumber"]) == 2
+    assert engine.records(TABLE) == first[2:]
+    client.put_item(TableName=TABLE, Item={**k("f"), "v": n(9)})
+    assert len(engine.records(TABLE)) == 3
+    assert engine.forget_records(TABLE) == 3 and engine.records(TABLE) == []
+
+
 def test_apply_image_replaces_and_deletes_unconditionally(engine: Engine) -> None:
     engine.apply_image(TABLE, k("r"), {**k("r"), "v": n(3)})
     assert engine.get(TABLE, k("r")) == {**k("r"), "v": n(3)}

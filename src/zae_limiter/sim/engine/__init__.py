@@ -4,6 +4,7 @@
     engine.call("update_item", params)           # botocore's name, boto3's low-level params
     client = EngineClient(engine)                # client.update_item(**params), .exceptions
     engine.items(table)  engine.get(table, key)  engine.records(table)  engine.apply_image(...)
+    engine.forget_records(table, through=sequence_number)   # a long run need not keep all
 
 It evaluates the requests zae-limiter sends with DynamoDB's semantics, deterministically:
 no wall clock, no randomness, one lock (the sync runner calls from a thread pool).
@@ -45,8 +46,11 @@ AttributesToGet, KeyConditions), the reserved-word check on literal names, the 1
 limit (the library's pages are small), local secondary indexes, PartiQL,
 TransactGetItems, throttling and stale reads (the simulator injects faults outside the
 engine), TTL expiry (the simulator may delete with `apply_image`), and DynamoDB's hash
-order for Scan (here: key order, deterministic). Error messages are DynamoDB Local's
-words where AWS words them differently (same codes). The stream is kept whole in memory.
+order for Scan (here: key order, deterministic, so a paginated Scan's pages differ from
+DynamoDB Local's, which orders by a hash) and the order of GSI entries with equal index
+keys (here: by table key; the library's index keys are unique). Error messages are
+DynamoDB Local's words where AWS words them differently (same codes). The stream and
+every old image it references stay in memory until `forget_records`.
 
 Conformance (tests/engine/test_sim_conformance.py, on DynamoDB Local): the library's own
 requests are recorded (`replay.RecordingClient`) over a schedule of entities, limits,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import threading
@@ -90,6 +91,22 @@ class Engine:
             built.extend(record(change, found.stream_view or "", arn)
                          for change in changes[len(built):])
             return list(built)
+
+    def forget_records(self, table: str, through: str | None = None) -> int:
+        """Drop the records up to and including sequence number `through` (all when
+        None), and the old images only they kept alive: a long simulation reads the
+        stream as it goes and need not hold it whole. Returns how many were dropped."""
+        with self._lock:
+            self.table(table)
+            changes = self.streams.get(table, [])
+            # Sequence numbers rise along the list: count the ones at or before `through`.
+            cut = len(changes) if through is None else bisect.bisect_right(
+                [change[0] for change in changes], int(through)
+            )
+            del changes[:cut]
+            built = self._built.get(table, [])
+            del built[: min(cut, len(built))]
+            return cut
 
     def apply_image(self, table: str, key: Item, item: Item | None) -> None:
         """Replace or delete an item unconditionally (a replicator's write); recorded in

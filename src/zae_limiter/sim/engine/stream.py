@@ -4,8 +4,9 @@ One record per change, in commit order, with an increasing `SequenceNumber` (fix
 decimal, so text and numeric order agree, as DynamoDB Local numbers them). A write that
 changes nothing in an item writes no stream record (an UpdateItem that ADDs 0, a PutItem
 of the identical item): DynamoDB's Streams guide says so, and DynamoDB Local's stream
-does the same (tests/engine/test_sim_conformance.py compares the two streams). `ApproximateCreationDateTime` is whole epoch seconds, as DynamoDB rounds it; the
-injected clock's exact milliseconds are kept under the non-AWS key `simTimeMs`.
+does the same (tests/engine/test_sim_conformance.py compares the two streams).
+`ApproximateCreationDateTime` is whole epoch seconds, as DynamoDB rounds it; the injected
+clock's exact milliseconds are kept under the non-AWS key `simTimeMs`.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ index projects is computed when it is read.
 from __future__ import annotations
 
 import bisect
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,7 +98,7 @@ class Index:
         return {
             "IndexName": self.name,
             "KeySchema": schema,
-            "Projection": dict(self.projection),
+            "Projection": copy.deepcopy(self.projection),
             "IndexStatus": "ACTIVE",
             "ProvisionedThroughput": {
                 "NumberOfDecreasesToday": 0, "ReadCapacityUnits": 0, "WriteCapacityUnits": 0,
