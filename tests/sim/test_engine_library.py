@@ -155,3 +155,18 @@ def _paths(node: Any, found: set[tuple[Any, ...]]) -> None:
         else:
             for child in node[1:]:
                 _paths(child, found)
+
+
+async def test_the_async_face_runs_on_the_engine_too(engine: Engine, clock: Clock) -> None:
+    from zae_limiter import RateLimiter, Repository
+    from zae_limiter.sim.engine import AsyncEngineClient
+
+    repo = await Repository.open(name="t", create_table=True, client=AsyncEngineClient(engine),
+                                 clock=clock, reserve=False)
+    try:
+        lim = RateLimiter(repo)
+        async with lim.acquire("a", "gpt", {"rpm": 3}, limits=[RPM]) as lease:
+            await lease.adjust(rpm=1)
+        assert await lim.available("a", "gpt", limits=[RPM]) == {"rpm": 96}
+    finally:
+        await repo.close()

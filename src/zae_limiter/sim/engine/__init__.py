@@ -3,6 +3,7 @@
     engine = Engine(clock=lambda: now_ms)        # the clock only stamps records and tables
     engine.call("update_item", params)           # botocore's name, boto3's low-level params
     client = EngineClient(engine)                # client.update_item(**params), .exceptions
+    AsyncEngineClient(engine)                    # the same, awaitable, for the async faces
     engine.items(table)  engine.get(table, key)  engine.records(table)  engine.apply_image(...)
     engine.forget_records(table, through=sequence_number)   # a long run need not keep all
 
@@ -62,8 +63,8 @@ from that stream, and a corpus of tricky requests (tests/sim/tricky_corpus.py), 
 compared the same way. `python -m zae_limiter.sim.engine.bench` measures ops/s.
 """
 
-from zae_limiter.sim.engine.client import EngineClient
+from zae_limiter.sim.engine.client import AsyncEngineClient, EngineClient
 from zae_limiter.sim.engine.engine import Engine
 from zae_limiter.sim.engine.stream import StreamRecord
 
-__all__ = ["Engine", "EngineClient", "StreamRecord"]
+__all__ = ["AsyncEngineClient", "Engine", "EngineClient", "StreamRecord"]

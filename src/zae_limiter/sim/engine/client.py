@@ -7,7 +7,7 @@ as botocore's does, for code that catches them by name.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from botocore.exceptions import ClientError as BotoClientError
@@ -53,3 +53,28 @@ class EngineClient:
 
     def close(self) -> None:
         """Nothing to close; present because repositories close their clients."""
+
+
+class AsyncEngineClient:
+    """The same over coroutines, for the async faces (`Repository.open(client=...)`):
+    each call runs at once, with no await inside, so a call is atomic as on the sync
+    client."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.exceptions = _Exceptions()
+
+    def __getattr__(self, op: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+        if op not in _HANDLERS:
+            raise AttributeError(op)
+        call = self.engine.call
+
+        async def method(**params: Any) -> dict[str, Any]:
+            return call(op, params)
+
+        method.__name__ = op
+        setattr(self, op, method)
+        return method
+
+    async def close(self) -> None:
+        """Nothing to close."""
