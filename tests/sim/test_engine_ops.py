@@ -101,6 +101,23 @@ def test_what_botocore_would_refuse_is_refused_the_same_way(client: Any) -> None
     with pytest.raises(ParamValidationError):
         client.update_item(TableName=TABLE, Key=k("p"), UpdateExpression="SET v = :v",
                            ExpressionAttributeValues={":v": {"N": 5}})
+    client.put_item(TableName=TABLE, Item={**k("p"), "v": n(1)})
+    with pytest.raises(ParamValidationError, match="N value 5 is a int"):
+        client.update_item(TableName=TABLE, Key=k("p"), UpdateExpression="SET w = :v",
+                           ConditionExpression="v < :v", ExpressionAttributeValues={":v": {"N": 5}})
+
+
+def test_an_engine_fault_is_not_passed_off_as_a_refused_request(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zae_limiter.sim.engine import engine as module
+
+    def broken(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
+        raise TypeError("a bug in the engine")
+
+    monkeypatch.setitem(module._HANDLERS, "get_item", broken)
+    with pytest.raises(TypeError, match="a bug in the engine"):
+        engine.call("get_item", {"TableName": TABLE, "Key": k("p")})
 
 
 def test_unknown_tables_and_tables_made_twice(engine: Engine, client: Any) -> None:

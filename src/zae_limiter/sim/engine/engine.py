@@ -61,10 +61,14 @@ class Engine:
                 response = handler(self, params)
             except EngineError as error:
                 raise error.to_client_error(op) from None
-            except (TypeError, AttributeError, KeyError) as error:
-                # A malformed request (a number given as an int, a missing member) that
-                # botocore would have refused before sending; the cause stays chained.
-                raise ParamValidationError(report=f"{op}: {error!r}") from error
+            except (TypeError, AttributeError) as error:
+                # A value of the wrong Python type (a number given as an int) that botocore
+                # would have refused before sending; anything else is the engine's bug and
+                # must not pass for a refused request.
+                found = v.malformed(params)
+                if found is None:
+                    raise
+                raise ParamValidationError(report=f"{op}: {found}") from error
         response["ResponseMetadata"] = {**RESPONSE_METADATA, "HTTPHeaders": {}}
         return response
 

@@ -133,6 +133,26 @@ def stored(value: Any) -> Value:
     raise Validation(f"Supplied AttributeValue has an unknown type {kind}")
 
 
+def malformed(params: Any) -> str | None:
+    """The first attribute value of the wrong Python type anywhere in a request (checked
+    only after a request failed, so the hot path pays nothing for it)."""
+    if isinstance(params, list):
+        return next((m for m in map(malformed, params) if m is not None), None)
+    if not isinstance(params, dict):
+        return None
+    if len(params) == 1:
+        kind, raw = next(iter(params.items()))
+        if kind in _PYTHON_TYPES and (kind == "M" or not isinstance(raw, dict)):
+            if not _typed(kind, raw):
+                return f"{kind} value {raw!r} is a {type(raw).__name__}"
+            if kind in _SETS and not all(_typed(kind[0], m) for m in raw):
+                return f"{kind} value {raw!r} has a member of the wrong type"
+            if kind in ("L", "M"):
+                return malformed(list(raw) if kind == "L" else list(raw.values()))
+            return None
+    return next((m for m in map(malformed, params.values()) if m is not None), None)
+
+
 def _typed(kind: str, raw: Any) -> bool:
     if kind == "B":
         return isinstance(raw, (bytes, bytearray))
