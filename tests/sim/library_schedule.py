@@ -73,6 +73,7 @@ def run_schedule(
         _interleaved(client, clock, seen, repos)
         if with_doubling:
             _doubling(client, clock, seen, repos)
+        _administration(Where(client.client, table), clock, seen, repos)
         seen.values["deleted"] = lim.delete_entity("key-2")
     finally:
         for opened in repos:
@@ -88,6 +89,35 @@ def _entities_and_limits(lim: SyncRateLimiter, seen: Seen) -> None:
     lim.set_limits("org", [Limit.per_minute("rpm", 150)], resource="gpt-4")
     lim.set_limits("key-2", ROOMY, resource="gpt-4")
     seen.values["limits"] = lim.get_limits("key-1", resource="gpt-4")
+
+
+def _administration(at: Where, clock: Clock, seen: Seen, repos: list[SyncRepository]) -> None:
+    """The off-path operations: entities, defaults at each level, audit, namespaces."""
+    repo, lim = _open(at, clock, reserve=False, namespace="admin")
+    repos.append(repo)
+    lim.create_entity("team")
+    lim.create_entity("member", parent_id="team")
+    lim.update_entity("member", name="A member", cascade=True)
+    lim.create_entity("other-team")
+    lim.update_entity("member", parent_id="other-team")
+    seen.values["children"] = [e.entity_id for e in lim.get_children("other-team")]
+    seen.values["entities"] = [e.entity_id for e in lim.get_entities(["team", "nope", "member"])]
+    seen.values["listed"] = sorted(lim.list_entities())
+    lim.set_system_defaults([Limit.per_minute("rpm", 30)])
+    lim.set_resource_defaults("api", [Limit.per_minute("rpm", 20)])
+    lim.set_limits("member", [Limit.per_minute("rpm", 10)])
+    seen.values["levels"] = sorted(map(str, lim.list_limit_levels()))
+    seen.values["resolved"] = lim.resolve_limits("member", "api")
+    with lim.acquire("member", "api", {"rpm": 10}):
+        pass
+    seen.values["wait"] = lim.time_until_available("member", "api", {"rpm": 5})
+    seen.values["resources"] = lim.list_resources("member")
+    assert lim.delete_limits("member") and lim.delete_resource_defaults("api")
+    assert lim.delete_system_defaults()
+    seen.values["audit"] = len(lim.get_audit_events("member"))
+    seen.values["namespaces"] = sorted(lim.list_namespaces())
+    seen.values["info"] = lim.namespace_info("admin")
+    seen.values["deleted_ns"] = lim.delete_namespace("admin")
 
 
 def _acquires(lim: SyncRateLimiter, clock: Clock, seen: Seen) -> None:
