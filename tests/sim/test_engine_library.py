@@ -120,6 +120,12 @@ def test_the_whole_schedule_runs_and_uses_top_level_names_only(
     assert seen.values["after_rollback"] == {"rpm": 99, "tpm": 9_258}
     assert seen.rejected > 0
     assert seen.values["hot_shards"][0].shard_count == 2  # the partition limit doubled it
+    assert seen.values["children"] == ["member"]  # relinked to the other team
+    assert seen.values["entities"] == ["team", "member"]
+    assert seen.values["resolved"].source == "entity_default"
+    assert seen.values["wait"] == pytest.approx(30.0)  # 5 of 10 rpm: half a minute
+    assert seen.values["namespaces"] == ["admin", "default"]
+    assert seen.values["deleted_ns"] > 0 and seen.values["audit"] > 0
     records = engine.records("sim-conformance")
     assert len({r["dynamodb"]["SequenceNumber"] for r in records}) == len(records)
     # Every document path the library sends is one top-level name (nested paths are
