@@ -75,20 +75,23 @@ class Engine:
     def items(self, table: str) -> list[Item]:
         """Every item (copies), in key order."""
         with self._lock:
-            found = self.table(table)
+            found = self._named(table, "scan")
             return [v.copy_item(found.items[k]) for k in sorted(found.items, key=_order)]
 
     def get(self, table: str, key: Item) -> Item | None:
         """The stored item itself, not a copy: cheap for checkers; never change it."""
         with self._lock:
-            found = self.table(table)
-            pykey, _ = found.key_of(key)
+            found = self._named(table, "get_item")
+            try:
+                pykey, _ = found.key_of(key)
+            except EngineError as error:
+                raise error.to_client_error("get_item") from None
             return found.items.get(pykey)
 
     def records(self, table: str) -> list[StreamRecord]:
         """Every change recorded so far, in order (a new list of the shared records)."""
         with self._lock:
-            found = self.table(table)
+            found = self._named(table, "get_records")
             changes = self.streams.get(table, [])
             built = self._built.setdefault(table, [])
             arn = self.stream_arn(found)
@@ -101,7 +104,7 @@ class Engine:
         None), and the old images only they kept alive: a long simulation reads the
         stream as it goes and need not hold it whole. Returns how many were dropped."""
         with self._lock:
-            self.table(table)
+            self._named(table, "get_records")
             changes = self.streams.get(table, [])
             # Sequence numbers rise along the list: count the ones at or before `through`.
             cut = len(changes) if through is None else bisect.bisect_right(
@@ -116,15 +119,25 @@ class Engine:
         """Replace or delete an item unconditionally (a replicator's write); recorded in
         the stream like any change."""
         with self._lock:
-            found = self.table(table)
-            pykey, key_item = found.key_of(key)
-            new = None if item is None else {k: v.stored(val) for k, val in item.items()}
-            size = 0
-            if new is not None:
-                checked, size = found.check_item(new)
-                if checked != pykey:
-                    raise ValueError("the item's key differs from the key given")
+            found = self._named(table, "put_item")
+            try:
+                pykey, key_item = found.key_of(key)
+                new = None if item is None else {k: v.stored(val) for k, val in item.items()}
+                size = 0
+                if new is not None:
+                    checked, size = found.check_item(new)
+                    if checked != pykey:
+                        raise ValueError("the item's key differs from the key given")
+            except EngineError as error:
+                raise error.to_client_error("put_item") from None
             self.commit(found, pykey, key_item, new, size)
+
+    def _named(self, table: str, op: str) -> Table:
+        """The table, or the ClientError a request to it would raise."""
+        try:
+            return self.table(table)
+        except EngineError as error:
+            raise error.to_client_error(op) from None
 
     # ------------------------------------------------------------ shared by operations
     def table(self, name: Any) -> Table:
