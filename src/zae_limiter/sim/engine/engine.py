@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +12,7 @@ from botocore.exceptions import ParamValidationError
 
 from zae_limiter.sim.engine import ops, reads
 from zae_limiter.sim.engine import values as v
+from zae_limiter.sim.engine.capacity import consumed, write_units
 from zae_limiter.sim.engine.errors import (
     RESPONSE_METADATA,
     EngineError,
@@ -25,7 +25,7 @@ from zae_limiter.sim.engine.errors import (
     table_not_found,
 )
 from zae_limiter.sim.engine.stream import Change, StreamRecord, record
-from zae_limiter.sim.engine.table import Index, Table, TableKey
+from zae_limiter.sim.engine.table import Table, TableKey
 
 Item = dict[str, v.Value]
 Handler = Callable[["Engine", dict[str, Any]], dict[str, Any]]
@@ -183,66 +183,6 @@ class Engine:
 
 def _order(key: TableKey) -> tuple[Any, ...]:
     return (key[0], "" if key[1] is None else key[1])
-
-
-# ---------------------------------------------------------------- capacity
-def write_units(planned: ops.Planned) -> tuple[float, dict[str, float]]:
-    """1 WCU per started KB of the larger image; each index the write changes adds its own
-    (a moved index key: a delete and a put)."""
-    size = max(planned.old_size, planned.size)
-    units = float(max(1, math.ceil(size / 1024)))
-    indexes: dict[str, float] = {}
-    # A KEYS_ONLY index whose keys did not move receives no write (DESIGN.md, 3).
-    kept = planned.table.index_keys_kept(planned.old, planned.new)
-    for index in planned.table.indexes.values():
-        if kept and index.keys_only:
-            continue
-        spent = _index_units(planned, index)
-        if spent:
-            indexes[index.name] = spent
-    return units, indexes
-
-
-def _index_units(planned: ops.Planned, index: Index) -> float:
-    old, new, key = planned.old, planned.new, planned.key
-    before = None if old is None else index.entry(old, key)
-    after = None if new is None else index.entry(new, key)
-    if before is None and after is None:
-        return 0.0
-    names = planned.table.key_names
-    if before == after:
-        kind = index.projection.get("ProjectionType", "ALL")
-        if kind == "KEYS_ONLY" or old is None or new is None:
-            return 0.0
-        seen = index.projected(new, names)
-        if seen == index.projected(old, names):
-            return 0.0
-        return float(max(1, math.ceil(v.item_bytes(seen) / 1024)))
-    units = 0.0
-    for item, entry in ((old, before), (new, after)):
-        if item is not None and entry is not None:
-            units += max(1, math.ceil(v.item_bytes(index.projected(item, names)) / 1024))
-    return units
-
-
-def consumed(
-    params: dict[str, Any], table: str, units: float, indexes: dict[str, float] | None = None,
-    kind: str = "Write",
-) -> dict[str, Any] | None:
-    mode = params.get("ReturnConsumedCapacity", "NONE")
-    if mode not in ("INDEXES", "TOTAL"):
-        return None
-    total = units + sum((indexes or {}).values())
-    out: dict[str, Any] = {"TableName": table, "CapacityUnits": total,
-                           f"{kind}CapacityUnits": total}
-    if mode == "INDEXES":
-        out["Table"] = {"CapacityUnits": units, f"{kind}CapacityUnits": units}
-        if indexes:
-            out["GlobalSecondaryIndexes"] = {
-                name: {"CapacityUnits": u, f"{kind}CapacityUnits": u}
-                for name, u in indexes.items()
-            }
-    return out
 
 
 # ---------------------------------------------------------------- single-item writes
