@@ -195,8 +195,7 @@ def test_consumed_capacity_as_the_meter_reads_it(client: Any) -> None:
     item = {**k("w"), "GSI2PK": {"S": "r"}, "GSI2SK": {"S": "b"}, "v": n(1)}
     put = client.put_item(TableName=TABLE, Item=item, ReturnConsumedCapacity="INDEXES")
     assert put["ConsumedCapacity"]["Table"]["CapacityUnits"] == 1.0
-    assert put["ConsumedCapacity"]["GlobalSecondaryIndexes"] == {
-        "GSI2": {"CapacityUnits": 1.0, "WriteCapacityUnits": 1.0}}
+    assert put["ConsumedCapacity"]["GlobalSecondaryIndexes"] == {"GSI2": {"CapacityUnits": 1.0}}
     assert put["ConsumedCapacity"]["CapacityUnits"] == 2.0
     add = client.update_item(TableName=TABLE, Key=k("w"), UpdateExpression="ADD v :one",
                              ExpressionAttributeValues={":one": n(1)},
@@ -204,11 +203,18 @@ def test_consumed_capacity_as_the_meter_reads_it(client: Any) -> None:
     assert add["ConsumedCapacity"]["CapacityUnits"] == 1.0  # KEYS_ONLY: no index write
     big = client.put_item(TableName=TABLE, Item={**k("big"), "s": {"S": "x" * 3000}},
                           ReturnConsumedCapacity="TOTAL")
-    assert big["ConsumedCapacity"] == {"TableName": TABLE, "CapacityUnits": 3.0,
-                                       "WriteCapacityUnits": 3.0}
+    assert big["ConsumedCapacity"] == {"TableName": TABLE, "CapacityUnits": 3.0}
     read = client.get_item(TableName=TABLE, Key=k("big"), ReturnConsumedCapacity="TOTAL")
     assert read["ConsumedCapacity"]["CapacityUnits"] == 0.5
     assert "ConsumedCapacity" not in client.get_item(TableName=TABLE, Key=k("big"))
+    query = client.query(TableName=TABLE, IndexName="GSI2", KeyConditionExpression="GSI2PK = :r",
+                         ExpressionAttributeValues={":r": {"S": "r"}},
+                         ReturnConsumedCapacity="INDEXES")
+    assert query["ConsumedCapacity"] == {"TableName": TABLE, "CapacityUnits": 0.5,
+                                         "Table": {"CapacityUnits": 0.0},
+                                         "GlobalSecondaryIndexes": {"GSI2": {"CapacityUnits": 0.5}}}
+    tx = client.transact_write_items(TransactItems=[tx_add("w")], ReturnConsumedCapacity="TOTAL")
+    assert tx["ConsumedCapacity"] == [{"TableName": TABLE, "CapacityUnits": 2.0}]
 
 
 def put_index_items(client: Any, count: int) -> None:

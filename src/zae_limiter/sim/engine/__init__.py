@@ -34,10 +34,12 @@ Supported:
 - Numbers: int when integral, else Decimal with 38 digits; DynamoDB's range; returned in
   canonical form (DynamoDB Local keeps an arithmetic result's scale, "2.00"; DynamoDB
   does not, and the conformance comparison allows for it).
-- ReturnConsumedCapacity: 1 WCU per started KB of the larger image, plus each index
-  the write changes (a KEYS_ONLY index whose keys did not move: nothing); reads 0.5 or
-  1 RCU per 4 KB; twice that in a transaction. A failed conditional write returns no
-  ConsumedCapacity, as DynamoDB; the library's meter counts it as 1 WCU itself.
+- ReturnConsumedCapacity (capacity.py): 1 WCU per started KB of the larger image, plus
+  each index the write changes (a KEYS_ONLY index whose keys did not move: nothing);
+  reads 0.5 or 1 RCU per 4 KB; twice that in a transaction. Every single-item call
+  reports exactly what DynamoDB Local reports (checked); transactions, BatchGetItem and
+  index scans follow AWS's documented rules where Local's differ. A failed conditional
+  write returns no ConsumedCapacity; the library's meter counts it as 1 WCU itself.
 - The stream (stream.py): one record per change, INSERT / MODIFY / REMOVE with the
   table's view type, increasing 21-digit sequence numbers; a write that changes nothing
   writes no record (DynamoDB documents this, and DynamoDB Local's stream agrees).
@@ -58,7 +60,8 @@ requests are recorded (`replay.RecordingClient`) over a schedule of entities, li
 acquires with cascade, adjust and rollback, three interleaved clients with reserves, and
 a doubling of shards; they are replayed in order on a fresh engine (`replay.replay`), and
 every response (`replay.normalise` drops request ids, capacity, creation times and ARNs),
-the final table, and the stream records must be equal. The aggregator's usage writes
+the final table, the stream records, and the capacity of single-item calls must be
+equal. The aggregator's usage writes
 from that stream, and a corpus of tricky requests (tests/sim/tricky_corpus.py), are
 compared the same way. `python -m zae_limiter.sim.engine.bench` measures ops/s.
 """

@@ -12,7 +12,7 @@ from botocore.exceptions import ParamValidationError
 
 from zae_limiter.sim.engine import ops, reads
 from zae_limiter.sim.engine import values as v
-from zae_limiter.sim.engine.capacity import consumed, write_units
+from zae_limiter.sim.engine.capacity import Tally, consumed, write_units
 from zae_limiter.sim.engine.errors import (
     RESPONSE_METADATA,
     EngineError,
@@ -212,7 +212,12 @@ def _single_write(op: str, plan: Callable[[Engine, dict[str, Any]], ops.Planned]
 def _reads(fn: Callable[[Engine, dict[str, Any]], tuple[dict[str, Any], float]]) -> Handler:
     def handle(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
         response, units = fn(engine, params)
-        cap = consumed(params, str(params.get("TableName")), units, kind="Read")
+        index = params.get("IndexName")
+        table = str(params.get("TableName"))
+        # A read of an index is charged to the index, the table's own share being 0.
+        cap = consumed(params, table, 0.0, {index: units}) if index else consumed(
+            params, table, units
+        )
         if cap is not None:
             response["ConsumedCapacity"] = cap
         return response
@@ -222,8 +227,11 @@ def _reads(fn: Callable[[Engine, dict[str, Any]], tuple[dict[str, Any], float]])
 
 def _batch_get(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     response, used = reads.batch_get_item(engine, params)
-    caps = [consumed(params, name, units, kind="Read") for name, units in used]
-    if caps and caps[0] is not None:
+    tally = Tally()
+    for name, units in used:
+        tally.add(name, units, {})
+    caps = tally.report(params)
+    if caps is not None:
         response["ConsumedCapacity"] = caps
     return response
 
@@ -247,15 +255,14 @@ def _batch_write(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     if not 0 < len(planned) <= 25:
         raise Validation("Too many items requested for the BatchWriteItem call"
                          if planned else "The batch write request list is empty")
-    totals: dict[str, float] = {}
+    tally = Tally()
     for one in planned:
-        units, indexes = write_units(one)
-        totals[one.table.name] = totals.get(one.table.name, 0.0) + units + sum(indexes.values())
+        tally.add(one.table.name, *write_units(one))
         if one.write:
             engine.commit(one.table, one.key, one.key_item, one.new, one.size)
     response: dict[str, Any] = {"UnprocessedItems": {}}
-    caps = [consumed(params, name, units) for name, units in totals.items()]
-    if caps and caps[0] is not None:
+    caps = tally.report(params)
+    if caps is not None:
         response["ConsumedCapacity"] = caps
     return response
 
@@ -285,17 +292,14 @@ def _transact(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     planned, reasons = _plan_transaction(engine, parts)
     if any(r["Code"] != "None" for r in reasons):
         raise TransactionCanceled(reasons)
-    totals: dict[str, float] = {}
+    tally = Tally(factor=2.0)  # a transactional write costs twice
     for one in planned:
-        units, indexes = write_units(one) if one.write else (1.0, {})
-        totals[one.table.name] = (
-            totals.get(one.table.name, 0.0) + 2 * (units + sum(indexes.values()))
-        )
+        tally.add(one.table.name, *(write_units(one) if one.write else (1.0, {})))
         if one.write:
             engine.commit(one.table, one.key, one.key_item, one.new, one.size)
     response: dict[str, Any] = {}
-    caps = [consumed(params, name, units) for name, units in totals.items()]
-    if caps and caps[0] is not None:
+    caps = tally.report(params)
+    if caps is not None:
         response["ConsumedCapacity"] = caps
     if token is not None:
         engine.remember_token(token, fingerprint, response)
