@@ -17,7 +17,6 @@ from zae_limiter.sim.engine.table import Table, TableKey, Tables
 
 Item = dict[str, v.Value]
 _EMPTY: Item = {}
-_NO_NAMES: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)

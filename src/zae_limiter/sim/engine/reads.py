@@ -302,15 +302,17 @@ def _literal(node: Any, values: ex.Values) -> v.Value:
 
 
 def _range_test(node: Any, values: ex.Values) -> Callable[[v.Value | None], bool]:
-    names: ex.Names = {}
     if node[0] == "call":
         prefix = _literal(node[2][1], values)
         return lambda value: value is not None and _starts(value, prefix)
     if node[0] == "cmp" and node[1] == "<>":
         raise Validation("Invalid operator used in KeyConditionExpression: <>")
-    probe = ex.predicate(("cmp", node[1], ("path", ("#k",)), node[3]) if node[0] == "cmp"
-                         else ("between", ("path", ("#k",)), node[2], node[3]),
-                         "KeyConditionExpression")
+    # The sort key's test is the condition's own comparison on a one-attribute item, so
+    # its rules (types, BETWEEN's bounds) are the condition evaluator's.
+    slot = ("path", ("#k",))
+    tree = (("cmp", node[1], slot, node[3]) if node[0] == "cmp"
+            else ("between", slot, node[2], node[3]))
+    probe = ex.predicate(tree, "KeyConditionExpression")
     names = {"#k": "k"}
     return lambda value: value is not None and probe({"k": value}, names, values)
 
