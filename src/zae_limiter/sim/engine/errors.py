@@ -25,6 +25,14 @@ _CODES = (
     "ResourceInUseException",
     "IdempotentParameterMismatchException",
     "UnknownOperationException",
+    # Never raised by the engine itself; here so that a simulator injecting these faults
+    # (`client_error(op, code, message, status, ThrottlingReasons=...)`) raises the same
+    # classes a botocore client would.
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "TransactionConflictException",
 )
 #: One ClientError subclass per code, as botocore makes them: `except ClientError` and
 #: `except client.exceptions.X` both catch what the engine raises.
