@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tests.sim.random_requests import random_requests
 from zae_limiter import table as table_def
 
 Request = tuple[str, dict[str, Any]]
@@ -303,4 +304,5 @@ def corpus() -> list[Case]:
         Case("invalid", _invalid),
         Case("batches", _batches),
         Case("edges", _edges),
+        Case("random", random_requests),
     ]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from zae_limiter.sim.engine import checks
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import Validation
 from zae_limiter.sim.engine.parser import Node, Parser, placeholders
@@ -48,6 +49,8 @@ class Compiled:
     values: frozenset[str]
     #: "ConditionExpression" ...: how DynamoDB names it in messages.
     kind: str = ""
+    #: Types the request's values must have (checks.py), checked when binding.
+    checks: tuple[Any, ...] = ()
 
 
 def _used(tree: Any) -> tuple[frozenset[str], frozenset[str]]:
@@ -94,7 +97,8 @@ def _condition(text: str, kind: str) -> Compiled:
     tree = parser.condition()
     parser.done()
     names, used_values = _used(tree)
-    return Compiled(tree, predicate(tree, kind), names, used_values, kind)
+    return Compiled(tree, predicate(tree, kind), names, used_values, kind,
+                    checks.condition_checks(tree, kind))
 
 
 def _projection(text: str) -> Compiled:

@@ -9,8 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from zae_limiter.sim.engine import (
+    checks,
+    updates,  # noqa: F401  (registers the update compiler)
+)
 from zae_limiter.sim.engine import expressions as ex
-from zae_limiter.sim.engine import updates  # noqa: F401  (registers the update compiler)
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import ConditionFailed, Validation
 from zae_limiter.sim.engine.table import Table, TableKey, Tables
@@ -68,6 +71,10 @@ def bind(
         _undefined(used, given_names, given_values)
         _unused(given_names, want_names, "ExpressionAttributeNames")
         _unused(given_values, want_values, "ExpressionAttributeValues")
+    # The update's value types are checked before the condition's, as DynamoDB Local does.
+    for part in sorted(used, key=lambda p: p.kind != "UpdateExpression"):
+        if part.checks:
+            checks.run(part.checks, given_values, last=part.kind == "UpdateExpression")
     return given_names, given_values
 
 

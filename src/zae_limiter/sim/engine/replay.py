@@ -15,6 +15,7 @@ import copy
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -131,9 +132,10 @@ _INDEX_NOISE = (
 
 
 def canonical_numbers(data: Any) -> Any:
-    """`data` with every number in DynamoDB's canonical form. DynamoDB Local keeps the
-    scale of an arithmetic result ("1.5" + "0.50" is "2.00") and of a value SET from a
-    placeholder ("-1.0"); DynamoDB keeps numbers normalised, as the engine does."""
+    """`data` with every number in DynamoDB's canonical form and every set sorted.
+    DynamoDB Local keeps the scale of an arithmetic result ("1.5" + "0.50" is "2.00") and
+    of a value SET from a placeholder ("-1.0"); DynamoDB keeps numbers normalised, as the
+    engine does. A set's members come in no defined order on AWS."""
     if isinstance(data, list):
         return [canonical_numbers(x) for x in data]
     if not isinstance(data, dict):
@@ -141,7 +143,10 @@ def canonical_numbers(data: Any) -> Any:
     if len(data) == 1 and isinstance(data.get("N"), str):
         return {"N": canonical_number(data["N"])}
     if len(data) == 1 and isinstance(data.get("NS"), list):
-        return {"NS": [canonical_number(x) for x in data["NS"]]}
+        return {"NS": sorted((canonical_number(x) for x in data["NS"]), key=Decimal)}
+    if len(data) == 1 and isinstance(data.get("SS") or data.get("BS"), list):
+        kind = "SS" if "SS" in data else "BS"
+        return {kind: sorted(data[kind])}  # a set's members come in no particular order
     return {k: canonical_numbers(val) for k, val in data.items()}
 
 

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from zae_limiter.sim.engine import checks
 from zae_limiter.sim.engine import expressions as ex
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.errors import Validation
@@ -42,8 +43,8 @@ class Update:
         if self.flat:
             return self._apply_flat(old, names, values, key_attrs, size)
         planned = []
-        for action in self.actions:
-            value = None if action.operand is None else action.operand(old, names, values)
+        for action, value in zip(self.actions, _operands(self.actions, old, names, values),
+                                 strict=True):
             planned.append((action, value))
         resolved = [_resolved(a.target, names) for a in self.actions]
         _check_targets(resolved, key_attrs, self.flat)
@@ -59,8 +60,8 @@ class Update:
         """Top-level targets only (every request the library sends): no path walking,
         and the size follows from the attributes changed."""
         steps = []
-        for action in self.actions:
-            value = None if action.operand is None else action.operand(old, names, values)
+        for action, value in zip(self.actions, _operands(self.actions, old, names, values),
+                                 strict=True):
             top = action.target[0]
             steps.append((action.kind, names[top] if top[0] == "#" else top, value))
         if len({name for _, name, _ in steps}) != len(steps) or any(
@@ -89,6 +90,61 @@ class Update:
             if before is not None:
                 size -= v.attribute_bytes(name, before)
         return new, [a.target for a in self.actions], size
+
+
+def _operands(
+    actions: tuple[Action, ...], old: Item, names: ex.Names, values: ex.Values
+) -> list[v.Value | None]:
+    """Every action's operand, read from the old item (and, for ADD and DELETE, checked
+    against the attribute it changes). When several fail, the one reported is DynamoDB
+    Local's: it evaluates every action in the order of a Java HashMap of the targets'
+    names and keeps the last failure (the random conformance requests pinned this)."""
+    out: list[v.Value | None] = []
+    failures: list[tuple[int, Validation]] = []
+    for i, action in enumerate(actions):
+        try:
+            value = None if action.operand is None else action.operand(old, names, values)
+            if action.kind in ("add", "delete"):
+                _check_combined(action, old, names, value)
+            out.append(value)
+        except Validation as error:
+            failures.append((i, error))
+            out.append(None)
+    if len(failures) == 1:
+        raise failures[0][1]
+    if failures:
+        order = java_map_order([_show(_resolved(a.target, names)) for a in actions])
+        raise max(failures, key=lambda failure: order[failure[0]])[1]
+    return out
+
+
+def _check_combined(action: Action, old: Item, names: ex.Names, value: v.Value | None) -> None:
+    before = ex.walk(old, action.target, names)
+    if action.kind == "add" and before and value and "N" in before and "N" in value:
+        return  # the hot path: a number added to a number cannot fail
+    _combined(action.kind, before, value)
+
+
+def java_map_order(keys: list[str]) -> list[tuple[int, int]]:
+    """Where each key comes when a java.util.HashMap of them (inserted in this order,
+    default capacity, load factor 0.75) is iterated: (bucket, insertion index)."""
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+    order = []
+    for i, key in enumerate(keys):
+        h = _java_string_hash(key)
+        order.append(((h ^ (h >> 16)) & (capacity - 1), i))
+    return order
+
+
+def _java_string_hash(text: str) -> int:
+    """String.hashCode(), as an unsigned 32-bit number (the shift above is unsigned)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for j in range(0, len(data), 2):
+        h = (31 * h + (data[j] << 8 | data[j + 1])) & 0xFFFFFFFF
+    return h
 
 
 def _resolved(target: tuple[Any, ...], names: ex.Names) -> tuple[Any, ...]:
@@ -162,7 +218,7 @@ def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Va
         seen = {v.sort_key({vkind[0]: m}) for m in members}
         added = v.stored(value)[vkind]  # canonical numbers, checked for duplicates
         members.extend(m for m in added if v.sort_key({vkind[0]: m}) not in seen)
-        return {vkind: members}
+        return {vkind: v.sorted_members(vkind, members)}
     if vkind not in ("SS", "NS", "BS"):
         raise Validation(
             "Invalid UpdateExpression: Incorrect operand type for operator or function; "
@@ -351,14 +407,13 @@ def update_function(name: str, args: list[Node], kind: str) -> ex.Operand:
 def _compile(text: str) -> ex.Compiled:
     parser = Parser(text, "UpdateExpression")
     clauses = parser.update()
-    actions: list[Action] = []
-    for clause in ("SET", "REMOVE", "ADD", "DELETE"):
-        for node in clauses.get(clause, []):
-            actions.append(_action(node))
+    # Actions in the order written (the parser keeps it): DynamoDB Local's error order
+    # depends on it (`java_map_order`).
+    actions = [_action(node) for nodes in clauses.values() for node in nodes]
     flat = all(len(a.target) == 1 for a in actions)
     names, used_values = ex._used(list(clauses.values()))
     return ex.Compiled(clauses, Update(tuple(actions), flat), names, used_values,
-                       "UpdateExpression")
+                       "UpdateExpression", checks.update_checks(clauses))
 
 
 def _action(node: Node) -> Action:

@@ -174,7 +174,13 @@ def _stored_set(kind: str, raw: list[Any], members: list[Any]) -> Value:
     unique = set(_set_key(kind, m) for m in members)
     if len(unique) != len(members):
         raise Validation("Input collection contains duplicates")
-    return {kind: list(members)}
+    return {kind: sorted_members(kind, members)}
+
+
+def sorted_members(kind: str, members: list[Any]) -> list[Any]:
+    """A set's members in one order (sets have none): sorted, as DynamoDB Local returns
+    them, so that equal sets are equal lists and runs are reproducible."""
+    return sorted(members, key=lambda m: _set_key(kind, m))
 
 
 def copy_value(value: Value) -> Value:
