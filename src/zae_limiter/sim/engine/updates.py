@@ -119,7 +119,12 @@ def _operands(
 
 
 def _check_combined(action: Action, old: Item, names: ex.Names, value: v.Value | None) -> None:
-    before = ex.walk(old, action.target, names)
+    target = action.target
+    if len(target) == 1:
+        top = target[0]
+        before = old.get(names[top] if top[0] == "#" else top)
+    else:
+        before = ex.walk(old, target, names)
     if action.kind == "add" and before and value and "N" in before and "N" in value:
         return  # the hot path: a number added to a number cannot fail
     _combined(action.kind, before, value)
