@@ -101,25 +101,104 @@ class _Builder:
         return "SET", f"{path} = {self.value()}"
 
 
-def random_requests(table: str, count: int = 150, seed: int = 20261128) -> list[Request]:
+def _key(rnd: random.Random) -> dict[str, Any]:
+    return {"PK": {"S": f"r{rnd.randrange(4)}"}, "SK": {"S": f"#S{rnd.randrange(2)}"}}
+
+
+def _placeholders(params: dict[str, Any], built: _Builder) -> dict[str, Any]:
+    if built.names:
+        params["ExpressionAttributeNames"] = built.names
+    if built.values:
+        params["ExpressionAttributeValues"] = built.values
+    return params
+
+
+def _update(rnd: random.Random, table: str) -> dict[str, Any]:
+    built = _Builder(rnd)
+    params: dict[str, Any] = {"TableName": table, "Key": _key(rnd)}
+    if rnd.random() < 0.8:
+        params["UpdateExpression"] = built.update()
+    if rnd.random() < 0.7:
+        params["ConditionExpression"] = built.condition()
+        params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return _placeholders(params, built)
+
+
+def _put_or_delete(rnd: random.Random, table: str) -> Request:
+    built = _Builder(rnd)
+    if rnd.random() < 0.6:
+        item = {**_key(rnd), **{a: rnd.choice(VALUES) for a in rnd.sample(ATTRS, 3)}}
+        params: dict[str, Any] = {"TableName": table, "Item": item}
+        op = "put_item"
+    else:
+        params = {"TableName": table, "Key": _key(rnd)}
+        op = "delete_item"
+    params["ReturnValues"] = rnd.choice(["NONE", "ALL_OLD"])
+    if rnd.random() < 0.6:
+        params["ConditionExpression"] = built.condition()
+        params["ReturnValuesOnConditionCheckFailure"] = rnd.choice(["NONE", "ALL_OLD"])
+    return op, _placeholders(params, built)
+
+
+def _read(rnd: random.Random, table: str) -> Request:
+    built = _Builder(rnd)
+    params: dict[str, Any] = {"TableName": table}
+    if rnd.random() < 0.5:
+        pk = built.value({"S": f"r{rnd.randrange(4)}"})
+        params["KeyConditionExpression"] = f"PK = {pk}"
+        op = "query"
+        params["ScanIndexForward"] = rnd.random() < 0.5
+    else:
+        op = "scan"
+    if rnd.random() < 0.7:
+        params["FilterExpression"] = built.condition()
+    if rnd.random() < 0.5:
+        params["ProjectionExpression"] = ", ".join(
+            built.name(a) for a in rnd.sample(ATTRS, rnd.randint(1, 3))
+        )
+    if op == "query" and rnd.random() < 0.4:
+        params["Limit"] = 1
+    return op, _placeholders(params, built)
+
+
+def _transaction(rnd: random.Random, table: str) -> Request:
+    parts: list[dict[str, Any]] = []
+    keys: set[str] = set()
+    for _ in range(rnd.randint(1, 3)):
+        body = _update(rnd, table)
+        key = repr(body["Key"])
+        if key in keys:
+            continue
+        keys.add(key)
+        if "UpdateExpression" in body:
+            parts.append({"Update": body})
+        elif "ConditionExpression" in body:
+            parts.append({"ConditionCheck": body})
+    if not parts:
+        parts.append({"Delete": {"TableName": table, "Key": _key(rnd)}})
+    return "transact_write_items", {"TransactItems": parts}
+
+
+def random_requests(
+    table: str, count: int = 150, seed: int = 20261128, mixed: bool = False
+) -> list[Request]:
+    """`mixed`: puts, deletes, queries, scans and transactions among the updates."""
     rnd = random.Random(seed)
     out: list[Request] = []
     for _ in range(count):
-        key = {"PK": {"S": f"r{rnd.randrange(4)}"}, "SK": {"S": "#STATE"}}
-        built = _Builder(rnd)
-        params: dict[str, Any] = {"TableName": table, "Key": key}
-        if rnd.random() < 0.8:
-            params["UpdateExpression"] = built.update()
-        if rnd.random() < 0.7:
-            params["ConditionExpression"] = built.condition()
-            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        params["ReturnValues"] = rnd.choice(["NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD",
-                                             "UPDATED_NEW"])
-        if built.names:
-            params["ExpressionAttributeNames"] = built.names
-        if built.values:
-            params["ExpressionAttributeValues"] = built.values
-        out.append(("update_item", params))
+        roll = rnd.random() if mixed else 1.0
+        if roll < 0.15:
+            out.append(_put_or_delete(rnd, table))
+        elif roll < 0.3:
+            out.append(_read(rnd, table))
+        elif roll < 0.4:
+            out.append(_transaction(rnd, table))
+        else:
+            params = _update(rnd, table)
+            params["ReturnValues"] = rnd.choice(["NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD",
+                                                 "UPDATED_NEW"])
+            out.append(("update_item", params))
         if rnd.random() < 0.1:
+            key = _key(rnd)
             out.append(("get_item", {"TableName": table, "Key": key, "ConsistentRead": True}))
     return out

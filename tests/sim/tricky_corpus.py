@@ -305,5 +305,5 @@ def corpus() -> list[Case]:
         Case("batches", _batches),
         Case("edges", _edges),
         Case("random", random_requests),
-        Case("random_more", lambda t: random_requests(t, count=300, seed=21)),
+        Case("random_mixed", lambda t: random_requests(t, count=300, seed=21, mixed=True)),
     ]

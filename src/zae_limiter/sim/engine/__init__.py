@@ -63,9 +63,10 @@ replayed in order on a fresh engine (`replay.replay`), and every response
 (`replay.normalise` drops request ids, capacity, creation times and ARNs, and orders
 sets and Scan results), the final table, the stream records, and the capacity of
 single-item calls must be equal. The aggregator's usage writes from that stream, a
-corpus of tricky requests (tests/sim/tricky_corpus.py) and seeded random conditional
-updates over every type (tests/sim/random_requests.py; 33 seeds of 300 agreed while the
-engine was built) are compared the same way, error messages included.
+corpus of tricky requests (tests/sim/tricky_corpus.py) and seeded random requests over
+every type (tests/sim/random_requests.py: conditional updates, puts, deletes, queries and
+scans with filters, transactions; 33 seeds of updates and 18 of the mix, 300 requests
+each, agreed while the engine was built) are compared the same way, messages included.
 `python -m zae_limiter.sim.engine.bench` measures ops/s.
 """
 

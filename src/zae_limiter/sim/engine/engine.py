@@ -14,6 +14,7 @@ from zae_limiter.sim.engine import ops, reads
 from zae_limiter.sim.engine import values as v
 from zae_limiter.sim.engine.capacity import Tally, consumed, write_units
 from zae_limiter.sim.engine.errors import (
+    CONDITION_FAILED_MESSAGE,
     RESPONSE_METADATA,
     EngineError,
     IdempotentMismatch,
@@ -315,8 +316,11 @@ def _plan_transaction(
     for part in parts:
         if len(part) != 1 or next(iter(part)) not in _TX_PLANS:
             raise Validation("TransactItems can only contain one of Check, Put, Update or Delete")
+        ops.return_values("put_item", {**next(iter(part.values())), "ReturnValues": "NONE"})
+        # Every part's expressions and value types are checked before any item is read.
+        ops.validate(next(iter(part.values())))
+    for part in parts:
         kind, body = next(iter(part.items()))
-        ops.return_values("put_item", {**body, "ReturnValues": "NONE"})
         one = _TX_PLANS[kind](engine, body)
         if (one.table.name, one.key) in seen:
             raise Validation("Transaction request cannot include multiple operations on one item")
@@ -325,8 +329,9 @@ def _plan_transaction(
         if one.ok:
             reasons.append({"Code": "None"})
             continue
-        reason: dict[str, Any] = {"Code": "ConditionalCheckFailed",
-                                  "Message": "The conditional request failed"}
+        # DynamoDB Local ends a ConditionCheck's message with a period, no other's.
+        message = CONDITION_FAILED_MESSAGE + ("." if kind == "ConditionCheck" else "")
+        reason: dict[str, Any] = {"Code": "ConditionalCheckFailed", "Message": message}
         want = body.get("ReturnValuesOnConditionCheckFailure", "NONE")
         if want == "ALL_OLD" and one.old is not None:
             reason["Item"] = v.copy_item(one.old)

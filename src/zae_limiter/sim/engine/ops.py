@@ -101,6 +101,14 @@ def _unused(given: dict[str, Any], wanted: frozenset[str], field_name: str) -> N
     )
 
 
+def validate(params: dict[str, Any]) -> None:
+    """Compile a write's expressions and check its placeholders and value types, as
+    DynamoDB does for every part of a transaction before it reads any item."""
+    text = params.get("UpdateExpression")
+    update = None if text is None else ex.compiled("update", text)
+    bind(params, condition_of(params), update)
+
+
 def condition_of(params: dict[str, Any]) -> ex.Compiled | None:
     _no_legacy(params)
     text = params.get("ConditionExpression")
