@@ -128,6 +128,11 @@ def _put_or_delete(rnd: random.Random, table: str) -> Request:
     built = _Builder(rnd)
     if rnd.random() < 0.6:
         item = {**_key(rnd), **{a: rnd.choice(VALUES) for a in rnd.sample(ATTRS, 3)}}
+        for index in ("GSI1", "GSI2"):
+            if rnd.random() < 0.5:
+                # Unique index sort keys: the order of ties is not specified.
+                item[f"{index}PK"] = {"S": f"g{rnd.randrange(2)}"}
+                item[f"{index}SK"] = {"S": item["PK"]["S"] + item["SK"]["S"]}
         params: dict[str, Any] = {"TableName": table, "Item": item}
         op = "put_item"
     else:
@@ -140,7 +145,32 @@ def _put_or_delete(rnd: random.Random, table: str) -> Request:
     return op, _placeholders(params, built)
 
 
+def _index_query(rnd: random.Random, table: str) -> Request:
+    index = rnd.choice(["GSI1", "GSI2"])
+    group = f"g{rnd.randrange(2)}"
+    built = _Builder(rnd)
+    pk = built.value({"S": group})
+    condition = f"{index}PK = {pk}"
+    if rnd.random() < 0.5:
+        bound = built.value({"S": rnd.choice(["r1", "r2#S1", "r3"])})
+        condition += rnd.choice(
+            [f" AND {index}SK > {bound}", f" AND begins_with({index}SK, {bound})"]
+        )
+    params: dict[str, Any] = {"TableName": table, "IndexName": index,
+                              "KeyConditionExpression": condition,
+                              "Limit": rnd.randint(1, 3), "ScanIndexForward": rnd.random() < 0.5}
+    if rnd.random() < 0.5:
+        key = _key(rnd)
+        params["ExclusiveStartKey"] = {**key, f"{index}PK": {"S": group},
+                                       f"{index}SK": {"S": key["PK"]["S"] + key["SK"]["S"]}}
+    if rnd.random() < 0.3:
+        params["FilterExpression"] = built.condition()
+    return "query", _placeholders(params, built)
+
+
 def _read(rnd: random.Random, table: str) -> Request:
+    if rnd.random() < 0.3:
+        return _index_query(rnd, table)
     built = _Builder(rnd)
     params: dict[str, Any] = {"TableName": table}
     if rnd.random() < 0.5:

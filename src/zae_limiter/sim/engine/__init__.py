@@ -64,9 +64,10 @@ replayed in order on a fresh engine (`replay.replay`), and every response
 sets and Scan results), the final table, the stream records, and the capacity of
 single-item calls must be equal. The aggregator's usage writes from that stream, a
 corpus of tricky requests (tests/sim/tricky_corpus.py) and seeded random requests over
-every type (tests/sim/random_requests.py: conditional updates, puts, deletes, queries and
-scans with filters, transactions; 33 seeds of updates and 18 of the mix, 300 requests
-each, agreed while the engine was built) are compared the same way, messages included.
+every type (tests/sim/random_requests.py: conditional updates, puts, deletes, queries of
+the table and of GSIs with filters and start keys, scans, transactions; 33 seeds of
+updates and 30 of the mix, 300 requests each, agreed while the engine was built) are
+compared the same way, messages included.
 `python -m zae_limiter.sim.engine.bench` measures ops/s.
 """
 

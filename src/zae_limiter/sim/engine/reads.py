@@ -111,6 +111,12 @@ def query(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float
     part = table.partition(index, v.sort_key(hash_value))
     forward = params.get("ScanIndexForward", True) is not False
     start = _start_position(table, index, params.get("ExclusiveStartKey"))
+    if start is not None and range_test is not None and range_name is not None and not (
+        range_test(params["ExclusiveStartKey"].get(range_name))
+    ):
+        raise Validation("The provided starting key does not match the range key predicate")
+    if index is not None and filt is not None:
+        _projects(table, index, filt, names)
     entries = _walk(part, start, forward)
     if range_test is not None and range_name is not None:
         entries = (e for e in entries if range_test(table.items[e[1]].get(range_name)))
@@ -150,6 +156,33 @@ def _scan_entries(
 
 def _segment_of(hash_value: Any, total: int) -> int:
     return zlib.crc32(repr(hash_value).encode()) % total
+
+
+def _projects(table: Table, index: Index, filt: ex.Compiled, names: ex.Names) -> None:
+    """A filter on an index may only read what the index projects."""
+    kind = index.projection.get("ProjectionType", "ALL")
+    if kind == "ALL":
+        return
+    have = {*table.key_names, index.hash_key, index.range_key,
+            *index.projection.get("NonKeyAttributes", [])}
+    wanted: set[str] = set()
+    _top_names(filt.tree, names, wanted)
+    missing = sorted(wanted - have)
+    if missing:
+        raise invalid(f"Secondary index {index.name} does not project one or more filter "
+                      f"attributes: [{', '.join(missing)}]")
+
+
+def _top_names(node: Any, names: ex.Names, found: set[str]) -> None:
+    if isinstance(node, list):
+        for child in node:
+            _top_names(child, names, found)
+    elif isinstance(node, tuple) and node:
+        if node[0] == "path":
+            found.add(ex.resolve(node[1][0], names))
+        else:
+            for child in node[1:]:
+                _top_names(child, names, found)
 
 
 def _index(table: Table, params: dict[str, Any]) -> Index | None:
