@@ -191,6 +191,25 @@ def _read(rnd: random.Random, table: str) -> Request:
     return op, _placeholders(params, built)
 
 
+def _batch(rnd: random.Random, table: str) -> Request:
+    keys = {repr(k): k for k in (_key(rnd) for _ in range(rnd.randint(1, 4)))}
+    if rnd.random() < 0.5:
+        built = _Builder(rnd)
+        request: dict[str, Any] = {"Keys": list(keys.values()),
+                                   "ConsistentRead": rnd.random() < 0.5}
+        if rnd.random() < 0.5:
+            request["ProjectionExpression"] = ", ".join(
+                built.name(a) for a in rnd.sample(ATTRS, 2)
+            )
+        return "batch_get_item", {"RequestItems": {table: _placeholders(request, built)}}
+    writes = [
+        {"PutRequest": {"Item": {**k, rnd.choice(ATTRS): rnd.choice(VALUES)}}}
+        if rnd.random() < 0.6 else {"DeleteRequest": {"Key": k}}
+        for k in keys.values()
+    ]
+    return "batch_write_item", {"RequestItems": {table: writes}}
+
+
 def _transaction(rnd: random.Random, table: str) -> Request:
     parts: list[dict[str, Any]] = []
     keys: set[str] = set()
@@ -223,6 +242,8 @@ def random_requests(
             out.append(_read(rnd, table))
         elif roll < 0.4:
             out.append(_transaction(rnd, table))
+        elif roll < 0.45:
+            out.append(_batch(rnd, table))
         else:
             params = _update(rnd, table)
             params["ReturnValues"] = rnd.choice(["NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD",

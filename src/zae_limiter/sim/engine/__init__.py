@@ -65,7 +65,7 @@ sets and Scan results), the final table, the stream records, and the capacity of
 single-item calls must be equal. The aggregator's usage writes from that stream, a
 corpus of tricky requests (tests/sim/tricky_corpus.py) and seeded random requests over
 every type (tests/sim/random_requests.py: conditional updates, puts, deletes, queries of
-the table and of GSIs with filters and start keys, scans, transactions; 33 seeds of
+the table and of GSIs with filters and start keys, scans, batches, transactions; 33 seeds of
 updates and 30 of the mix, 300 requests each, agreed while the engine was built) are
 compared the same way, messages included.
 `python -m zae_limiter.sim.engine.bench` measures ops/s.
