@@ -18,6 +18,7 @@ Never an unbounded wait, and never a retry of our own:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,9 +48,10 @@ from zae_limiter.errors import (
     throttling_reasons,
 )
 from zae_limiter.flows import Call, Flow, Result, Sleep, Step
-from zae_limiter.wire import LEAN_OPS, OPERATIONS
+from zae_limiter.wire import LEAN_OPS, OPERATIONS, lean_client
 
 T = TypeVar("T")
+log = logging.getLogger("zae_limiter")
 _FREE = Cost()
 #: A call's result or error; after a Sleep, the clock (ms) when it woke.
 Outcome = Result | Exception | int | None
@@ -109,17 +111,36 @@ class _Runner:
         self.call_timeout = call_timeout
         #: The lean client that carries the hot operations (`wire`), or None: all regular.
         self.lean: Any = None
+        #: With the lean path off on a client that retries by itself: a lean client that
+        #: carries only the writes that must never be sent twice (`ONE_ATTEMPT_OPS`).
+        self.once: Any = None
         #: This client's clock against DynamoDB's, from the `Date` of every answer.
         self.watch = ClockWatch()
 
+    def borrow(self, client: Any, *, lean: bool, asynchronous: bool) -> None:
+        """Set up the lean path on `client` (when `lean`), and the one-attempt path for
+        writes that must never be sent twice (`one_attempt_client`)."""
+        self.lean = lean_client(client, asynchronous=asynchronous) if lean else None
+        self.once = one_attempt_client(client, self.lean, asynchronous=asynchronous)
+
+    def lean_for(self, op: str) -> Any:
+        """The lean client that makes this call, or None (the regular client makes it)."""
+        if self.lean is not None and op in LEAN_OPS:
+            return self.lean
+        if self.once is not None and op in ONE_ATTEMPT_OPS:
+            return self.once
+        return None
+
     def target(self, op: str) -> Any:
         """The client that makes this call: the lean one for the hot operations."""
-        return self.lean if self.lean is not None and op in LEAN_OPS else self.client
+        lean = self.lean_for(op)
+        return self.client if lean is None else lean
 
     def close_lean(self) -> None:
-        """Close the lean client's idle connections (the regular client closes its own)."""
-        if self.lean is not None:
-            self.lean.close()
+        """Close the lean clients' idle connections (the regular client closes its own)."""
+        for lean in (self.lean, self.once):
+            if lean is not None:
+                lean.close()
 
     @staticmethod
     def params(call: Call) -> dict[str, Any]:
@@ -157,27 +178,19 @@ class _Runner:
         return Result(response)
 
     def failed(self, call: Call, error: Exception, trip: int, cost: Cost) -> Result | Exception:
-        if not isinstance(error, ClientError):
-            return _unavailable(f"DynamoDB unreachable: {error}", type(error).__name__)
-        err = error.response.get("Error", {})
-        code = str(err.get("Code", ""))
-        if code == CONDITION_FAILED or _cancelled_by_condition(code, error.response):
-            actual = self.meter.record(call.op, error.response, False, trip)
+        outcome = error_outcome(error, self.table_name)
+        code = _code(error)
+        if isinstance(outcome, Result):
+            actual = self.meter.record(call.op, outcome.response, False, trip)
             if self.admission is not None:
                 self.admission.settle(cost, actual)
-            old: dict[str, Any] | None = error.response.get("Item") or None  # type: ignore[assignment]
-            return Result(dict(error.response), ok=False, old=old)
-        if code in THROTTLE_CODES:
+        elif code in THROTTLE_CODES:
             self.meter.record_throttle()
             if self.admission is not None:
                 self.admission.settle(cost, Cost())  # a throttled call consumed nothing
                 self.admission.throttled(self.clock())
-        return map_client_error(
-            code,
-            str(err.get("Message", "")),
-            table_name=self.table_name,
-            reasons=throttling_reasons(error.response),
-        )
+        return outcome
+
 
     def turn(
         self, flow: Flow[Any], send: Any, deadline: _Deadline
@@ -197,6 +210,79 @@ class _Runner:
         if any(isinstance(r, Exception) for r in results):
             deadline.cleanup = True
         return tuple(results) if isinstance(request, tuple) else results[0]
+
+
+#: Requests that must never be sent twice (docs/resilience.md, "Writes sent once"): every
+#: bucket write. A give-back or a return is an unconditional ADD (a second one creates
+#: tokens); a take applied twice takes twice; a flush sent twice releases its held counts
+#: twice (the bucket's room grows: tokens created). Transactions carry botocore's
+#: ClientRequestToken (DynamoDB applies a repeat once), and BatchWriteItem puts or deletes
+#: whole items: both may go through a client that retries. All of these are lean
+#: operations (`wire.LEAN_OPS`), so a lean client can always carry them.
+ONE_ATTEMPT_OPS: frozenset[str] = frozenset({"update_item", "put_item"})
+
+
+def resend_safe(op: str) -> bool:
+    """Whether a request of `op` may go through a client that retries on its own (a
+    user's boto3 client keeps botocore's retries): reads, and writes whose second
+    application changes nothing."""
+    return op not in ONE_ATTEMPT_OPS
+
+
+def retries_by_itself(client: Any) -> bool:
+    """Whether `client` may send a request again on its own (botocore's retries): any
+    client not configured for one attempt, and any object that does not say."""
+    config = getattr(getattr(client, "meta", None), "config", None)
+    retries = getattr(config, "retries", None)
+    if not isinstance(retries, dict):
+        return True
+    total = retries.get("total_max_attempts")
+    if total is None and retries.get("max_attempts") is not None:
+        total = int(retries["max_attempts"]) + 1
+    return total is None or int(total) > 1
+
+
+def one_attempt_client(client: Any, lean: Any, *, asynchronous: bool) -> Any:
+    """The path for the writes that must never be sent twice (`drivers.ONE_ATTEMPT_OPS`),
+    when the lean path (one attempt) is off and `client` retries by itself, as a boto3
+    client of the user's own does by default: a lean client borrowing it for those writes
+    alone (None: not needed, or `client` is not a botocore client it can borrow, which is
+    logged once: such a client may apply a give-back twice, docs/resilience.md)."""
+    if lean is not None or not retries_by_itself(client):
+        return None
+    once = lean_client(client, asynchronous=asynchronous)
+    if once is None:
+        log.warning(
+            "the DynamoDB client given to zae-limiter retries by itself and is not a botocore "
+            "client the library can borrow: a write whose answer is lost may be sent twice "
+            "(give it retries={'total_max_attempts': 1}; see docs/resilience.md)"
+        )
+    return once
+
+
+def _code(error: Exception) -> str:
+    if not isinstance(error, ClientError):
+        return ""
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def error_outcome(error: Exception, table_name: str) -> Result | Exception:
+    """What a flow is told of a failed call: a failed condition is a `Result` carrying
+    ALL_OLD; anything else the library's own error (`errors.map_client_error`). The
+    runners and the fault simulator (`zae_limiter.sim`) both answer flows through this."""
+    if not isinstance(error, ClientError):
+        return _unavailable(f"DynamoDB unreachable: {error}", type(error).__name__)
+    err = error.response.get("Error", {})
+    code = str(err.get("Code", ""))
+    if code == CONDITION_FAILED or _cancelled_by_condition(code, error.response):
+        old: dict[str, Any] | None = error.response.get("Item") or None  # type: ignore[assignment]
+        return Result(dict(error.response), ok=False, old=old)
+    return map_client_error(
+        code,
+        str(err.get("Message", "")),
+        table_name=table_name,
+        reasons=throttling_reasons(error.response),
+    )
 
 
 def _cancelled_by_condition(code: str, response: Any) -> bool:
@@ -346,10 +432,11 @@ class AsyncRunner(_AsyncLoop):
         limit = left if left is not None else self.call_timeout
         sent = self.clock()
         try:
-            if self.lean is not None and step.op in LEAN_OPS:
+            lean = self.lean_for(step.op)
+            if lean is not None:
                 # The lean client keeps the deadline on the timer it already has.
                 wire_op = OPERATIONS[step.op]
-                response = await self.lean.call(wire_op, self.params(step), deadline=limit)
+                response = await lean.call(wire_op, self.params(step), deadline=limit)
             else:
                 call = getattr(self.client, step.op)(**self.params(step))
                 async with asyncio.timeout(limit):  # unlike wait_for, no task per call

@@ -33,7 +33,6 @@ from zae_limiter.flows.version import VersionRecord
 from zae_limiter.limits import Limit
 from zae_limiter.models import CacheStats
 from zae_limiter.reserve_keeper import AsyncKeeper, SyncKeeper, due_returns
-from zae_limiter.wire import lean_client
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -416,7 +415,7 @@ class Repository(_AsyncFace):
         repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
         if state.reserves is not None:
             repo._keeper = AsyncKeeper(repo, kwargs)
-        repo._runner.lean = lean_client(client, asynchronous=True) if lean else None
+        repo._runner.borrow(client, lean=lean, asynchronous=True)
         stack.callback(repo._runner.close)
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)
@@ -486,7 +485,7 @@ class SyncRepository(_SyncFace):
             # The exit hook holds the runner, never the repository (collected unclosed).
             runner, limit = repo._runner, repo.timeout
             repo._keeper = SyncKeeper(repo, lambda flow: runner.run(flow, limit, cleanup=True))
-        repo._runner.lean = lean_client(client, asynchronous=False) if lean else None
+        repo._runner.borrow(client, lean=lean, asynchronous=False)
         try:
             repo.audit_settings(principal, audit_retention_days, kwargs)
             repo.schema = repo.run(open_table(state, create_table, repo.now_ms(), check_schema))
