@@ -71,14 +71,20 @@ def test_the_snapshot_round_trips_and_a_missing_full_at_is_no_snapshot() -> None
     assert values == {":nosnap": keys.n(-1)}
 
 
-def test_a_take_that_doubles_drops_the_snapshot_it_would_make_stale() -> None:
+def test_a_take_that_doubles_snapshots_what_it_leaves() -> None:
     """The take was planned at the old count: shard 0's full-at times after it are what
-    it holds at the doubling, so the split must copy them, not an older snapshot."""
+    it holds at the doubling, so the snapshot the split copies is each value as the take
+    leaves it (a stale snapshot would be wrong; none would let the split copy a later
+    give-back a second time)."""
     stored = replace(bucket(T0, {"rpm": 6000, "tpm": 500_000}), split_full_at={"rpm": 1})
     plan = plan_write(stored, make_level(), T0, TABLE, KEY, confirmed=True)
     assert not isinstance(plan, Rejected)
     params = keys.with_doubling(plan.params, 1, 2, T0, T0 - 2_000)
     update, names = params["UpdateExpression"], params["ExpressionAttributeNames"]
-    removed = update.split(" REMOVE ")[1].split(", ")
-    assert {names[r] for r in removed if r.startswith("#dsf")} == {"b_rpm_sf", "b_tpm_sf"}
+    assert " REMOVE " not in update
+    snaps = {names[p.split(" = ")[0]]: p.split(" = ")[1] for p in update[4:].split(", ")
+             if p.startswith("#df")}  # fmt: skip
+    assert set(snaps) == {"b_rpm_sf", "b_tpm_sf"}
+    # the rpm take is an ADD (the bucket is short of full): snapshot = stored + the take
+    assert snaps["b_rpm_sf"] == "#f0 + :v0"
     assert limit_part(params, "rpm")[0] == limit_part(plan.params, "rpm")[0]

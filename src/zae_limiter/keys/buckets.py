@@ -264,20 +264,19 @@ def with_doubling(
     riding on a write the client sends anyway, the first one to get in doubles.
 
     The take it rides on was planned at the old count, so shard 0's full-at values after
-    it are what it held at the doubling: no snapshot may stand (a stale one is removed),
-    and the split copies the donor's `fa` as it finds it (what shard 0 takes in between
-    is then lost to the new shard, never created)."""
+    it are what it holds at the doubling: the snapshot the split copies (`snapshot_parts`)
+    is each value as this write leaves it (the stored value plus the take's ADD, or the
+    value its SET writes). Neither a stale snapshot nor none may stand: a shard created
+    from the donor's `fa` as it finds it later would copy a give-back the donor received
+    in between a second time (tokens created; found by the fault simulator)."""
     update = str(params["UpdateExpression"])
-    stale = sorted(
-        str(v)[: -len("fa")] + "sf"
-        for v in params.get("ExpressionAttributeNames", {}).values()
-        if str(v).startswith(BUCKET_PREFIX) and str(v).endswith("_fa")
-    )
-    if stale:
-        update += (" REMOVE " if " REMOVE " not in update else ", ") + ", ".join(
-            f"#dsf{i}" for i in range(len(stale))
-        )
-    sets = "#sc = :dbl_new, #sd = :dbl_now"
+    names = params.get("ExpressionAttributeNames", {})
+    snaps = [
+        _snapshot_after(update, alias, str(attr))
+        for alias, attr in names.items()
+        if str(attr).startswith(BUCKET_PREFIX) and str(attr).endswith("_fa")
+    ]
+    sets = ", ".join(["#sc = :dbl_new", "#sd = :dbl_now", *(part for part, _ in snaps)])
     update = f"SET {sets}, {update[4:]}" if update.startswith("SET ") else f"SET {sets} {update}"
     condition = (
         f"({params['ConditionExpression']}) AND #sc = :dbl_old"
@@ -291,16 +290,30 @@ def with_doubling(
             **params.get("ExpressionAttributeNames", {}),
             "#sc": A_SHARD_COUNT,
             "#sd": A_SHARD_DOUBLED,
-            **{f"#dsf{i}": attr for i, attr in enumerate(stale)},
+            **{alias: attr for _, (alias, attr) in snaps},
         },
         "ExpressionAttributeValues": {
             **params["ExpressionAttributeValues"],
+            **({":dbl_nosnap": n(NO_SNAPSHOT)} if ":dbl_nosnap" in sets else {}),
             ":dbl_new": n(new_count),
             ":dbl_old": n(old_count),
             ":dbl_now": n(now_ms),
             ":dbl_since": n(measured_since),
         },
     }
+
+
+def _snapshot_after(update: str, fa_alias: str, fa_attr: str) -> tuple[str, tuple[str, str]]:
+    """The SET part that snapshots one limit's full-at value as the take in `update`
+    leaves it, and the name it needs: (part, (alias, attribute))."""
+    alias = "#d" + fa_alias[1:]
+    snap = (alias, fa_attr[: -len("fa")] + "sf")
+    value = fa_alias.replace("#f", ":v", 1)
+    if f"{fa_alias} {value}" in update:  # ADD: the stored value grows by the take
+        return f"{alias} = {fa_alias} + {value}", snap
+    if f"{fa_alias} = {value}" in update:  # SET: the value written
+        return f"{alias} = {value}", snap
+    return f"{alias} = if_not_exists({fa_alias}, :dbl_nosnap)", snap
 
 
 __all__ = [
