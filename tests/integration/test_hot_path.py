@@ -73,10 +73,28 @@ def test_local_memory_never_rejects_what_would_fit(api: Api, clock: Clock) -> No
     assert m.ops == ["update_item"]
 
 
-def test_failed_condition_rejection_is_one_call(api: Api) -> None:
+def test_a_new_clients_rejection_is_one_read(api: Api) -> None:
+    """A client with no image of the bucket (limits given with the call: no config read
+    to ride along) reads it before it writes (flows/take.py): the shortage is seen there,
+    and nothing is written."""
     with api.acquire("key-1", "gpt-4", {"rpm": 100}, limits=[RPM]):
         pass
     other = api.new_client()  # no memory of the exhaustion
+    with other.meter() as m, pytest.raises(RateLimitExceeded) as caught:
+        with other.acquire("key-1", "gpt-4", {"rpm": 1}, limits=[RPM]):
+            pass
+    assert (m.ops, m.round_trips, m.wcu) == (["get_item"], 1, 0)
+    assert caught.value.violations[0].available == 0
+
+
+def test_failed_condition_rejection_is_one_call(api: Api) -> None:
+    with api.acquire("key-1", "gpt-4", {"rpm": 98}, limits=[RPM]):
+        pass
+    other = api.new_client()
+    with other.acquire("key-1", "gpt-4", {"rpm": 1}, limits=[RPM]):
+        pass  # its image: 1 token left
+    with api.acquire("key-1", "gpt-4", {"rpm": 1}, limits=[RPM]):
+        pass  # the last one, which the other client has not seen
     with other.meter() as m, pytest.raises(RateLimitExceeded) as caught:
         with other.acquire("key-1", "gpt-4", {"rpm": 1}, limits=[RPM]):
             pass

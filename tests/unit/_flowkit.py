@@ -27,9 +27,14 @@ KEY = keys.bucket_key(NS, "e1", "gpt", 0)
 
 
 def make_state(*, known: bool = True) -> RepoState:
+    """A client; `known`: it knows entity e1 and has written its shard 0 (an image with
+    nothing in it, taken at T0: its next write plans the bucket as full, as a client's
+    first write after its config read does, and the conditions decide)."""
     state = RepoState(table=TABLE, namespace=NS, config_cache=ConfigCache(60))
     if known:
-        state.learn_entity("e1", False, None)
+        meta = state.learn_entity("e1", False, None)
+        meta.images[("gpt", 0)] = {}
+        meta.image_at[("gpt", 0)] = T0
     return state
 
 

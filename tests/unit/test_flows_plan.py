@@ -53,8 +53,12 @@ def test_a_bucket_short_of_full_is_taken_with_a_bounded_add() -> None:
     # most 10 - 1 - 1.5 tokens ahead
     assert v["b"] == now_ra + (10_000 - 1000 - 1500) * UNIT
     epoch = keys.reserve_epoch(T0)
-    assert plan.params["ExpressionAttributeNames"]["#h0_0"] == keys.reserve_attr("rpm", epoch)
-    assert plan.params["ExpressionAttributeValues"][":h0_0"] == {"N": "1500"}
+    names = plan.params["ExpressionAttributeNames"]
+    # every epoch a count may have been raised in since the image: from the one before
+    # it to the one after now (plan.watched_epochs)
+    watched = [names[f"#h0_{j}"] for j in range(3)]
+    assert watched == [keys.reserve_attr("rpm", e) for e in (epoch + 1, epoch, epoch - 1)]
+    assert plan.params["ExpressionAttributeValues"][":h0_1"] == {"N": "1500"}
     assert v["t"] == 1000
     assert "#f0 > :n0" in plan.params["ConditionExpression"]
 
@@ -240,7 +244,7 @@ def test_learn_forgets_the_shortage_and_remembers_the_image() -> None:
     _exhaust(state, 2000)
     shard = replace(bucket(T0, {"rpm": 0}, shard_count=4), cascade=True, parent_id="org")
     attributes = keys.new_bucket_item(NS, shard, T0)
-    learn(state, make_level(), attributes)
+    learn(state, make_level(), attributes, T0)
     assert ("e1", "gpt") not in state.exhausted
     meta = state.entities["e1"]
     assert (meta.cascade, meta.parent_id) == (True, "org")

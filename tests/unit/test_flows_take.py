@@ -32,14 +32,14 @@ from zae_limiter.flows import Call, Result, Sleep, lockstep, run_pure
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import STALE_WINDOW_MS, Exhausted, WindowSeen
 from zae_limiter.flows.evidence import DOUBLING_THRESHOLD, EVIDENCE_SIGMAS, partition_bound
-from zae_limiter.flows.memory import local_rejection
+from zae_limiter.flows.memory import MAX_IMAGE_EPOCHS, local_rejection
 from zae_limiter.flows.take import MAX_WRITE_ATTEMPTS, take
 from zae_limiter.models import Entity
 
 
 # ---------------------------------------------------------------- speculative path
 def test_speculative_success_is_one_update() -> None:
-    state = make_state(known=False)
+    state = make_state()
     state.exhausted[("e1", "gpt")] = Exhausted(T0 - 1, {}, {})
     new = item(T0 - 5, {"rpm": 9000, "tpm": 900_000}, shard_count=3)
     outcome, log = drive(take(state, make_level(), T0, True), [ok(new)])
@@ -47,7 +47,7 @@ def test_speculative_success_is_one_update() -> None:
     [call] = log
     assert isinstance(call, Call) and call.op == "update_item"
     assert call.params["Key"] == KEY
-    # never written by this client: planned as full (SET from now), the conditions decide
+    # its image shows nothing: planned as full (SET from now), the conditions decide
     assert limit_part(call.params, "rpm")[0] == "set"
     assert limit_part(call.params, "rpm")[1]["v"] == T0 * 10_000 + 1000 * 60_000
     assert limit_part(call.params, "tpm")[1]["cp"] == 1_000_000
@@ -107,15 +107,35 @@ def test_created_shard_holds_its_share() -> None:
     assert created.limits["rpm"].capacity_milli == 10_000
 
 
+def test_without_an_image_the_first_write_reads_the_bucket_first() -> None:
+    """A write planned blind could not name held counts of reserves taken before it, which
+    may have expired and count as spent (flows/plan.py): it reads first, as it does when
+    its image is older than MAX_IMAGE_EPOCHS."""
+    too_old = T0 + (MAX_IMAGE_EPOCHS + 1) * keys.RESERVE_EPOCH_MS
+    for state, now in ((make_state(known=False), T0), (make_state(), too_old)):
+        stored = item(now, {"rpm": 9000, "tpm": 900_000})
+        outcome, log = drive(take(state, make_level(), now, True), [Result({"Item": stored}), ok()])
+        assert isinstance(outcome, Taken)
+        assert [c.op for c in log] == ["get_item", "update_item"]
+        assert log[0].params["Key"] == KEY
+
+
+def test_an_image_of_the_last_epochs_is_still_planned_from() -> None:
+    state = make_state()
+    now = T0 + MAX_IMAGE_EPOCHS * keys.RESERVE_EPOCH_MS
+    _, log = drive(take(state, make_level(), now, True), [ok()])
+    assert [c.op for c in log] == ["update_item"]
+
+
 def test_creating_for_an_unknown_entity_reads_its_meta_first() -> None:
     state = make_state(known=False)
     meta = keys.encode_entity(NS, Entity("e1", parent_id="org", cascade=True))
     outcome, log = drive(
         take(state, make_level(), T0, True),
-        [failed(None), Result({"Item": meta}), ok()],
+        [Result({}), Result({"Item": meta}), ok()],
     )
     assert isinstance(outcome, Taken)
-    assert [c.op for c in log] == ["update_item", "get_item", "put_item"]
+    assert [c.op for c in log] == ["get_item", "get_item", "put_item"]
     assert log[1].params["Key"] == keys.entity_key(NS, "e1")
     created = keys.decode_bucket(log[2].params["Item"])
     assert (created.cascade, created.parent_id) == (True, "org")
@@ -331,7 +351,8 @@ def test_prefetched_item_skips_the_speculative_write() -> None:
 # ---------------------------------------------------------------- lockstep of takes
 def test_lockstep_of_take_flows_cascade_round_trip() -> None:
     state = make_state()
-    state.learn_entity("org", False, None)
+    meta = state.learn_entity("org", False, None)
+    meta.images[("gpt", 0)], meta.image_at[("gpt", 0)] = {}, T0
     child = make_level()
     parent = Level("org", "gpt", LIMITS, {"rpm": 1000})
     exhausted_parent = item(T0, {"rpm": 0, "tpm": 1_000_000})

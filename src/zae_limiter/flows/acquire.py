@@ -24,7 +24,7 @@ from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.memory import local_rejection
+from zae_limiter.flows.memory import fresh_image, local_rejection
 from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
@@ -108,7 +108,12 @@ def _resolve_levels(
     rides along in the config BatchGetItem, so the first write needs no extra read."""
     if override is not None:
         return _given(entity_ids, override), {}
-    unknown = [e for e in entity_ids if e not in state.entities]
+    # Entities this client does not know, and buckets it has no image of it may plan from.
+    unknown = [
+        e
+        for e in entity_ids
+        if fresh_image(state, Level(e, resource, (), {}), now_ms) is None
+    ]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(
         state, [(e, resource) for e in entity_ids], now_ms, list(bucket_keys.values())

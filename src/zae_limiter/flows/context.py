@@ -61,6 +61,9 @@ class EntityMeta:
     #: The item as this client's last write to each (resource, shard) left it (ALL_NEW):
     #: the next write there picks its forms from it (keys/takes.py).
     images: dict[tuple[str, int], Any] = field(default_factory=dict)
+    #: When each image was taken (this client's clock, ms): a write planned from it must
+    #: name every reserve epoch that may have been raised since (flows/plan.py).
+    image_at: dict[tuple[str, int], int] = field(default_factory=dict)
     #: A doubling that was throttled: (count it starts from, evidence since), to ride on
     #: this client's next write to shard 0.
     want_double: dict[str, tuple[int, int]] = field(default_factory=dict)

@@ -47,7 +47,7 @@ def after_write(
     clients that write to it learn the count from its ALL_NEW, and until they do, its
     rate includes their traffic meant for fewer shards, which is no reason to double.
     """
-    meta = learn(state, level, attributes)
+    meta = learn(state, level, attributes, now_ms)
     if meta is None:
         return None
     lost = charge_lost(state, level, attributes, now_ms)

@@ -55,9 +55,12 @@ def remember(state: RepoState, level: Level, outcome: Rejected) -> None:
         state.exhausted[(outcome.entity_id, outcome.resource)] = outcome.memory
 
 
-def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> EntityMeta | None:
+def learn(
+    state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
+) -> EntityMeta | None:
     """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows;
-    the entity's record in this client (None when there was nothing to learn from)."""
+    the entity's record in this client (None when there was nothing to learn from).
+    `now_ms`: when DynamoDB showed it (a later write plans from it: `fresh_image`)."""
     if not attributes:
         return None
     # A few attributes, read directly: decoding the whole item costs more than the rest of
@@ -76,6 +79,7 @@ def learn(state: RepoState, level: Level, attributes: Mapping[str, Any]) -> Enti
     start = keys.get_n(attributes, keys.A_WINDOW_START, -1)
     meta.windows[(level.resource, level.shard_id)] = start
     meta.images[(level.resource, level.shard_id)] = attributes
+    meta.image_at[(level.resource, level.shard_id)] = now_ms
     if state.exhausted:
         state.exhausted.pop((level.entity_id, level.resource), None)
     return meta
@@ -85,3 +89,27 @@ def image(state: RepoState, level: Level) -> Mapping[str, Any] | None:
     """The item as this client's last write to the shard left it (None: never written)."""
     meta = state.entities.get(level.entity_id)
     return None if meta is None else meta.images.get((level.resource, level.shard_id))
+
+
+#: An image older than this many reserve epochs (2 minutes) is not planned from: its
+#: write would have to name the held count of every epoch since (flows/plan.py), so the
+#: client reads the bucket first. One that comes back after a minute or more reads its
+#: config again (its cache's TTL), and the bucket rides along (flows/acquire.py).
+MAX_IMAGE_EPOCHS = 6
+
+
+def fresh_image(
+    state: RepoState, level: Level, now_ms: int
+) -> tuple[Mapping[str, Any], int] | None:
+    """This client's image of the shard and when it was taken, when young enough to plan
+    a write from (None: no image, or too old)."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None:
+        return None
+    where = (level.resource, level.shard_id)
+    remembered, since = meta.images.get(where), meta.image_at.get(where)
+    if remembered is None or since is None:
+        return None
+    if keys.reserve_epoch(now_ms) - keys.reserve_epoch(since) > MAX_IMAGE_EPOCHS:
+        return None
+    return remembered, since

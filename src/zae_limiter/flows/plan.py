@@ -107,13 +107,16 @@ def plan_write(
     reset_window: bool = True,
     confirmed: bool = True,
     failed_writes: int = 0,
+    since_ms: int | None = None,
 ) -> WritePlan | Rejected:
     """Take `level.consume_milli` (and a reserve, and report a flush) at `now_ms`.
 
     A `confirmed` image is what DynamoDB showed: a shortage in it is a rejection. An
     unconfirmed one (this client's memory) never rejects: the write's conditions do.
     `failed_writes`: conditional writes of this take that failed on the item; the write
-    counts them in the partition's write-rate window with itself.
+    counts them in the partition's write-rate window with itself. `since_ms`: when the
+    image was taken (default: now); the write's condition names the held count of every
+    reserve epoch that may have been raised since (`watched_epochs`).
     """
     count = bucket.shard_count
     epoch = keys.reserve_epoch(now_ms)
@@ -151,9 +154,17 @@ def plan_write(
         if attr not in held_adds
     }
     held_adds.update({attr: -count for attr, count in expired.items()})
+    watched = watched_epochs(now_ms if since_ms is None else since_ms, now_ms)
     writes = [
         _limit_write(
-            bucket, limit, states[limit.name], now_ms, level, granted, held_adds, confirmed
+            bucket,
+            limit,
+            states[limit.name],
+            now_ms,
+            level,
+            (granted, held_adds, expired),
+            confirmed,
+            watched,
         )
         for limit in level.limits
     ]
@@ -175,17 +186,35 @@ def plan_write(
     return WritePlan(params, granted, epoch if granted else 0)
 
 
+def watched_epochs(since_ms: int, now_ms: int) -> range:
+    """The reserve epochs whose held counts a write planned at `now_ms` from an image
+    taken at `since_ms` names in its condition, newest first.
+
+    Any count raised after the image is in one of them: a reserve is raised in its
+    writer's current epoch, and a write lands within an epoch of being planned (the
+    epoch before the image's covers a raise that was in flight then; the one after now
+    covers this write's own flight, and a writer whose clock runs ahead). A count from
+    an older epoch was there when the image was taken, and the image shows it. So a
+    count raised since, and expired since (it then counts as spent, keys/reserves.py),
+    cannot escape the write's bound: the stale-image over-admission of issue 35."""
+    current = keys.reserve_epoch(now_ms)
+    oldest = min(current, keys.reserve_epoch(since_ms)) - 1
+    return range(current + 1, oldest - 1, -1)
+
+
 def _limit_write(
     bucket: BucketState,
     limit: Limit,
     seen: tuple[LimitState, int, bool],
     now_ms: int,
     level: Level,
-    granted: Mapping[str, int],
-    held_adds: Mapping[str, int],
+    moves: tuple[Mapping[str, int], Mapping[str, int], Mapping[str, int]],
     confirmed: bool,
+    watched: range,
 ) -> keys.LimitWrite:
-    """One limit's form (see keys/takes.py) and its numbers."""
+    """One limit's form (see keys/takes.py) and its numbers. `moves`: the reserve granted,
+    the held counts the write moves, and those among them it charges exactly."""
+    granted, held_adds, charged_exactly = moves
     state, held, rebase = seen
     name, count = limit.name, bucket.shard_count
     need = level.consume_milli.get(name, 0)
@@ -204,8 +233,9 @@ def _limit_write(
     now_ra = now_ms * state.refill_amount_milli
     unit = state.unit(count)
     config = config_of(state)
+    watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
     if rebase and confirmed:
-        exact = tuple((e, reserved.get(e, 0)) for e in (epoch, epoch - 1))
+        exact = tuple((e, reserved.get(e, 0)) for e in watching)
         return _rebase(bucket, name, state, charge, now_ms, count, exact)
     # Reserves other clients take meanwhile raise this epoch's held count and fail the
     # condition. Half of what the write leaves over is headroom for them: the bound
@@ -213,7 +243,7 @@ def _limit_write(
     left = state.tokens(now_ms, count, held) - moved - reserve - charge
     slack = max(0, left // 2)
     spare -= slack
-    known = ((epoch, reserved.get(epoch, 0) + slack), (epoch - 1, reserved.get(epoch - 1, 0)))
+    known = tuple((e, reserved.get(e, 0) + (slack if e == epoch else 0)) for e in watching)
     bounded = need > 0 or reserve > 0
     if not bounded and charge == 0:
         return keys.LimitWrite(

@@ -20,7 +20,7 @@ from zae_limiter.flows import Call, Flow, Result, one, pause
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken, WritePlan
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import after_write
-from zae_limiter.flows.memory import image, learn, remember
+from zae_limiter.flows.memory import fresh_image, learn, remember
 from zae_limiter.flows.plan import new_bucket, plan_write
 from zae_limiter.flows.split import create_split_shard
 from zae_limiter.models import BucketState
@@ -49,18 +49,24 @@ def take(
     """
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     confirmed = True
-    remembered = image(state, level) if speculative else None
+    since = now_ms
+    remembered = fresh_image(state, level, now_ms) if speculative else None
     if prefetched is not NOT_FETCHED:
         item = prefetched
-    elif speculative and (remembered is not None or level.shard_id == 0):
-        item, confirmed = remembered, False
+    elif remembered is not None:
+        (item, since), confirmed = remembered, False
     else:
-        # A shard this client never wrote may not exist yet (shard 0 records a doubling
-        # before the new shards are made): a blind write there fails, and a fleet's blind
-        # writes fill the new partition so the write that would create it is throttled.
-        # A read takes none of its write capacity.
+        # No image to plan from, or one too old. A write planned blind (as if the bucket
+        # were full and held nothing) cannot name the held counts of reserves taken before
+        # it, which may have expired and count as spent (flows/plan.py, `watched_epochs`).
+        # A shard this client never wrote may not exist yet either (shard 0 records a
+        # doubling before the new shards are made). A read takes no write capacity.
         read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
         item = read.item
+    if confirmed and item:
+        # What DynamoDB just showed is this client's image now: should this write be
+        # throttled, the next one plans from it instead of reading again.
+        learn(state, level, item, now_ms)
     # A failed conditional write takes the partition's write capacity as a good one does,
     # but only a good one counts in the item's write-rate window. So the next good write
     # of this client there counts them too (those of earlier takes that ended throttled
@@ -68,7 +74,7 @@ def take(
     # written by many clients at once) looks quiet, and its throttles never double it.
     failed = _Failed(_uncounted(state, level, now_ms))
     try:
-        return (yield from _write(state, level, key, now_ms, item, confirmed, failed))
+        return (yield from _write(state, level, key, now_ms, item, (confirmed, since), failed))
     finally:
         _leave_uncounted(state, level, failed.count, now_ms)
 
@@ -113,11 +119,13 @@ def _write(
     key: keys.Item,
     now_ms: int,
     item: Any,
-    confirmed: bool,
+    seen: tuple[bool, int],
     failed: _Failed,
 ) -> Flow[Taken | Rejected]:
     """The write loop from a first image: create, plan, write; a lost race re-plans from
-    the ALL_OLD it returns."""
+    the ALL_OLD it returns. `seen`: whether the image is DynamoDB's answer just now (else
+    this client's memory), and when it was taken."""
+    confirmed, since = seen
     reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
     wanted = _pending_doubling(state, level)
     # The first write from memory is a guess; the ones after it come from DynamoDB.
@@ -132,7 +140,9 @@ def _write(
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
             level = _with_shard_count(level, bucket)
-        plan = plan_write(bucket, level, now_ms, state.table, key, reset, confirmed, failed.count)
+        plan = plan_write(
+            bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since
+        )
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
             # then known, and its next rejection can be local (no config round trip).
@@ -152,8 +162,8 @@ def _write(
             failed.count = 0  # counted by this write
             return (yield from _written(state, level, result.attributes, now_ms, plan))
         failed.count += 1
-        level = yield from _lost_race(state, level, result, confirmed, attempt)
-        item, confirmed = result.old, True
+        level = yield from _lost_race(state, level, result, confirmed, attempt, now_ms)
+        item, confirmed, since = result.old, True, now_ms
     raise RateLimiterUnavailable(
         f"bucket {level.entity_id}/{level.resource} is too contended: "
         f"{MAX_WRITE_ATTEMPTS} conditional writes failed in a row",
@@ -187,14 +197,14 @@ def _written(
 
 
 def _lost_race(
-    state: RepoState, level: Level, result: Result, confirmed: bool, attempt: int
+    state: RepoState, level: Level, result: Result, confirmed: bool, attempt: int, now_ms: int
 ) -> Flow[Level]:
     """After a failed condition: learn from ALL_OLD, back off, and give up the reserve."""
     if result.old:
         # The item as it is: the next acquires plan from it, and a count that grew
         # spreads them (a client that kept the old one would keep writing shard 0,
         # failing on its count and losing the race to the partition's capacity).
-        learn(state, level, result.old)
+        learn(state, level, result.old, now_ms)
     if confirmed:
         yield from pause(_backoff_ms(attempt))
         if level.hold_milli:
@@ -255,7 +265,7 @@ def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow
         item = keys.new_bucket_item(state.namespace, bucket, now_ms)
         result = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
         if result.ok:
-            learn(state, level, item)
+            learn(state, level, item, now_ms)
             return result, item
         return result, result.old
     item = yield from create_split_shard(state, level, now_ms)
