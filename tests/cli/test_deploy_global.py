@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 from click.testing import CliRunner, Result
@@ -145,3 +146,19 @@ def test_deploy_refuses_what_cloudformation_cannot_do(moto: None) -> None:
     assert invoke("deploy", "-n", "demo", "--no-aggregator", "--yes").exit_code == 0
     code, err = failing("deploy", "-n", "demo", "--no-aggregator", "--regions", REGIONS, "--yes")
     assert code != 0 and "would replace the table and lose its items" in err
+
+
+def test_delete_takes_the_other_regions_stacks_first(
+    moto: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert invoke("deploy", "-n", "demo", "--no-aggregator", "--yes").exit_code == 0
+    # A regional stack in eu-west-1 (alarms only: moto runs no GlobalTable, and no Lambda).
+    regional = invoke("render", "-n", "demo", "--regions", "us-east-1,eu-west-1",
+                      "--no-aggregator", "--aggregator-only", "eu-west-1").stdout  # fmt: skip
+    eu = boto3.client("cloudformation", region_name="eu-west-1")
+    eu.create_stack(StackName="demo", TemplateBody=regional)
+    monkeypatch.setattr(replicas, "describe_table", lambda aws, name: recorded_table())
+    assert eu.describe_stacks(StackName="demo")["Stacks"]
+    assert invoke("delete", "-n", "demo", "--yes").exit_code == 0
+    with pytest.raises(eu.exceptions.ClientError, match="does not exist"):
+        eu.describe_stacks(StackName="demo")

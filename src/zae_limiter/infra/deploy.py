@@ -264,6 +264,10 @@ class Deployer:
         return DeployResult(name, action, status, changes, outputs, written)
 
     def delete(self, name: str) -> str:
+        """Delete the stack; for a global table, the other regions' stacks first (their
+        aggregators read streams that go with the replicas)."""
+        for region in (current_regions(self.aws, name) or ())[1:]:
+            self._delete_regional(name, region)
         return self.stacks.delete(name, self.on_event)
 
 
