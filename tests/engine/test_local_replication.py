@@ -7,6 +7,7 @@ one process per region (tests/engine/test_local_regions_cli.py). Lags are 100-15
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -18,9 +19,13 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from click.testing import CliRunner
 
 from tests._servers import EngineEndpoint
-from zae_limiter import table
+from tests.old_layout import build_old_table, create_table, scan_all
+from zae_limiter import keys, table
+from zae_limiter.cli import _errors, cli
+from zae_limiter.local import local_env
 from zae_limiter.local.replication import Control, Replicator, write_json
 
 pytestmark = pytest.mark.engine
@@ -61,21 +66,23 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _replicated(endpoint: EngineEndpoint, regions: tuple[str, ...], tmp: Path) -> Iterator[
-    Replicated
-]:
-    name = f"glob-{uuid.uuid4().hex[:8]}"
+def _clients(endpoint: EngineEndpoint, regions: tuple[str, ...]) -> dict[str, Any]:
     kwargs = endpoint.client_kwargs()
-    clients = {}
-    for region in regions:
-        kwargs.update(region_name=region,
-                      config=Config(account_id_endpoint_mode="disabled"))  # fmt: skip
-        clients[region] = boto3.client("dynamodb", **kwargs)
-        clients[region].create_table(**table.create_table_params(name))
+    kwargs["config"] = Config(account_id_endpoint_mode="disabled")
+    return {r: boto3.client("dynamodb", **{**kwargs, "region_name": r}) for r in regions}
+
+
+@contextlib.contextmanager
+def _running(
+    endpoint: EngineEndpoint, clients: dict[str, Any], name: str, tmp: Path
+) -> Iterator[Replicated]:
+    """A replicator for table `name` (already created in some regions), on a thread."""
     control = tmp / "control.json"
     write_json(control, Control(LAG_MS, ()).to_dict())
     # Only this test's table: the engine is shared with the session's other tests.
-    replicator = Replicator({r: endpoint.url for r in regions}, control, only=frozenset({name}))
+    replicator = Replicator(
+        {r: endpoint.url for r in clients}, control, only=frozenset({name})
+    )
     stop = threading.Event()
 
     def loop() -> None:
@@ -86,11 +93,22 @@ def _replicated(endpoint: EngineEndpoint, regions: tuple[str, ...], tmp: Path) -
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     try:
-        eventually(lambda: name in replicator.tables)
         yield Replicated(name, clients, control, replicator)
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def _replicated(
+    endpoint: EngineEndpoint, regions: tuple[str, ...], tmp: Path
+) -> Iterator[Replicated]:
+    name = f"glob-{uuid.uuid4().hex[:8]}"
+    clients = _clients(endpoint, regions)
+    for client in clients.values():
+        client.create_table(**table.create_table_params(name))
+    with _running(endpoint, clients, name, tmp) as rep:
+        eventually(lambda: name in rep.replicator.tables)
+        yield rep
 
 
 @pytest.fixture
@@ -194,3 +212,28 @@ def test_on_dynamodb_local_writes_replicate_and_conflicts_converge(
     eventually(lambda: two_on_dynamodb_local.get(b, "seq") == "first")
     two_on_dynamodb_local.put(b, "seq", "second")
     eventually(lambda: set(two_on_dynamodb_local.everywhere("seq").values()) == {"second"})
+
+
+def test_migrate_in_one_region_converts_the_items_of_every_region(
+    moto_server: EngineEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`migrate` writes through one region; replication carries the converted items and
+    the version record to the others (docs/global.md, 'Migrations')."""
+    name = f"mig-{uuid.uuid4().hex[:8]}"
+    a, b = "us-east-1", "eu-west-1"
+    clients = _clients(moto_server, (a, b))
+    create_table(clients[b], name)
+    with _running(moto_server, clients, name, tmp_path) as rep:
+        old = build_old_table(clients[a], name)
+        eventually(lambda: scan_all(clients[b], name) == scan_all(clients[a], name))
+        for variable, value in local_env(moto_server.url, a).items():
+            monkeypatch.setenv(variable, value)
+        with CliRunner().isolation() as (_out, err, _):
+            code = _errors.run(cli, ["migrate", "--name", name, "--yes"])
+            assert code == 0, err.getvalue().decode()
+        migrated = scan_all(clients[a], name)
+        assert migrated[("_/SYSTEM#", "#VERSION")][keys.A_SCHEMA_VERSION] == {"N": "3"}
+        assert all(keys.TTL in migrated[k] for k in old.old_buckets)
+        eventually(lambda: scan_all(clients[b], name) == scan_all(clients[a], name))
+        assert scan_all(clients[b], name) == migrated
+        assert rep.replicator.links.backlog() == {}
