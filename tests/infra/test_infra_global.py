@@ -4,14 +4,17 @@ the other regions, replication alarms and the dashboard's replication widget."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+from moto import mock_aws
 
 from tests.infra._helpers import REGIONS, parsed, resources
 from zae_limiter import keys, table
 from zae_limiter.errors import ValidationError
+from zae_limiter.infra import Aws, Deployer
 from zae_limiter.infra.lint import check_template, lint_template
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.infra.render import render_regional_template
@@ -151,3 +154,33 @@ def test_our_rules_catch_a_replica_listed_twice_and_a_narrow_stream() -> None:
     gsi3["Projection"]["NonKeyAttributes"] = ["rf"]
     rules = sorted(f.rule for f in check_template(template))
     assert rules == ["Z1001", "Z1003", "Z1004"]
+
+
+@pytest.fixture
+def eu() -> Iterator[Aws]:
+    with mock_aws(), pytest.MonkeyPatch.context() as patch:
+        for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            patch.setenv(variable, "testing")
+        yield Aws("eu-west-1")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # moto: "no alarm support"
+def test_a_regional_stack_deploys_on_the_replicas_stream(eu: Aws) -> None:
+    """moto has no GlobalTable, but a regional stack is ordinary resources: stand the
+    replica in with a table of the same name in eu-west-1 and deploy that region's stack
+    the way `deploy` does after the first region's."""
+    eu.client("dynamodb").create_table(**table.create_table_params("demo"))
+    stream = eu.client("dynamodb").describe_table(TableName="demo")["Table"]["LatestStreamArn"]
+    options = StackOptions("demo", regions=("us-east-1", "eu-west-1"))
+    deployer = Deployer(Aws("us-east-1"), poll_seconds=0.01)
+    created = deployer._deploy_regional(options, "eu-west-1", plan=False, approve=lambda _: True)
+    assert (created.region, created.action, created.status) == (
+        "eu-west-1", "create", "CREATE_COMPLETE"
+    )  # fmt: skip
+    mappings = eu.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+    assert [m["EventSourceArn"] for m in mappings] == [stream]
+    # The zip went to eu-west-1's own artifact bucket: Lambda reads code in its region.
+    buckets = [b["Name"] for b in eu.client("s3").list_buckets()["Buckets"]]
+    assert any(b.endswith("-eu-west-1") for b in buckets)
+    again = deployer._deploy_regional(options, "eu-west-1", plan=True, approve=lambda _: True)
+    assert again.action == "plan" and again.status == "CREATE_COMPLETE"
