@@ -237,3 +237,31 @@ def test_migrate_in_one_region_converts_the_items_of_every_region(
         eventually(lambda: scan_all(clients[b], name) == scan_all(clients[a], name))
         assert scan_all(clients[b], name) == migrated
         assert rep.replicator.links.backlog() == {}
+
+
+def test_a_client_write_landing_just_before_a_replicated_one_wins(
+    moto_server: EngineEndpoint, tmp_path: Path
+) -> None:
+    """Driven step by step: a client of b writes after the replicator read b's stream
+    and before it applies a's older change there. The client's write is newer and must
+    survive everywhere (the replicator writes it back, then replicates it)."""
+    name = f"race-{uuid.uuid4().hex[:8]}"
+    clients = _clients(moto_server, ("us-east-1", "eu-west-1"))
+    for client in clients.values():
+        client.create_table(**table.create_table_params(name))
+    control = tmp_path / "control.json"
+    write_json(control, Control(0, ()).to_dict())
+    replicator = Replicator(
+        {r: moto_server.url for r in clients}, control, only=frozenset({name})
+    )
+    rep = Replicated(name, clients, control, replicator)
+    replicator.discover()
+    rep.put("us-east-1", "k", "from-a")
+    replicator.poll("us-east-1")
+    replicator.poll("eu-west-1")
+    rep.put("eu-west-1", "k", "from-b")  # unseen by the replicator
+    replicator.deliver(Control(0, ()))
+    for _ in range(5):
+        replicator.step()
+    assert rep.everywhere("k") == {"us-east-1": "from-b", "eu-west-1": "from-b"}
+    assert replicator.book.pending == {}

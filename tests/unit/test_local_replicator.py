@@ -39,35 +39,66 @@ def test_a_write_after_another_wins_even_when_the_clock_cannot_tell() -> None:
     assert decide(first, local_version("a", 59_000, first))
 
 
+A: dict[str, object] = {"v": "a"}
+B: dict[str, object] = {"v": "b"}
+
+
 def test_concurrent_writes_converge_to_one_winner_in_every_region() -> None:
     book = ReplicaBook()
-    va = book.observe("a", ITEM, 1000)
-    vb = book.observe("b", ITEM, 1000)
+    va = book.observe("a", ITEM, 1000, A)
+    vb = book.observe("b", ITEM, 1000, B)
     assert va is not None and vb is not None
     # Each region is offered the other's write; only one of the two is applied anywhere.
-    applied_in_a = book.offer("a", change(vb))
-    applied_in_b = book.offer("b", change(va))
-    assert (applied_in_a, applied_in_b) == (True, False)  # "b" > "a" at equal time
+    assert book.offer("a", change(vb, B))  # "b" > "a" at equal time
+    assert not book.offer("b", change(va, A))
+    assert book.applied("a", change(vb, B), replaced=A) is False
     assert book.known[("a", ITEM)] == book.known[("b", ITEM)] == vb
 
 
 def test_a_replicated_write_coming_back_is_not_replicated_again() -> None:
     book = ReplicaBook()
-    va = book.observe("a", ITEM, 1000)
-    assert va is not None and book.offer("b", change(va))
-    assert book.observe("b", ITEM, 1000) is None  # our write, seen on b's stream
-    assert book.known[("b", ITEM)] == va
+    va = book.observe("a", ITEM, 1000, A)
+    assert va is not None and book.offer("b", change(va, A))
+    assert book.applied("b", change(va, A), replaced=None) is False
+    assert book.observe("b", ITEM, 1000, A) is None  # our write, seen on b's stream
+    assert book.known[("b", ITEM)] == va and not book.pending
     # The next record for the item in b is a client's write again, and it is newer.
-    vb = book.observe("b", ITEM, 1000)
-    assert vb == Version(1000, 1, "b")
+    assert book.observe("b", ITEM, 1000, B) == Version(1000, 1, "b")
 
 
-def test_a_write_not_made_is_forgotten() -> None:
+def test_a_record_that_changes_nothing_is_no_write() -> None:
     book = ReplicaBook()
-    va = book.observe("a", ITEM, 1000)
-    assert va is not None and book.offer("b", change(va))
-    book.forget("b", change(va))
-    assert book.observe("b", ITEM, 2000) == Version(2000, 0, "b")
+    assert book.observe("a", ITEM, 1000, A) is not None
+    # moto records a put of the same item again; DynamoDB records nothing.
+    assert book.observe("a", ITEM, 2000, A) is None
+    assert book.known[("a", ITEM)] == Version(1000, 0, "a")
+
+
+def test_a_write_that_changes_nothing_awaits_no_record() -> None:
+    book = ReplicaBook()
+    assert book.observe("b", ITEM, 1000, A) is not None
+    va = Version(2000, 0, "a")
+    assert book.offer("b", change(va, A))
+    assert book.applied("b", change(va, A), replaced=A) is False
+    assert not book.pending
+    assert book.observe("b", ITEM, 3000, B) == Version(3000, 0, "b")  # a client's write
+
+
+def test_a_client_write_the_replicator_overwrote_is_written_back_and_wins() -> None:
+    book = ReplicaBook()
+    assert book.observe("b", ITEM, 1000, None) is not None  # b's copy: no item
+    remote = Version(1500, 0, "a")
+    assert book.offer("b", change(remote, A))
+    # Before the write, a client of b wrote B (the replicator had not read it yet).
+    restore = book.applied("b", change(remote, A), replaced=B)
+    assert restore == B
+    # b's stream: the client's B, our A, our B written back.
+    vb = book.observe("b", ITEM, 1600, B)
+    assert vb is not None and vb > remote  # replicated, and it wins everywhere
+    assert book.observe("b", ITEM, 1600, A) is None
+    assert book.observe("b", ITEM, 1600, B) is None
+    assert book.known[("b", ITEM)] == vb and book.images[("b", ITEM)] == B
+    assert not book.pending
 
 
 def test_links_wait_the_lag_and_keep_order() -> None:

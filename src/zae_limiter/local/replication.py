@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from zae_limiter.local import process
-from zae_limiter.local.replicator import Change, Links, ReplicaBook
+from zae_limiter.local.replicator import Change, Image, Links, ReplicaBook
 
 log = logging.getLogger("zae_limiter.local.replication")
 
@@ -175,10 +175,10 @@ class Replicator:
         item = item_key(table, body["Keys"])
         created = body.get("ApproximateCreationDateTime")
         stream_ms = int(created.timestamp() * 1000) if created is not None else self._now_ms()
-        version = self.book.observe(region, item, stream_ms)
-        if version is None:
-            return  # our own write, come back on this region's stream
         image = None if record["eventName"] == "REMOVE" else body.get("NewImage")
+        version = self.book.observe(region, item, stream_ms, image)
+        if version is None:
+            return  # our own write come back, or a write that changed nothing
         self.links.send(Change(item, body["Keys"], version, image), self._now_ms())
 
     def deliver(self, control: Control) -> int:
@@ -192,10 +192,13 @@ class Replicator:
                 continue  # no such table there (yet): nothing to replicate into
             if not self.book.offer(destination, change):
                 continue  # the replica holds a newer write: this one loses
+            ddb = self.clients[destination][0]
             try:
-                _apply(self.clients[destination][0], table, change)
+                replaced = _write(ddb, table, change.keys, change.image)
+                restore = self.book.applied(destination, change, replaced)
+                if restore is not False:
+                    _write(ddb, table, change.keys, restore)
             except Exception:  # one bad write must not stop replication of the rest
-                self.book.forget(destination, change)
                 log.exception("replicating %s to %s failed", change.item, destination)
                 continue
             applied += 1
@@ -251,11 +254,14 @@ def _list_tables(ddb: Any) -> list[str]:
     return names
 
 
-def _apply(ddb: Any, table: str, change: Change) -> None:
-    if change.image is None:
-        ddb.delete_item(TableName=table, Key=dict(change.keys))
+def _write(ddb: Any, table: str, keys: Mapping[str, Any], image: Image) -> Image:
+    """Put `image` (None: delete the item); the item it replaced (None: there was none)."""
+    if image is None:
+        answer = ddb.delete_item(TableName=table, Key=dict(keys), ReturnValues="ALL_OLD")
     else:
-        ddb.put_item(TableName=table, Item=dict(change.image))
+        answer = ddb.put_item(TableName=table, Item=dict(image), ReturnValues="ALL_OLD")
+    replaced: Image = answer.get("Attributes")
+    return replaced
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - the process entry

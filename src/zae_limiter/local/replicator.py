@@ -12,7 +12,11 @@ change to the other regions. What it decides lives here:
   rule, so every region ends with the same winner, and the loser is lost, as on AWS.
 - **Which stream records are new writes** (`ReplicaBook.observe`): a replicated write
   shows up on the receiving region's stream too and must not be replicated again. The
-  book remembers each write it applied and takes the next record for that item as it.
+  book remembers each write it made (and the image it wrote) and takes the next record
+  of that item with that image as it; a record that changes nothing is no write.
+- **A client write the replicator overwrote** (`ReplicaBook.applied`): the item a write
+  replaced tells whether a client wrote it since the stream was last read; that newer
+  write is put back.
 - **When a change may travel** (`Links`): one FIFO queue per (source, destination)
   pair; a change leaves after the lag, never while either end is partitioned, and a
   healed partition lets the backlog through in order.
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 #: Which item: (table, canonical JSON of the item's key attributes).
 ItemKey = tuple[str, str]
@@ -72,47 +76,79 @@ def local_version(region: str, stream_time_ms: int, previous: Version | None) ->
     return Version(previous.time_ms, previous.counter + 1, region)
 
 
+Image = Mapping[str, Any] | None
+
+
 @dataclass
 class ReplicaBook:
-    """What each region's copy of each item is at, as far as the replicator knows."""
+    """What each region's copy of each item is, as far as the replicator knows.
+
+    `known`: the version of the newest write to the item there. `images`: the item as
+    the last stream record read from there left it (None: no item). `pending`: writes
+    the replicator made there whose stream records have not come back yet.
+    """
 
     known: dict[tuple[str, ItemKey], Version] = field(default_factory=dict)
-    #: Writes applied to a region and not yet seen coming back on its stream.
-    pending: dict[tuple[str, ItemKey], deque[Version]] = field(default_factory=dict)
+    images: dict[tuple[str, ItemKey], Image] = field(default_factory=dict)
+    pending: dict[tuple[str, ItemKey], deque[tuple[Version, Image]]] = field(
+        default_factory=dict
+    )
 
-    def observe(self, region: str, item: ItemKey, stream_time_ms: int) -> Version | None:
-        """A record from `region`'s stream: the version of a client's write to replicate,
-        or None when it is one of the replicator's own writes coming back."""
+    def observe(
+        self, region: str, item: ItemKey, stream_time_ms: int, image: Image
+    ) -> Version | None:
+        """A record from `region`'s stream, with the item's new image: the version of a
+        client's write to replicate, or None when there is nothing to replicate."""
         slot = (region, item)
         ours = self.pending.get(slot)
-        if ours:
-            # Stream records of one item come in write order: the next record after a
-            # write we made is that write.
-            self.known[slot] = ours.popleft()
+        if ours and ours[0][1] == image:
+            # Records of one item come in write order, and a write of ours that changed
+            # the item always leaves one: this is it.
+            version = ours.popleft()[0]
             if not ours:
                 del self.pending[slot]
+            # A client write seen before it (see `applied`) may be newer: keep that.
+            self.known[slot] = max(version, self.known.get(slot, version))
+            self.images[slot] = image
+            return None
+        if slot in self.images and image == self.images[slot]:
+            # A record of a write that changed nothing. DynamoDB writes none; moto does
+            # (and two for an UpdateItem that creates an item): not a new write.
             return None
         version = local_version(region, stream_time_ms, self.known.get(slot))
         self.known[slot] = version
+        self.images[slot] = image
         return version
 
     def offer(self, region: str, change: Change) -> bool:
-        """True when `change` is to be written to `region` (and is then booked there)."""
-        slot = (region, change.item)
-        if not decide(self.known.get(slot), change.version):
-            return False
-        self.known[slot] = change.version
-        self.pending.setdefault(slot, deque()).append(change.version)
-        return True
+        """True when `change` is to be written to `region` (then tell `applied`)."""
+        return decide(self.known.get((region, change.item)), change.version)
 
-    def forget(self, region: str, change: Change) -> None:
-        """A write `offer` booked did not happen (the request failed): unbook it."""
+    def believed(self, region: str, item: ItemKey) -> Image:
+        """The item in `region` once every write seen or made there has landed."""
+        ours = self.pending.get((region, item))
+        return ours[-1][1] if ours else self.images.get((region, item))
+
+    def applied(self, region: str, change: Change, replaced: Image) -> Image | Literal[False]:
+        """Book `change`, written to `region` where it replaced `replaced` (the old item
+        the write returned). Returns an image to write back (None: delete), or False.
+
+        A write that changed nothing leaves no stream record: none is awaited. When
+        `replaced` is not what the book believed, a client wrote the item after the
+        replicator last read this region's stream, and the change overwrote that write.
+        The client's write is the newer (it was made later, in its region): it is to be
+        written back, and its own record, when read, replicates it as usual.
+        """
         slot = (region, change.item)
-        ours = self.pending.get(slot)
-        if ours and ours[-1] == change.version:
-            ours.pop()
-            if not ours:
-                del self.pending[slot]
+        believed = self.believed(region, change.item)
+        self.known[slot] = change.version
+        if replaced == change.image:
+            return False
+        self.pending.setdefault(slot, deque()).append((change.version, change.image))
+        if replaced == believed:
+            return False
+        self.pending[slot].append((change.version, replaced))
+        return replaced
 
 
 @dataclass
