@@ -107,3 +107,23 @@ def test_up_partition_status_env_down(state_dir: Path) -> None:
     assert down.exit_code == 0 and "stopped the replicator" in down.output
     assert not any(pid_alive(pid) for pid in pids)
     assert invoke("status").exit_code == 1
+
+
+def test_a_region_that_fails_to_start_leaves_nothing_running(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_up = regions_api.instances.up
+    started: list[int] = []
+
+    def up_then_fail(engine: str, port: int | None, instance: str) -> Any:
+        if instance.endswith("eu-west-1"):
+            raise regions_api.LocalEngineError("no engine for you")
+        result = real_up(engine, port, instance)
+        started.append(result.state.pid)
+        return result
+
+    monkeypatch.setattr(regions_api.instances, "up", up_then_fail)
+    with pytest.raises(regions_api.LocalEngineError, match="no engine for you"):
+        regions_api.up_regions("moto", ("us-east-1", "eu-west-1"))
+    assert started and not any(pid_alive(pid) for pid in started)
+    assert regions_api.read_group() is None

@@ -129,7 +129,15 @@ def up_regions(
             f"a single-region engine {instance!r} is recorded; run "
             f"`zae-limiter local down --instance {instance}` first or pick another --instance"
         )
-    started = [instances.up(engine, None, region_instance(instance, r)).state for r in regions]
+    started = []
+    try:
+        for region in regions:
+            started.append(instances.up(engine, None, region_instance(instance, region)).state)
+    except Exception:
+        # No group file is written yet: stop what did start, or nothing would.
+        for state in started:
+            instances.down(state.instance, grace=1.0)
+        raise
     endpoints = {r: s.endpoint_url for r, s in zip(regions, started, strict=True)}
     config, control, status = (
         _path(instance, "replication.json"),
