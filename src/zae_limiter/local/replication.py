@@ -32,6 +32,9 @@ DEFAULT_LAG_MS = 1000
 #: How often the stream shards and tables are looked for again (new tables, new shards).
 DISCOVER_SECONDS = 1.0
 POLL_SECONDS = 0.02
+#: With nothing read and nothing waiting, passes slow down to this: an idle local
+#: global table should not keep a laptop's engines busy answering GetRecords.
+IDLE_POLL_SECONDS = 0.1
 STATUS_SECONDS = 0.5
 
 
@@ -116,6 +119,7 @@ class Replicator:
         self.applied: Counter[str] = Counter()
         #: Replicate these tables only (None: every table in two or more regions).
         self.only = only
+        self.records_read = 0
         self._discovered_at = 0.0
         self._status_at = 0.0
 
@@ -168,6 +172,7 @@ class Replicator:
                 answer = streams.get_records(ShardIterator=iterator)
                 stream.iterators[shard_id] = answer.get("NextShardIterator")
                 for record in answer["Records"]:
+                    self.records_read += 1
                     self._observe(region, table, record)
 
     def _observe(self, region: str, table: str, record: Mapping[str, Any]) -> None:
@@ -237,14 +242,20 @@ class Replicator:
             },
         )
 
-    def run(self, poll_seconds: float = POLL_SECONDS) -> None:  # pragma: no cover - loop
+    def idle(self) -> bool:
+        """No change waits on any link (run() also asks whether the pass read anything)."""
+        return not self.links.backlog()
+
+    def run(self) -> None:  # pragma: no cover - the process's loop
         while True:
+            read_before = self.records_read
             try:
                 self.step()
             except Exception:  # an engine restarting: keep going, say why
                 log.exception("replication pass failed; retrying")
                 time.sleep(0.5)
-            time.sleep(poll_seconds)
+            quiet = self.records_read == read_before and self.idle()
+            time.sleep(IDLE_POLL_SECONDS if quiet else POLL_SECONDS)
 
 
 def _list_tables(ddb: Any) -> list[str]:
