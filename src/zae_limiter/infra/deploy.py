@@ -111,10 +111,6 @@ class Deployer:
             )
         existing = self._usable_stack(options.name, plan=plan)
         change = self._check_regions(options, existing)
-        if change is not None and not plan:
-            # A replica on its way out stops feeding its aggregator first.
-            for region in change.removed:
-                self._delete_regional(options.name, region)
         parameters = self._artifact_parameters(options, artifact_bucket, upload=not plan)
         outcome = self._apply(options.name, template, parameters, existing, plan, approve)
         if outcome.action in ("plan", "declined"):
@@ -126,6 +122,10 @@ class Deployer:
             return result
         regional: tuple[DeployResult, ...] = ()
         if outcome.action != "declined":
+            if change is not None and not plan:
+                # Only once the update went through: a declined one keeps every region.
+                for region in change.removed:
+                    self._delete_regional(options.name, region)
             regional = tuple(
                 self._deploy_regional(options, region, plan, approve)
                 for region in options.other_regions
