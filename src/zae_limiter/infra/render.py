@@ -67,7 +67,8 @@ def package_version() -> str:
 
 
 def _single_region_refs() -> dict[str, Any]:
-    # The table is a resource of the stack: everything refers to it by logical id.
+    # YAML flow text the templates paste where they name the table. Here the table is a
+    # resource of the stack: everything refers to it by logical id.
     return {
         "table_name": "{Ref: Table}",
         "table_arn": '{"Fn::GetAtt": [Table, Arn]}',
@@ -104,7 +105,8 @@ def _regional_refs(options: StackOptions) -> dict[str, Any]:
         "table_name": json.dumps(options.name),
         "table_arn": _replica_arn("${AWS::Region}", options.name),
         "stream_arn": "{Ref: StreamArn}",
-        "stream_resource": "{Ref: StreamArn}",
+        # As for one region: the replica's streams, whichever label the current one has.
+        "stream_resource": _replica_arn("${AWS::Region}", options.name, "/stream/*"),
         "policy_tables": [],
         "policy_indexes": [],
         "policy_streams": [],
