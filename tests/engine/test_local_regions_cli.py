@@ -97,6 +97,8 @@ def test_up_partition_status_env_down(state_dir: Path) -> None:
         "us-east-1->eu-west-1") == 1)  # fmt: skip
     human = invoke("status")
     assert "eu-west-1" in human.output and "PARTITIONED" in human.output
+    assert "replicated: glob (ap-southeast-1, eu-west-1, us-east-1)" in human.output
+    assert "waiting: us-east-1->eu-west-1 1" in human.output
     assert invoke("partition", "--region", "eu-west-1", "off").exit_code == 0
     eventually(lambda: value("eu-west-1", "k") == "2")
 

@@ -215,6 +215,11 @@ def _show_group(group: regions_api.GroupStatus, output: str) -> None:
     pid = "" if group.state is None else f" (pid {group.state.replicator_pid})"
     click.echo(f"replicator: {replicator}{pid}, lag {group.control.lag_ms} ms, "
                f"partitioned: {', '.join(group.control.partitioned) or 'none'}")
+    tables = group.replication.get("tables") or {}
+    if tables:
+        click.echo("replicated: " + ", ".join(
+            f"{name} ({', '.join(regions)})" for name, regions in sorted(tables.items())
+        ))  # fmt: skip
     backlog = group.replication.get("backlog") or {}
     if backlog:
         click.echo("waiting: " + ", ".join(f"{link} {n}" for link, n in sorted(backlog.items())))
