@@ -12,6 +12,9 @@ from zae_limiter.infra.render import render_template
 TOPIC = "arn:aws:sns:us-east-1:123456789012:zael-alerts"
 BOUNDARY = "arn:aws:iam::123456789012:policy/zael-boundary"
 
+#: A global table's replica regions, the stack's first.
+REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-1")
+
 VARIANTS: dict[str, StackOptions] = {
     "defaults": StackOptions("demo"),
     "no-aggregator": StackOptions("demo", aggregator=False),
@@ -27,6 +30,8 @@ VARIANTS: dict[str, StackOptions] = {
     "no-dashboard-no-insights": StackOptions("demo", dashboard=False, contributor_insights=False),
     "no-audit-archive": StackOptions("demo", audit_archive=False),
     "archive-glacier-now": StackOptions("demo", audit_archive_glacier_days=0),
+    "global": StackOptions("demo", regions=REGIONS, pitr_recovery_days=7),
+    "global-no-aggregator": StackOptions("demo", regions=REGIONS, aggregator=False),
     "tuned": StackOptions(
         "demo",
         log_retention_days=90,

@@ -24,7 +24,7 @@ from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.infra import policy
 from zae_limiter.infra.options import StackOptions
-from zae_limiter.infra.render import package_version
+from zae_limiter.infra.render import package_version, render_regional_template
 from zae_limiter.infra.stack import ResourceChange, StackEvent
 from zae_limiter.infra.table_only import delete_table, describe_table
 
@@ -75,6 +75,10 @@ _STACK_OPTIONS: tuple[Callable[[F], F], ...] = (
                       "by the aggregator)."),
     click.option("--audit-archive-glacier-days", type=int, default=90, show_default=True,
                  help="Days before archived audit events move to Glacier Instant Retrieval."),
+    click.option("--regions", metavar="LIST", default="",
+                 help="A global table with one replica per region, e.g. "
+                      "us-east-1,eu-west-1: the stack lives in the first, each other "
+                      "region gets its own aggregator stack (docs/global.md)."),
 )  # fmt: skip
 
 
@@ -86,6 +90,7 @@ def stack_options(func: F) -> F:
         "batching_window", "max_retry_attempts", "deletion_protection",
         "pitr_recovery_days", "namespace_policies", "usage_windows", "usage_retention_days",
         "dashboard", "contributor_insights", "audit_archive", "audit_archive_glacier_days",
+        "regions",
     )  # fmt: skip
 
     @functools.wraps(func)
@@ -122,6 +127,7 @@ def build_options(name: str, kw: dict[str, Any]) -> StackOptions:
         contributor_insights=kw["contributor_insights"],
         audit_archive=kw["audit_archive"],
         audit_archive_glacier_days=kw["audit_archive_glacier_days"],
+        regions=tuple(r.strip() for r in kw["regions"].split(",") if r.strip()),
     )
 
 
@@ -207,7 +213,10 @@ def deploy_command(
     if detailed_exitcode and not plan:
         raise click.UsageError("--detailed-exitcode goes with --plan")
     options = build_options(target.name, stack_kwargs)
-    aws = infra.Aws(target.region, target.endpoint_url)
+    if options.is_global and table_only:
+        raise click.UsageError("--table-only creates one region's table; drop --regions")
+    # A global table's stack lives in the first of its regions.
+    aws = infra.Aws(target.region or options.primary_region, target.endpoint_url)
     err = Console(stderr=True)
     if table_only:
         pending = _deploy_table_only(aws, target, plan, err)
@@ -251,6 +260,7 @@ def _show_deploy_result(
         render.print_fitted(out, _changes_table(result.changes, title))
         for note in _plan_notes(result.changes, options):
             out.print(note, markup=False, highlight=False, soft_wrap=True)
+        _show_regions(out, result)
         out.print("Nothing was changed (--plan).")
         return
     if result.action == "declined":
@@ -266,6 +276,30 @@ def _show_deploy_result(
         out.print("Wrote the schema version record.")
     if result.outputs:
         render.print_fitted(out, _kv_table(result.outputs, "Outputs"))
+    _show_regions(out, result)
+
+
+def _show_regions(out: Console, result: infra.DeployResult) -> None:
+    """A global table: replicas added and removed, and each other region's stack."""
+    if result.regions is None:
+        return
+    verb = "would be" if result.action == "plan" else "were"
+    for title, regions in (("added", result.regions.added), ("removed", result.regions.removed)):
+        if regions:
+            out.print(f"Replicas {verb} {title}: {', '.join(regions)}", highlight=False)
+    for regional in result.regional:
+        where = f"stack {regional.stack_name} in {regional.region}"
+        if regional.action == "plan":
+            verb = "create" if regional.status is None else "update"
+            if regional.status is None or regional.changes:
+                title = f"Plan to {verb} {where}"
+                render.print_fitted(out, _changes_table(regional.changes, title))
+            else:
+                out.print(f"{where}: no changes", highlight=False)
+        elif regional.action == "skipped":
+            out.print(f"{where}: nothing to deploy (no aggregator, no alarms)", highlight=False)
+        else:
+            out.print(f"{where}: {regional.action} ({regional.status})", highlight=False)
 
 
 def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console) -> bool:
@@ -302,6 +336,9 @@ def _deploy_table_only(aws: infra.Aws, target: Target, plan: bool, err: Console)
 @click.option("--archive-bucket", metavar="BUCKET",
               help="With --policy: the audit archive bucket (default: the pattern of the "
                    "stack's bucket name).")  # fmt: skip
+@click.option("--aggregator-only", "regional", metavar="REGION",
+              help="With --regions: the stack of REGION (one of the regions after the "
+                   "first): its aggregator and alarms.")  # fmt: skip
 @stack_options
 def render_command(
     name: str,
@@ -311,9 +348,12 @@ def render_command(
     region: str | None,
     account: str | None,
     archive_bucket: str | None,
+    regional: str | None,
     stack_kwargs: dict[str, Any],
 ) -> None:
     """Print the CloudFormation template, or with --policy an IAM policy (no AWS calls)."""
+    if role is not None and regional is not None:
+        raise click.UsageError("--aggregator-only renders a template; not with --policy")
     if role is None and (region or account or archive_bucket):
         raise click.UsageError("--region, --account and --archive-bucket go with --policy")
     if role is not None and run_lint:
@@ -321,6 +361,8 @@ def render_command(
     if role is not None:
         target = policy.PolicyTarget(name, region, account, archive_bucket)
         text = policy.policy_json(role, target)
+    elif regional is not None:
+        text = render_regional_template(build_options(name, stack_kwargs), regional)
     else:
         text = infra.render_template(build_options(name, stack_kwargs))
     if output_file is None:
@@ -328,17 +370,17 @@ def render_command(
     else:
         output_file.write_text(text)
     if run_lint:
-        _lint(text)
+        _lint(text, regional)
 
 
-def _lint(template: str) -> None:
+def _lint(template: str, region: str | None = None) -> None:
     try:
         from zae_limiter.infra.lint import lint_template
     except ImportError as missing:  # cfn-lint comes with the dev extra only
         raise click.ClickException(
             f"--lint needs cfn-lint: pip install cfn-lint ({missing})"
         ) from missing
-    findings = lint_template(template)
+    findings = lint_template(template, regions=None if region is None else [region])
     for finding in findings:
         click.echo(str(finding), err=True)
     if findings:
@@ -364,6 +406,9 @@ def status_command(target: Target) -> None:
     rows["min client version"] = report.min_client_version
     rows["aggregator"] = report.aggregator_function or "(not deployed)"
     rows["stream mapping"] = report.aggregator_mapping_state or "(none)"
+    for replica in report.replicas:
+        detail = f" ({replica.detail})" if replica.detail else ""
+        rows[f"replica {replica.region}"] = f"{replica.status}{detail}"
     if report.stack_reason:
         rows["stack reason"] = report.stack_reason
     out = Console()

@@ -76,6 +76,21 @@ def _aggregator_widgets() -> list[dict[str, Any]]:
     return widgets
 
 
+def _replication_widget(regions: tuple[str, ...]) -> dict[str, Any]:
+    # Each series lives in the region the changes come from; a line of a dashboard
+    # widget may name its own region, so one graph shows every pair of replicas.
+    lines: list[list[Any]] = [
+        ["AWS/DynamoDB", "ReplicationLatency", "TableName", "${Table}",
+         "ReceivingRegion", receiving, {"region": source, "label": f"{source} -> {receiving}"}]
+        for source in regions
+        for receiving in regions
+        if receiving != source
+    ]  # fmt: skip
+    widget = _graph("ReplicationLatency (ms, every pair of replicas)", lines, "Average")
+    widget["width"] = 24  # up to n*(n-1) lines: a full row keeps the legend readable
+    return widget
+
+
 def _insights_text() -> dict[str, Any]:
     # DynamoDB names its Contributor Insights rules with a creation timestamp, which a
     # template cannot know; the table's own console page draws them by name.
@@ -99,6 +114,8 @@ def dashboard_widgets(options: StackOptions) -> list[dict[str, Any]]:
     widgets = _table_widgets()
     if options.aggregator:
         widgets += _aggregator_widgets()
+    if len(options.regions) > 1:
+        widgets.append(_replication_widget(options.regions))
     if options.contributor_insights:
         widgets.insert(0, _insights_text())
     return widgets

@@ -1,8 +1,9 @@
 """Check a rendered template: cfn-lint, plus the rules of this project cfn-lint lacks.
 
 Our own rules guard what the data model depends on (KEYS_ONLY indexes stay keys-only,
-every index key schema is HASH then optional RANGE) and least privilege (no `*` action
-and no `*` resource in any IAM policy).
+every index key schema is HASH then optional RANGE, in a table or a global table; a
+global table names each replica region once and streams new and old images) and least
+privilege (no `*` action and no `*` resource in any IAM policy).
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ def check_template(template: Mapping[str, Any]) -> Iterator[Finding]:
     for logical_id, resource in (template.get("Resources") or {}).items():
         rtype = resource.get("Type")
         props = resource.get("Properties") or {}
-        if rtype == "AWS::DynamoDB::Table":
+        if rtype in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
             for index in props.get("GlobalSecondaryIndexes") or []:
                 yield from _check_index(logical_id, index)
+        if rtype == "AWS::DynamoDB::GlobalTable":
+            yield from _check_global_table(logical_id, props)
         elif rtype in _POLICY_HOLDERS:
             for where, document in _policy_documents(logical_id, props):
                 yield from _check_policy(where, document)
@@ -75,6 +78,22 @@ def _check_index(logical_id: str, index: Mapping[str, Any]) -> Iterator[Finding]
         yield Finding(
             "Z1002", "error",
             f"index key schema must be HASH or HASH then RANGE, got {key_types}", where,
+        )  # fmt: skip
+
+
+def _check_global_table(logical_id: str, props: Mapping[str, Any]) -> Iterator[Finding]:
+    where = f"Resources/{logical_id}"
+    regions = [replica.get("Region") for replica in props.get("Replicas") or []]
+    twice = sorted({r for r in regions if isinstance(r, str) and regions.count(r) > 1})
+    if twice:
+        yield Finding("Z1003", "error", f"replica region listed twice: {twice}", where)
+    # Every replica's aggregator sums new - old images: a narrower stream view would leave
+    # it without one of them (and replication needs a stream in the first place).
+    view = (props.get("StreamSpecification") or {}).get("StreamViewType")
+    if view != "NEW_AND_OLD_IMAGES":
+        yield Finding(
+            "Z1004", "error",
+            f"a global table's stream must be NEW_AND_OLD_IMAGES, got {view}", where,
         )  # fmt: skip
 
 

@@ -68,6 +68,11 @@ LOG_RETENTION_DAYS = (
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,47}$")
 _ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 _POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\w+=,.@/-]+$")
+#: An AWS region name: us-east-1, eu-west-1, ap-southeast-1, us-gov-west-1 ...
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+#: Alarm when replication to a region averages this far behind over five minutes; in the
+#: default (eventual) mode a global table replicates within about a second.
+REPLICATION_LATENCY_ALARM_MS = 10_000
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
 
 
@@ -110,6 +115,9 @@ class StackOptions:
     #: Expired audit events go to an S3 bucket of the stack (needs the aggregator).
     audit_archive: bool = True
     audit_archive_glacier_days: int = 90
+    #: Replica regions of a global table, the stack's region first; empty: one region,
+    #: an ordinary table (the template is then exactly the single-region one).
+    regions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -125,6 +133,22 @@ class StackOptions:
             keys.validate_namespace(namespace)
         if len(set(self.namespace_policies)) != len(self.namespace_policies):
             raise ValidationError("--namespace-policies lists a namespace twice")
+        self._check_regions()
+
+    def _check_regions(self) -> None:
+        for region in self.regions:
+            if not _REGION.match(region):
+                raise ValidationError(f"--regions: {region!r} is not an AWS region name")
+        if len(set(self.regions)) != len(self.regions):
+            raise ValidationError("--regions lists a region twice")
+        if self.role_name_format is not None:
+            # IAM is global: each region's aggregator role needs a name of its own.
+            for region in self.regions[1:]:
+                if not _ROLE_NAME.match(self.regional_role_name(region) or ""):
+                    raise ValidationError(
+                        f"--role-name-format gives {self.regional_role_name(region)!r} in "
+                        f"{region}, not a valid IAM role name (at most 64 characters)"
+                    )
 
     def _check_ranges(self) -> None:
         _in_range("--lambda-memory", self.lambda_memory_mb, 128, 10240)
@@ -184,6 +208,27 @@ class StackOptions:
     def role_name(self) -> str | None:
         return None if self.role_name_format is None else self.role_name_format.format(self.name)
 
+    def regional_role_name(self, region: str) -> str | None:
+        """The aggregator role's name in a replica region other than the stack's."""
+        if self.role_name_format is None:
+            return None
+        return self.role_name_format.format(f"{self.name}-{region}")
+
+    @property
+    def is_global(self) -> bool:
+        """A global table (AWS::DynamoDB::GlobalTable) with one replica per region."""
+        return bool(self.regions)
+
+    @property
+    def primary_region(self) -> str | None:
+        """Where the stack and the GlobalTable resource live: the first region listed."""
+        return self.regions[0] if self.regions else None
+
+    @property
+    def other_regions(self) -> tuple[str, ...]:
+        """Replica regions that get a regional aggregator stack of their own."""
+        return self.regions[1:]
+
     @property
     def duration_alarm_ms(self) -> int:
         """Alarm when an invocation takes 80% of the timeout: it is about to time out."""
@@ -197,6 +242,11 @@ class StackOptions:
     @property
     def scoped_policies(self) -> tuple[NamespacePolicy, ...]:
         return tuple(_namespace_policy(self.name, ns) for ns in self.namespace_policies)
+
+
+def region_logical_id(region: str) -> str:
+    """eu-west-1 -> EuWest1: a region inside a CloudFormation logical id."""
+    return "".join(part.capitalize() for part in region.split("-"))
 
 
 def _in_range(option: str, value: int, low: int, high: int) -> None:

@@ -9,6 +9,7 @@ from zae_limiter.flows.version import decode_version
 from zae_limiter.infra.aws import Aws, translated
 from zae_limiter.infra.deploy import SCHEMA_TAG
 from zae_limiter.infra.errors import InfraError, StackNotFoundError
+from zae_limiter.infra.replicas import Replica, replicas_of
 from zae_limiter.infra.stack import StackClient
 from zae_limiter.infra.table_only import describe_table, read_version_record
 from zae_limiter.schema import SCHEMA_VERSION
@@ -28,6 +29,8 @@ class StatusReport:
     aggregator_function: str | None = None
     aggregator_mapping_state: str | None = None
     outputs: dict[str, str] = field(default_factory=dict)
+    #: A global table's replicas, the asked region's first; () for a one-region table.
+    replicas: tuple[Replica, ...] = ()
 
     @property
     def schema_mismatch(self) -> str | None:
@@ -63,6 +66,7 @@ class StatusReport:
                 "event_source_mapping": self.aggregator_mapping_state,
             },
             "outputs": self.outputs,
+            **({"replicas": [r.as_dict() for r in self.replicas]} if self.replicas else {}),
         }
 
 
@@ -90,6 +94,7 @@ def status(aws: Aws, name: str) -> StatusReport:
             index["IndexName"]: index.get("IndexStatus", "ACTIVE")
             for index in described.get("GlobalSecondaryIndexes", [])
         }
+        report["replicas"] = replicas_of(described, aws.region)
         item = read_version_record(aws, name)
         if item is not None:
             record = decode_version(item)

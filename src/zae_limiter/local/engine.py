@@ -25,19 +25,20 @@ from zae_limiter.local.errors import EngineStartError, LocalEngineError
 _DETACHED: list[subprocess.Popen[bytes]] = []
 
 
-def local_env(endpoint_url: str) -> dict[str, str]:
+def local_env(endpoint_url: str, region: str = process.LOCAL_REGION) -> dict[str, str]:
     """Environment that points boto3 / aiobotocore / the CLI at a local endpoint.
 
     AWS_ACCOUNT_ID_ENDPOINT_MODE=disabled: with botocore >= 1.44 the SDK otherwise tries
-    account-based endpoint routing, which a local endpoint cannot serve.
+    account-based endpoint routing, which a local endpoint cannot serve. `region` names
+    one region of a local global table (`local env --region`).
     """
     access_key, secret_key = process.LOCAL_CREDENTIALS
     return {
         "AWS_ENDPOINT_URL": endpoint_url,
         "AWS_ACCESS_KEY_ID": access_key,
         "AWS_SECRET_ACCESS_KEY": secret_key,
-        "AWS_REGION": process.LOCAL_REGION,
-        "AWS_DEFAULT_REGION": process.LOCAL_REGION,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
         "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
     }
 

@@ -133,8 +133,9 @@ def _ps_cmdline(pid: int) -> list[str] | None:
     return text.split() if done.returncode == 0 and text else None
 
 
-def runs_engine(pid: int, marker: str, port: int) -> bool:
-    """True when `pid` is alive and its command line names our engine and port."""
+def runs_engine(pid: int, marker: str, port: int | str) -> bool:
+    """True when `pid` is alive and its command line names our engine and port (or, for
+    the replicator, its config file: any argument only that process has)."""
     if not pid_alive(pid):
         return False
     argv = cmdline(pid)
@@ -143,7 +144,9 @@ def runs_engine(pid: int, marker: str, port: int) -> bool:
     return any(marker in part for part in argv) and str(port) in argv
 
 
-def stop_pid(pid: int, marker: str, port: int, grace: float = STOP_GRACE_SECONDS) -> bool:
+def stop_pid(
+    pid: int, marker: str, port: int | str, grace: float = STOP_GRACE_SECONDS
+) -> bool:
     """SIGTERM, wait up to `grace` seconds, then SIGKILL. False if `pid` is not our engine.
 
     moto's server can ignore SIGTERM while it is busy, hence the SIGKILL.
