@@ -10,14 +10,14 @@ from zae_limiter import keys
 from zae_limiter.sim.run import TABLE, Backend
 
 
-def engine_backend() -> Backend:
-    """A fresh in-memory engine."""
+def engine_backend(table: str = TABLE) -> Backend:
+    """A fresh in-memory engine (its schedule's table named `table`)."""
     from zae_limiter.sim.engine import Engine
 
     engine = Engine(clock=lambda: 0)
 
     def peek(pk: str) -> Any:
-        return engine.get(TABLE, {keys.PK: {"S": pk}, keys.SK: {"S": keys.SK_STATE}})
+        return engine.get(table, {keys.PK: {"S": pk}, keys.SK: {"S": keys.SK_STATE}})
 
     return Backend(engine.call, peek)
 
@@ -37,6 +37,7 @@ def client_backend(client: Any, table: str = TABLE) -> Callable[[], Backend]:
             return getattr(client, op)(**params)
 
         def peek(pk: str) -> Any:
+            # Not through `call`: the checker's own reads are not part of the schedule.
             key = {keys.PK: {"S": pk}, keys.SK: {"S": keys.SK_STATE}}
             return client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
 

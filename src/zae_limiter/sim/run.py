@@ -72,6 +72,7 @@ def run_schedule(
     prefix: Sequence[int] | None = None,
     traced: bool = False,
     kinds: frozenset[str] = frozenset(FAULT_KINDS),
+    table: str = TABLE,
 ) -> Outcome:
     # The library's own jitter draws from `random`: seeded, the schedule replays exactly.
     random.seed(seed)
@@ -80,9 +81,9 @@ def run_schedule(
     spec = draw_world(choices, kinds)
     backend = backend_factory()
     trace = Trace(spec.start_ms, backend.peek if traced else None)
-    admin_state = _state(TABLE, None, 60, 1000, 256, False)
+    admin_state = _state(table, None, 60, 1000, 256, False)
     checker = Checker(spec.limits, admin_state.namespace, spec.start_ms, spec.skew_ms)
-    world = World(spec, choices, backend.call, backend.peek, checker, trace, TABLE)
+    world = World(spec, choices, backend.call, backend.peek, checker, trace, table)
     _setup(world, admin_state)
     world.run(MAX_STEPS)
     if not checker.violations:
