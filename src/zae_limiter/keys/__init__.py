@@ -131,6 +131,7 @@ from zae_limiter.keys.core import (
     version_key,
 )
 from zae_limiter.keys.entities import (
+    A_LIMIT_RESET,
     A_ON_UNAVAILABLE,
     bucket_query_for_entity,
     config_item,
@@ -260,6 +261,7 @@ __all__ = [
     "A_EVENT_ID",
     "A_KIND",
     "A_LIMITS",
+    "A_LIMIT_RESET",
     "A_MIGRATING_TO",
     "A_MIGRATION_CURSOR",
     "A_MIGRATION_DONE",
