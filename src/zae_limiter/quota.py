@@ -55,6 +55,12 @@ class Window:
         return f"after:{self.session_ms}"
 
 
+@lru_cache(maxsize=256)
+def window_of(spec: str) -> Window:
+    """`parse_spec`, cached: bucket items are decoded on every acquire."""
+    return parse_spec(spec)
+
+
 def parse_spec(spec: str) -> Window:
     """The inverse of `Window.spec`."""
     kind, _, rest = spec.partition(":")

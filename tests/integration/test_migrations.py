@@ -191,11 +191,8 @@ def test_dry_run_counts_and_changes_nothing(ddb: Any, old: OldTable) -> None:
     with open_repo(old.name, ddb) as repo:
         plan = repo.run(migrations.status(repo.state))
         counted = repo.run(migrations.plan_migration(repo.state, plan, NOW_MS))
-    assert [(c.version, c.items, c.blocked) for c in counted] == [
-        (2, 5, None),
-        (3, 0, None),
-        (4, 0, None),
-    ]
+    steps = [(c.version, c.items, c.blocked) for c in counted]
+    assert steps == [(2, 5, None), (3, 0, None), (4, 0, None)]
     assert (
         counted[0].by_namespace
         == old.old_buckets_by_namespace()

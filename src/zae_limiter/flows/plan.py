@@ -81,6 +81,7 @@ def _config_fields(state: LimitState) -> dict[str, Any]:
         "capacity_milli": state.capacity_milli,
         "refill_amount_milli": state.refill_amount_milli,
         "refill_period_ms": state.refill_period_ms,
+        "window": state.window,
     }
 
 
