@@ -25,7 +25,8 @@ For a refilling limit both are `now * ra`. For a calendar quota both are `start 
 For a session quota `full_at // ra` is the session's start (a take adds less than `ra`):
 the session is live while `start + length > now`, so `threshold` is the largest value
 of an ended session and `base` is the live session's `start * ra` (or `now * ra`, the
-session a take would open). A write conditioned on a window therefore fails once
+session a take would open; also for a session a faster clock opened after `now`, which
+then reads as empty: a take planned before a boundary never lands after it). A write conditioned on a window therefore fails once
 another client opened the next one: a reset happens once, and no take planned in one
 window lands in the next.
 """
@@ -80,7 +81,10 @@ class LimitState:
         if window.session_ms is None:
             return window.bounds(now_ms)[0] * ra
         if self.full_at is not None and self.full_at > self.threshold(now_ms):
-            return self.full_at // ra * ra
+            start = self.full_at // ra
+            # A session a faster clock opened after `now` is not this client's to spend:
+            # from `now` its whole content is a deficit, so no take here lands in it.
+            return start * ra if start <= now_ms else now_ms * ra
         return now_ms * ra
 
     def reset_at(self, now_ms: int) -> int | None:
@@ -139,6 +143,9 @@ class LimitState:
             if self.tokens(now_ms, count, held) >= needed_milli:
                 return 0
             end = self.reset_at(now_ms)
+            if end is not None and self.window.session_ms and self.full_at is not None:
+                # A session opened in this client's future: wait until it has begun here.
+                end = min(end, self.full_at // self.refill_amount_milli)
             return 0 if end is None else max(1, end - now_ms)
         # tokens(t) >= needed  <=>  full_at - t * ra <= spare * unit
         t = _ceil_div(self.full_at - spare * self.unit(count), self.refill_amount_milli)
