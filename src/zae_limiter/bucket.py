@@ -26,9 +26,9 @@ For a session quota `full_at // ra` is the session's start (a take adds less tha
 the session is live while `start + length > now`, so `threshold` is the largest value
 of an ended session and `base` is the live session's `start * ra` (or `now * ra`, the
 session a take would open; also for a session a faster clock opened after `now`, which
-then reads as empty: a take planned before a boundary never lands after it). A write conditioned on a window therefore fails once
-another client opened the next one: a reset happens once, and no take planned in one
-window lands in the next.
+then reads as empty: a take planned before a boundary never lands after it). A write
+conditioned on a window therefore fails once another client opened the next one: a
+reset happens once, and no take planned in one window lands in the next.
 """
 
 from __future__ import annotations
