@@ -143,9 +143,10 @@ class LimitState:
             if self.tokens(now_ms, count, held) >= needed_milli:
                 return 0
             end = self.reset_at(now_ms)
-            if end is not None and self.window.session_ms and self.full_at is not None:
-                # A session opened in this client's future: wait until it has begun here.
-                end = min(end, self.full_at // self.refill_amount_milli)
+            if self.window.session_ms and self.full_at is not None:
+                start = self.full_at // self.refill_amount_milli
+                if start > now_ms:  # opened in this client's future: wait until it begins
+                    end = start
             return 0 if end is None else max(1, end - now_ms)
         # tokens(t) >= needed  <=>  full_at - t * ra <= spare * unit
         t = _ceil_div(self.full_at - spare * self.unit(count), self.refill_amount_milli)
