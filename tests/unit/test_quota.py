@@ -24,7 +24,7 @@ from zae_limiter.quota import Window, calendar_bounds, parse_spec
 
 
 def ms(*parts: int) -> int:
-    return int(datetime(*parts, tzinfo=UTC).timestamp()) * 1000  # type: ignore[arg-type]
+    return int(datetime(*parts, tzinfo=UTC).timestamp()) * 1000  # type: ignore[arg-type,misc]
 
 
 def bounds(cron: str, tz: str, at: int) -> tuple[int, int]:
