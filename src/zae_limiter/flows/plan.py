@@ -134,7 +134,9 @@ def plan_write(
             ms = state.ms_until(max(need, 0), now_ms, count, held)
             # More than this shard can ever hold: come back after a full refill period,
             # by when the count may have changed (never a tight retry loop).
-            ms = state.refill_period_ms if ms < 0 else max(1, ms)
+            # (A quota: its reset, which a 1 ms "period" would turn into a tight loop.)
+            never = state.refill_period_ms if state.window is None else state.full_in_ms(now_ms)
+            ms = max(1, never) if ms < 0 else max(1, ms)
             wait = max(wait, ms)
             violations.append(_status(level, limit, count, have, need, ms))
     if violations:
