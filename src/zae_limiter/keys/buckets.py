@@ -338,11 +338,13 @@ def _snapshot_after(update: str, fa_alias: str, fa_attr: str) -> tuple[str, tupl
 __all__ = [
     "A_PREV_WINDOW_START",
     "A_PREV_WINDOW_WRITES",
+    "A_QUOTA_RESET",
     "A_SHARD_DOUBLED",
     "A_WCU_LIMIT",
     "A_WINDOW_START",
     "A_WINDOW_WRITES",
     "NO_SNAPSHOT",
+    "QUOTA_PERIOD_BELOW",
     "WINDOW_MS",
     "create_bucket",
     "decode_bucket",
