@@ -13,6 +13,7 @@ it starts is stored in the bucket item (see bucket.py), so this module only vali
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -99,6 +100,13 @@ def session_window(reset_after_ms: object) -> Window:
     if reset_after_ms % 1000:
         raise ValidationError("reset_after must be a whole number of seconds")
     return Window(session_ms=reset_after_ms)
+
+
+def calendar_end(windows: Iterable[Window | None], now_ms: int) -> int | None:
+    """The earliest end, after `now_ms`, of the calendar windows among `windows` (None:
+    none). A session's end is in its bucket item, not known from the limit alone."""
+    ends = [w.bounds(now_ms)[1] for w in windows if w is not None and w.cron is not None]
+    return min(ends, default=None)
 
 
 @lru_cache(maxsize=512)

@@ -246,3 +246,19 @@ def test_new_bucket_and_item_record_the_window() -> None:
     item = keys.new_bucket_item("ns", made, ms(2027, 1, 15))
     assert item["b_monthly_qr"] == {"S": "cron:0 0 1 * *@UTC"}
     assert keys.decode_bucket(item).limits["monthly"].window == MONTHLY.window
+
+
+# ---------------------------------------------------------------- reserves
+def test_a_reserve_is_never_spent_past_its_calendar_window_and_goes_back() -> None:
+    from zae_limiter.flows.reserve import ReserveBook
+
+    key = ("e1", "gpt")
+    limits = (MONTHLY,)
+    feb = ms(2027, 2, 1)
+    book = ReserveBook()
+    book.install(key, 0, limits, {"monthly": 5000}, keys.reserve_epoch(feb - 2000), feb - 2000)
+    assert book.spend(key, limits, {"monthly": 1000}, feb - 1) == 0
+    assert book.spend(key, limits, {"monthly": 1000}, feb) is None  # the window reset
+    renewal = book.renew(key, limits, 1, feb)
+    assert renewal is not None  # it goes back with the acquire's write
+    assert book.holding(key) is None
