@@ -52,6 +52,9 @@ def test_stored_quota_is_resolved_and_shown_with_its_window(api: Api, clock: Clo
     with api.acquire("e", "api", {"daily": 2}) as lease:
         assert lease.limits == (DAILY,)
     assert tuple(api.get_limits("e", resource="api")) == (DAILY,)
+    (event,) = api.get_audit_events("e")
+    assert event.after is not None
+    assert event.after["limits"][0]["reset"] == "cron:0 0 * * *@UTC"
     (shard,) = api.get_shards("e", "api")
     assert shard.tokens == {"daily": 3} and shard.capacity == {"daily": 5}
     assert shard.resets_at_ms == {"daily": MIDNIGHT_MS}

@@ -262,3 +262,19 @@ def test_a_reserve_is_never_spent_past_its_calendar_window_and_goes_back() -> No
     renewal = book.renew(key, limits, 1, feb)
     assert renewal is not None  # it goes back with the acquire's write
     assert book.holding(key) is None
+
+
+def test_the_aggregator_never_merges_a_quotas_shards() -> None:
+    from zae_limiter.aggregator.merge import plan_merge
+    from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
+
+    jan = ms(2027, 1, 15)
+    items = {}
+    for shard in (0, 1):
+        level = make_level({"monthly": 1000}, (MONTHLY,), shard_count=2)
+        made = replace(new_bucket(level, jan, 1000), shard_id=shard)
+        items[shard] = keys.new_bucket_item("ns", made, jan)
+    cand = MergeCandidate("ns", "e1", "gpt", 2, "1")
+    # a merge would place the shards' deficits against `now`, not the window's start:
+    # their usage would be lost (tokens created)
+    assert plan_merge(items, cand, AggregatorConfig(table=TABLE), jan) is None
