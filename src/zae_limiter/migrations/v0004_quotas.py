@@ -24,7 +24,7 @@ reversible = False
 min_client_version = "0.3.0"
 down = None
 
-ACTION = "raise the minimum client to 0.3.0 so quotas can be stored (no item changes)"
+ACTION = "change items for quotas (none: it raises the minimum client to 0.3.0)"
 
 
 def plan(state: RepoState, now_ms: int) -> Flow[StepPlan]:
