@@ -76,3 +76,17 @@ def test_rollback_test_catches_a_give_back_into_the_next_window(api: Api) -> Non
         must_fail(
             quotas.test_a_rollback_after_the_reset_gives_nothing_to_the_new_window, api, clock
         )
+
+
+def test_the_simulator_finds_a_reset_not_conditioned_on_the_window() -> None:
+    """Seeds the simulator found this mutant with (over-admission), and that pass on the
+    real code (tests/sim/test_quota_schedules.py runs them among others)."""
+    from tests.sim.test_quota_schedules import failing_quota_seeds
+
+    found = [20, 55, 65, 112]
+    assert failing_quota_seeds(found) == []
+    set_form = re.compile(r"#f(\d+) <= :n(\d+)")
+    always = condition_rewritten(set_form, r"(#f\1 <= :n\2 OR #f\1 = #f\1)")
+    with mutant_wrapping(takes_module, "_expression", always):
+        caught = failing_quota_seeds(found)
+    assert caught and all("over-admission" in detail or "ahead" in detail for _s, detail in caught)
