@@ -2,9 +2,10 @@
 atomically, as DynamoDB does; moto's server does not).
 
 8 processes x 300 acquires on a quota of 1,000 whose boundary falls in the middle of the
-run (1,200 attempts before it, 1,200 after), reserves on and off: exactly 1,000 are
-admitted in the window before the boundary and at most 1,000 in the window after, for a
-monthly calendar quota and for a session quota (opened by the first use)."""
+run (1,200 attempts before it, 1,200 after), reserves on and off: at most 1,000 are
+admitted in the window before the boundary (exactly 1,000 without reserves) and at most
+1,000 in the window after, for a monthly calendar quota and for a session quota (opened
+by the first use)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,12 @@ def test_exactly_the_quota_before_the_boundary_and_at_most_it_after(
     total = _run(dynamodb_local.url, limit, timing, reserve)
     attempts = PROCESSES * ATTEMPTS + (1 if limit is SESSION else 0)
     assert sum(total[k] for k in ("before", "after", "rejected", "unavailable")) == attempts
-    assert total["before"] == CAPACITY, total
+    # Never more than the quota before the boundary, and exactly it without reserves.
+    # With reserves, what a client still holds as it crosses is lost to the old window
+    # (docs/quotas.md): measured 998 to 1,000 admitted before it.
+    assert total["before"] <= CAPACITY, total
+    if not reserve:
+        assert total["before"] == CAPACITY, total
     assert total["after"] <= CAPACITY, total
     # The reset happened (the new window admitted), and reserves were really used.
     assert total["after"] >= CAPACITY // 2, total
