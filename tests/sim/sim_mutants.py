@@ -1,0 +1,142 @@
+"""Mutants the fault simulator must find: every mutant of tests/mutants/ that breaks
+exactness or conservation, and the fixes the simulator led to, each reverted. (The
+greedy grant of tests/mutants/test_exactness_mutants.py is not among them: a reserve that
+leaves less behind costs other clients tokens for a while, and the conditions still
+keep the bucket exact; its test there catches it with the bound mutant.)
+
+`MUTANTS` maps a name to a context manager that applies the broken variant (and always
+restores the original). `FIRST_FAILING` is the first seed (of seeds 0, 1, 2, ...) whose
+schedule fails under each mutant, as measured by `python -m tests.sim.sim_mutants`
+(docs/guarantees.md, "Seeds to first failure"); the tests replay that seed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from tests.mutants import mutant, mutant_wrapping
+from tests.mutants import test_exactness_mutants as exactness
+from tests.mutants.test_cascade_mutant import _keeps_everything
+from tests.mutants.test_skew_mutant import _set_without_its_condition
+from zae_limiter import drivers
+from zae_limiter.flows import acquire as acquire_flow
+from zae_limiter.flows import plan as plan_module
+from zae_limiter.flows import reserve as reserve_module
+from zae_limiter.keys import buckets as buckets_module
+from zae_limiter.keys import takes as takes_module
+
+Mutant = Callable[[], AbstractContextManager[Any]]
+
+
+def _two_epochs_only(original: Callable[[int, int], range]) -> Callable[[int, int], range]:
+    """Issue 35's stale-image fix reverted: the condition names the live epochs only."""
+
+    def broken(since_ms: int, now_ms: int) -> range:
+        return original(now_ms, now_ms)[1:]
+
+    return broken
+
+
+def _no_snapshot(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The riding doubling's snapshot reverted: none stands (the split then copies the
+    donor's full-at time as it finds it)."""
+
+    def broken(update: str, fa_alias: str, fa_attr: str) -> Any:
+        _part, snap = original(update, fa_alias, fa_attr)
+        return f"{snap[0]} = if_not_exists({fa_alias}, :dbl_nosnap)", snap
+
+    return broken
+
+
+@contextmanager
+def _every_write_retried() -> Iterator[None]:
+    """Writes sent once reverted: a client that retries by itself re-sends everything."""
+    with mutant(drivers, "ONE_ATTEMPT_OPS", frozenset()):
+        yield
+
+
+MUTANTS: Mapping[str, Mutant] = {
+    "bound-keeps-nothing-behind": lambda: mutant_wrapping(
+        plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
+    ),
+    "spend-keeps-tokens": lambda: mutant_wrapping(
+        reserve_module.ReserveBook, "spend", exactness._spend_keeps_tokens
+    ),
+    "renewal-keeps-the-reserve": lambda: mutant_wrapping(
+        reserve_module.ReserveBook, "renew", exactness._renewal_keeps_the_reserve
+    ),
+    "take-without-availability-condition": lambda: mutant_wrapping(
+        takes_module, "_expression", exactness._no_availability_condition
+    ),
+    "add-to-a-full-bucket": lambda: mutant_wrapping(
+        plan_module, "_limit_write", exactness._add_to_a_full_bucket
+    ),
+    "no-not-full-condition": lambda: mutant_wrapping(
+        takes_module, "_expression", exactness._no_not_full_condition
+    ),
+    "set-without-its-condition": lambda: mutant_wrapping(
+        takes_module, "_expression", _set_without_its_condition
+    ),
+    "cascade-not-given-back": lambda: mutant(acquire_flow, "compensate", _keeps_everything),
+    "stale-image-fix-reverted": lambda: mutant_wrapping(
+        plan_module, "watched_epochs", _two_epochs_only
+    ),
+    "writes-sent-once-reverted": _every_write_retried,
+    "doubling-snapshot-reverted": lambda: mutant_wrapping(
+        buckets_module, "_snapshot_after", _no_snapshot
+    ),
+}
+
+#: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
+FIRST_FAILING: Mapping[str, int] = {
+    "take-without-availability-condition": 1,
+    "spend-keeps-tokens": 20,
+    "no-not-full-condition": 165,
+    "doubling-snapshot-reverted": 458,
+    "writes-sent-once-reverted": 1305,
+}
+#: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
+NOT_FOUND: Mapping[str, int] = {
+    "stale-image-fix-reverted": 3000,  # a directed schedule finds it: test_stale_image.py
+    "cascade-not-given-back": 3000,
+    "bound-keeps-nothing-behind": 2000,
+    "renewal-keeps-the-reserve": 2000,
+    "add-to-a-full-bucket": 3000,
+    "set-without-its-condition": 3000,
+}
+
+
+def first_failing(make: Mutant, limit: int = 10_000) -> tuple[int | None, float]:
+    """(the first seed that fails under the mutant, or None within `limit`; seconds)."""
+    from zae_limiter.sim.backends import engine_backend
+    from zae_limiter.sim.run import run_schedule
+
+    started = time.monotonic()
+    with make():
+        for seed in range(limit):
+            if run_schedule(seed, engine_backend).failed:
+                return seed, time.monotonic() - started
+    return None, time.monotonic() - started
+
+
+def main(names: list[str]) -> int:
+    """`python -m tests.sim.sim_mutants [--limit N] [NAME ...]`"""
+    import logging
+
+    logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
+    limit = 10_000
+    if names[:1] == ["--limit"]:
+        limit, names = int(names[1]), names[2:]
+    for name in names or list(MUTANTS):
+        seed, seconds = first_failing(MUTANTS[name], limit)
+        found = f"not found in {limit} seeds" if seed is None else str(seed)
+        print(f"{name}: {found} ({seconds:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
