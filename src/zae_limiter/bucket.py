@@ -12,11 +12,30 @@ token reserves hold. Time does the refilling, so nothing is ever written to refi
 the ceiling rounds in the limiter's favour. A take of n moves `full_at` by n x unit:
 an ADD while the bucket is not full, a SET from `now * ra` once it is (an ADD there
 would spend the part of the past in which the bucket sat full).
+
+A quota (a limit with a `window`) is the same bucket on a clock that stands still inside
+a window: its `ra` refills a whole capacity in 1 ms of that clock, and the clock reads
+the window's start (in ms), so nothing refills until the window changes, and then the
+clock jumps by at least a second and the bucket is full. Every formula above holds with
+`now * ra` replaced by two values:
+- `threshold(now)`: the largest `full_at` that means "full now" (the SET form's
+  condition, the ADD form's lower bound);
+- `base(now)`: the `full_at` of a bucket full now (the SET form's start, the bound's).
+For a refilling limit both are `now * ra`. For a calendar quota both are `start * ra`.
+For a session quota `full_at // ra` is the session's start (a take adds less than `ra`):
+the session is live while `start + length > now`, so `threshold` is the largest value
+of an ended session and `base` is the live session's `start * ra` (or `now * ra`, the
+session a take would open; also for a session a faster clock opened after `now`, which
+then reads as empty: a take planned before a boundary never lands after it). A write
+conditioned on a window therefore fails once another client opened the next one: a
+reset happens once, and no take planned in one window lands in the next.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from zae_limiter.quota import Window
 
 
 def accrued(t_ms: int, refill_amount_milli: int, refill_period_ms: int) -> int:
@@ -41,6 +60,44 @@ class LimitState:
     refill_period_ms: int
     total_consumed_milli: int = 0
     full_at: int | None = None
+    #: A quota's window (None: a refilling limit). Not stored in the item: the limit's
+    #: config carries it (flows/shares.py).
+    window: Window | None = None
+
+    def threshold(self, now_ms: int) -> int:
+        """The largest `full_at` that means "full at `now_ms`" (see the module's doc)."""
+        ra, window = self.refill_amount_milli, self.window
+        if window is None:
+            return now_ms * ra
+        if window.session_ms is None:
+            return window.bounds(now_ms)[0] * ra
+        return (now_ms - window.session_ms + 1) * ra - 1
+
+    def base(self, now_ms: int) -> int:
+        """The `full_at` of a bucket that is full at `now_ms` (see the module's doc)."""
+        ra, window = self.refill_amount_milli, self.window
+        if window is None:
+            return now_ms * ra
+        if window.session_ms is None:
+            return window.bounds(now_ms)[0] * ra
+        if self.full_at is not None and self.full_at > self.threshold(now_ms):
+            start = self.full_at // ra
+            # A session a faster clock opened after `now` is not this client's to spend:
+            # from `now` its whole content is a deficit, so no take here lands in it.
+            return start * ra if start <= now_ms else now_ms * ra
+        return now_ms * ra
+
+    def reset_at(self, now_ms: int) -> int | None:
+        """A quota: when the window holding `now_ms` ends (None: a refilling limit, or a
+        session not opened)."""
+        window = self.window
+        if window is None:
+            return None
+        if window.session_ms is None:
+            return window.bounds(now_ms)[1]
+        if self.full_at is None or self.full_at <= self.threshold(now_ms):
+            return None
+        return self.full_at // self.refill_amount_milli + window.session_ms
 
     def unit(self, count: int = 1) -> int:
         """`full_at` per millitoken of a shard's share."""
@@ -54,7 +111,7 @@ class LimitState:
         """Millitokens the shard lacks to be full at `now_ms` (rounded up)."""
         if self.full_at is None:
             return 0
-        behind = self.full_at - now_ms * self.refill_amount_milli
+        behind = self.full_at - self.base(now_ms)
         return _ceil_div(behind, self.unit(count)) if behind > 0 else 0
 
     def tokens(self, now_ms: int, count: int = 1, held: int = 0) -> int:
@@ -62,12 +119,15 @@ class LimitState:
         return self.room(count, held) - self.deficit(now_ms, count)
 
     def is_full(self, now_ms: int) -> bool:
-        return self.full_at is None or self.full_at <= now_ms * self.refill_amount_milli
+        return self.full_at is None or self.full_at <= self.threshold(now_ms)
 
     def full_in_ms(self, now_ms: int) -> int:
         """Milliseconds from `now_ms` until the bucket is full again."""
         if self.full_at is None:
             return 0
+        if self.window is not None:
+            end = self.reset_at(now_ms)
+            return 0 if end is None or self.is_full(now_ms) else end - now_ms
         return max(0, _ceil_div(self.full_at, self.refill_amount_milli) - now_ms)
 
     def ms_until(self, needed_milli: int, now_ms: int, count: int = 1, held: int = 0) -> int:
@@ -78,6 +138,16 @@ class LimitState:
             return -1
         if self.full_at is None:
             return 0
+        if self.window is not None:
+            # Nothing comes back before the reset, and then the whole room does.
+            if self.tokens(now_ms, count, held) >= needed_milli:
+                return 0
+            end = self.reset_at(now_ms)
+            if self.window.session_ms and self.full_at is not None:
+                start = self.full_at // self.refill_amount_milli
+                if start > now_ms:  # opened in this client's future: wait until it begins
+                    end = start
+            return 0 if end is None else max(1, end - now_ms)
         # tokens(t) >= needed  <=>  full_at - t * ra <= spare * unit
         t = _ceil_div(self.full_at - spare * self.unit(count), self.refill_amount_milli)
         return max(0, t - now_ms)
@@ -85,8 +155,8 @@ class LimitState:
     def charged(self, milli: int, now_ms: int, count: int = 1) -> int:
         """`full_at` after taking `milli` >= 0 at `now_ms`: the ADD form from the stored
         value while the bucket is short of full, the SET form from `now` once it is."""
-        now_ra = now_ms * self.refill_amount_milli
-        base = self.full_at if self.full_at is not None and self.full_at > now_ra else now_ra
+        live = self.full_at is not None and self.full_at > self.threshold(now_ms)
+        base = self.full_at if live and self.full_at is not None else self.base(now_ms)
         return base + milli * self.unit(count)
 
     def given_back(self, milli: int, count: int = 1) -> int:
@@ -98,7 +168,10 @@ class LimitState:
         """The `full_at` at which the shard holds `tokens_milli` at `now_ms` (clamped to
         the room: a bucket holds no more than full)."""
         short = max(0, self.room(count, held) - tokens_milli)
-        return now_ms * self.refill_amount_milli + short * self.unit(count)
+        if short == 0 and self.window is not None:
+            # Full: a session quota must not open a session for nothing taken.
+            return min(self.base(now_ms), self.threshold(now_ms))
+        return self.base(now_ms) + short * self.unit(count)
 
 
 def legacy_tokens(

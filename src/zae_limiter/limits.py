@@ -7,9 +7,11 @@ this module is where user-facing numbers are validated and converted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 from zae_limiter.errors import ValidationError
+from zae_limiter.quota import Window, calendar_window, session_window
 
 #: Names the library keeps for itself. `wcu` tracks the write pressure of one
 #: DynamoDB partition and must never be confused with an application limit.
@@ -45,20 +47,72 @@ def _positive_int(what: str, value: object, name: str) -> int:
 @dataclass(frozen=True, slots=True)
 class Limit:
     """A token bucket: holds up to `capacity` tokens, gains `refill_amount` every
-    `refill_period_seconds`."""
+    `refill_period_seconds`; or, with a `window` (see `Limit.quota`), a quota: up to
+    `capacity` tokens per window, all back at once when the window resets."""
 
     name: str
     capacity: int
     refill_amount: int
     refill_period_seconds: int
+    window: Window | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_limit_name(self.name)
         _positive_int("capacity", self.capacity, self.name)
+        if self.window is not None or (self.refill_amount, self.refill_period_seconds) == (0, 0):
+            self._check_quota()
+            return
         _positive_int("refill amount", self.refill_amount, self.name)
         _positive_int("refill period (seconds)", self.refill_period_seconds, self.name)
         if self.refill_period_seconds > 366 * 86400:
             raise ValidationError(f"limit {self.name!r}: refill period is longer than a year")
+
+    def _check_quota(self) -> None:
+        if not isinstance(self.window, Window):
+            raise ValidationError(
+                f"limit {self.name!r}: a limit without a refill must be a quota; "
+                "use Limit.quota(name, amount, reset=... or reset_after=...)"
+            )
+        if (self.refill_amount, self.refill_period_seconds) != (0, 0):
+            raise ValidationError(
+                f"limit {self.name!r}: a limit drips or resets, never both: a quota "
+                "(reset / reset_after) takes no refill amount or period"
+            )
+
+    @property
+    def is_quota(self) -> bool:
+        return self.window is not None
+
+    @classmethod
+    def quota(
+        cls,
+        name: str,
+        amount: int,
+        *,
+        reset: str | None = None,
+        tz: str = "UTC",
+        reset_after: timedelta | None = None,
+    ) -> Limit:
+        """Up to `amount` tokens per window, all back at once when the window resets.
+
+        `reset`: a 5-field cron expression read in time zone `tz` (default: monthly,
+        "0 0 1 * *"): every entity's window starts at the same instants. `reset_after`: a
+        session window instead, opened by the first admitted use and lasting this long.
+        """
+        if reset is not None and reset_after is not None:
+            raise ValidationError(
+                f"limit {name!r}: a quota resets on a schedule (reset=) or after its first "
+                "use (reset_after=), not both"
+            )
+        if reset_after is not None:
+            if not isinstance(reset_after, timedelta):
+                raise ValidationError(
+                    f"limit {name!r}: reset_after must be a timedelta, got {reset_after!r}"
+                )
+            window = session_window(int(reset_after / timedelta(milliseconds=1)))
+        else:
+            window = calendar_window("0 0 1 * *" if reset is None else reset, tz)
+        return cls(name, amount, 0, 0, window=window)
 
     @classmethod
     def custom(
@@ -95,16 +149,24 @@ class Limit:
     def capacity_milli(self) -> int:
         return self.capacity * 1000
 
+    # A quota is stored as a bucket that a whole capacity refills in 1 ms of its window
+    # clock, and that clock stands still inside a window (bucket.py): so these two are
+    # the quota's encoding, never a refill a user configured.
     @property
     def refill_amount_milli(self) -> int:
+        if self.window is not None:
+            return 2 * self.capacity_milli
         return self.refill_amount * 1000
 
     @property
     def refill_period_ms(self) -> int:
-        return self.refill_period_seconds * 1000
+        return 1 if self.window is not None else self.refill_period_seconds * 1000
 
     def describe(self) -> str:
-        """Human form, e.g. `100/min` or `100000/min burst 150000`."""
+        """Human form, e.g. `100/min`, `100000/min burst 150000` or
+        `1000 per window, resets at '0 0 1 * *' UTC`."""
+        if self.window is not None:
+            return f"{self.capacity} per window, {self.window.describe()}"
         unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(self.refill_period_seconds)
         rate = (
             f"{self.refill_amount}/{unit}"

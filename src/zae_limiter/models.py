@@ -76,6 +76,9 @@ class ShardInfo:
     full_in_ms: int
     #: Whole tokens per limit that clients hold in reserves from this shard right now.
     reserved: dict[str, int] = field(default_factory=dict)
+    #: Per quota limit: when its current window ends (ms since the epoch); a session
+    #: quota with no session open is absent.
+    resets_at_ms: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

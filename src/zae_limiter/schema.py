@@ -11,12 +11,16 @@ from typing import Any
 from zae_limiter import keys
 
 #: The layout of items this release writes. Bumped by a migration, never by a deploy.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+#: The first schema whose tables may store quotas (limits that reset): from there, the
+#: version record's minimum client keeps out releases that would read one as a refilling
+#: limit (migrations/v0004_quotas.py).
+QUOTA_SCHEMA_VERSION = 4
 #: The oldest schema this release still reads: schema-2 bucket items (`tk` as of `rf`)
 #: are read as they are and converted on their first write, or by `zae-limiter migrate`.
 OLDEST_READABLE = 2
 #: The oldest client release that understands SCHEMA_VERSION.
-MIN_CLIENT_VERSION = "0.2.0"
+MIN_CLIENT_VERSION = "0.3.0"
 
 
 def version_item(now_ms: int, updated_by: str) -> dict[str, Any]:

@@ -257,6 +257,7 @@ def test_shards_show_json(zae: Zae) -> None:
         "tokens": {"rpm": 30},
         "reserved": {},
         "write_pressure_pct": 0.1,  # one write (its creation) in a window of at least 1 s
+        "resets_at_ms": {},  # no quota
     }
     assert report["totals"] == {"rpm": {"capacity": 100, "tokens": 70, "reserved": 0}}
     assert report["shard_counts_agree"] is True

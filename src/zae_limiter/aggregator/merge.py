@@ -103,6 +103,8 @@ def plan_merge(
         return None  # shards disagree on their limits, or v2 ones: leave them to the clients
     if any(configs[(i, name)] != configs[(0, name)] for i, name in configs):
         return None
+    if any(c[2] < keys.QUOTA_PERIOD_BELOW for c in configs.values()):
+        return None  # a quota's window clock is not `now`: its shards are never merged
     updates = []
     for i in sorted(i for i in items if i < new):
         partner = stored.get(i + new)

@@ -11,6 +11,7 @@ zae-limiter entity shards show ID [--resource R]
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -268,6 +269,7 @@ def shard_report(resource: str, shards: list[ShardInfo]) -> dict[str, Any]:
                 "reserved": dict(s.reserved),
                 "write_pressure_pct": s.write_pressure_pct,
                 "full_in_ms": s.full_in_ms,
+                "resets_at_ms": dict(s.resets_at_ms),
             }
             for s in shards
         ],
@@ -286,6 +288,8 @@ def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
         "wcu %",
         "full in (s)",
     ]
+    quotas = sorted({n for s in report["shards"] for n in s["resets_at_ms"]})
+    columns.extend(f"{n} window ends (UTC)" for n in quotas)
     table = render.new_table(
         f"{entity_id} / {report['resource']}: {len(report['shards'])} shard(s)",
         columns,
@@ -301,12 +305,19 @@ def _shards_table(entity_id: str, report: dict[str, Any]) -> Any:
             *held,
             f"{s['write_pressure_pct']:.1f}",
             f"{s['full_in_ms'] / 1000:.1f}",
+            *[_utc(s["resets_at_ms"].get(n)) for n in quotas],
         )
     totals = [f"{report['totals'][n]['tokens']}/{report['totals'][n]['capacity']}" for n in names]
     held_total = [str(report["totals"][n]["reserved"]) for n in names]
     table.add_section()
-    table.add_row("total", "", *totals, *held_total, "", "")
+    table.add_row("total", "", *totals, *held_total, "", "", *["" for _ in quotas])
     return table
+
+
+def _utc(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @shards_group.command("show")

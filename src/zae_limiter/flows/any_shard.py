@@ -14,7 +14,7 @@ from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Flow, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import double
+from zae_limiter.flows.doubling import double, has_session_quota
 from zae_limiter.flows.evidence import entity_evidence
 from zae_limiter.flows.take import NOT_FETCHED, take
 
@@ -203,7 +203,7 @@ def _double_on_evidence(
     """After a throttle on `here`: a doubling try when DynamoDB named the shard's
     partition as the limit, or this client's view of the shard shows it is the bottleneck;
     whether it tried. Never when DynamoDB named the table's limit."""
-    if state.max_shards <= 1:
+    if state.max_shards <= 1 or has_session_quota(level):
         return False
     since = yield from entity_evidence(state, here, now_ms, partition)
     if since is None:

@@ -95,17 +95,19 @@ def audited_change(
 
 
 def limits_json(limits: Sequence[Limit]) -> dict[str, Any]:
-    return {
-        "limits": [
-            {
-                "name": x.name,
-                "capacity": x.capacity,
-                "refill_amount": x.refill_amount,
-                "refill_period_seconds": x.refill_period_seconds,
-            }
-            for x in limits
-        ]
+    return {"limits": [_limit_json(x) for x in limits]}
+
+
+def _limit_json(limit: Limit) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": limit.name,
+        "capacity": limit.capacity,
+        "refill_amount": limit.refill_amount,
+        "refill_period_seconds": limit.refill_period_seconds,
     }
+    if limit.window is not None:  # a quota: the audit trail says how it resets
+        body["reset"] = limit.window.spec()
+    return body
 
 
 def entity_json(entity: Entity) -> dict[str, Any]:

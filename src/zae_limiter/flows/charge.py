@@ -32,17 +32,25 @@ def charge_write(
     item: Mapping[str, Any] | None,
     held_adds: Mapping[str, int] | None = None,
     held_exact: Mapping[str, int] | None = None,
+    windows: Mapping[str, int] | None = None,
 ) -> Call:
     """One write to `shard` (entity, resource, shard id) that changes its consumption by
     `delta` (negative gives back) and its held counts by `held_adds`, the forms picked
-    from `item` (the shard as last seen; None: not known)."""
+    from `item` (the shard as last seen; None: not known). `windows`: for a quota, the
+    base of the window its tokens were taken in (`taken_windows`): a give-back lands
+    only in that window, and is dropped once `item` shows another."""
     entity_id, resource, shard_id = shard
     bucket = keys.decode_bucket(item) if item else None
     count = bucket.shard_count if bucket else state.shard_count(entity_id, resource)
     writes = []
     for limit in limits:
         milli = delta.get(limit.name, 0)
-        if milli:
+        window = (windows or {}).get(limit.name)
+        if milli < 0 and window is not None:
+            give = _quota_give(bucket, count, limit, milli, window)
+            if give is not None:
+                writes.append(give)
+        elif milli:
             writes.append(_limit_charge(bucket, count, limit, milli, now_ms))
     key = keys.bucket_key(state.namespace, entity_id, resource, shard_id)
     params = keys.take_write(
@@ -69,7 +77,7 @@ def _limit_charge(
     else:
         seen = current(bucket, limit, now_ms)
     state, held, rebase = seen
-    now_ra = now_ms * state.refill_amount_milli
+    now_ra, base = state.threshold(now_ms), state.base(now_ms)
     unit = state.unit(count)
     if rebase:
         stored = bucket.limits.get(limit.name)
@@ -92,12 +100,41 @@ def _limit_charge(
         return keys.LimitWrite(limit.name, keys.GIVE, now_ra, amount=milli * unit, consumed=milli)
     if state.is_full(now_ms):
         return keys.LimitWrite(
-            limit.name, keys.SET, now_ra, amount=now_ra + milli * unit, consumed=milli,
+            limit.name, keys.SET, now_ra, amount=base + milli * unit, consumed=milli,
             config=config_of(state),
         )  # fmt: skip
     return keys.LimitWrite(
         limit.name, keys.ADD, now_ra, amount=milli * unit, consumed=milli, config=config_of(state)
     )
+
+
+def _quota_give(
+    bucket: BucketState | None, count: int, limit: Limit, milli: int, window: int
+) -> keys.LimitWrite | None:
+    """A quota's give-back into the window based at `window` (its full-at values lie in
+    (window, window + ra)), or None when the image shows that window gone."""
+    top = window + limit.refill_amount_milli - 1
+    stored = bucket.limits.get(limit.name) if bucket else None
+    if stored is not None and not (stored.full_at is not None and window < stored.full_at <= top):
+        return None  # taken in a window that reset since: those tokens went with it
+    unit = limit.refill_period_ms * count
+    return keys.LimitWrite(
+        limit.name, keys.GIVE, window, amount=milli * unit, bound=top, consumed=milli
+    )
+
+
+def taken_windows(taken: Taken) -> dict[str, int]:
+    """For each quota `taken` charged: the base of the window its take landed in, read
+    from the item the take left (`after`)."""
+    if not taken.after or not any(limit.window for limit in taken.limits):
+        return {}
+    bucket = keys.decode_bucket(taken.after)
+    windows = {}
+    for limit in taken.limits:
+        if limit.window is not None and limit.name in bucket.limits:
+            state = current(bucket, limit, taken.at_ms)[0]
+            windows[limit.name] = state.base(taken.at_ms)
+    return windows
 
 
 def charge_all(
@@ -107,14 +144,18 @@ def charge_all(
     is sent again in the right one (ALL_OLD shows which)."""
     if not changes:
         return
+    windows = [taken_windows(t) for t, _d in changes]
     first = [
-        charge_write(state, _where(t), t.limits, d, now_ms, t.after or image_of(state, _where(t)))
-        for t, d in changes
-    ]
+        charge_write(
+            state, _where(t), t.limits, d, now_ms, t.after or image_of(state, _where(t)),
+            windows=w,
+        )
+        for (t, d), w in zip(changes, windows, strict=True)
+    ]  # fmt: skip
     results = yield from together(*first)
-    for (taken, delta), result in zip(changes, results, strict=True):
-        again = lambda seen, t=taken, d=delta: charge_write(  # noqa: E731
-            state, _where(t), t.limits, d, now_ms, seen
+    for (taken, delta), result, w in zip(changes, results, windows, strict=True):
+        again = lambda seen, t=taken, d=delta, w=w: charge_write(  # noqa: E731
+            state, _where(t), t.limits, d, now_ms, seen, windows=w
         )
         yield from settle(result, again)
 

@@ -10,13 +10,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Literal, cast
 from weakref import WeakKeyDictionary
 
-from zae_limiter import keys
+from zae_limiter import keys, schema
 from zae_limiter.config_cache import ConfigCache
-from zae_limiter.errors import ValidationError
+from zae_limiter.errors import SchemaVersionError, ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.version import read_version
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 
@@ -161,6 +162,18 @@ def validate_level(entity_id: str | None, resource: str | None) -> None:
         keys.validate_resource(resource)
 
 
+def _quotas_allowed(state: RepoState) -> Flow[None]:
+    """A quota is stored only in a table at schema 4 or later: the version record then
+    keeps out every client that would read it as a refilling limit."""
+    record = yield from read_version(state)
+    if record is not None and record.schema_version < schema.QUOTA_SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"table {state.table!r} has schema version {record.schema_version}: quotas need "
+            f"{schema.QUOTA_SCHEMA_VERSION}, which keeps out clients that would read a quota "
+            f"as a refilling limit: run `zae-limiter migrate --name {state.table}` first"
+        )
+
+
 def set_limits(
     state: RepoState,
     entity_id: str | None,
@@ -181,6 +194,8 @@ def set_limits(
         if entity_id is not None or resource is not None:
             raise ValidationError("on_unavailable is stored with the system defaults only")
     checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
+    if any(limit.window is not None for limit in checked):
+        yield from _quotas_allowed(state)
     kind = (
         "entity_config"
         if entity_id is not None

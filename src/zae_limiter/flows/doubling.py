@@ -58,13 +58,21 @@ def after_write(
     if level.shard_id and seen.shard_count < count:
         return _propagate(state, level, count, now_ms)
     meta.seen_windows[(level.resource, level.shard_id)] = seen
-    if partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS) and _entity_hot(
-        meta, level, count, now_ms
+    if (
+        partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS)
+        and _entity_hot(meta, level, count, now_ms)
+        and not has_session_quota(level)
     ):
         names = [limit.name for limit in level.limits]
         since = evidence_since(seen)
         return double(state, level.entity_id, level.resource, now_ms, since, False, names)
     return None
+
+
+def has_session_quota(level: Level) -> bool:
+    """A session quota's window is opened by a take on one item, so its bucket stays one
+    shard: shards would each open their own session (docs/quotas.md)."""
+    return any(limit.window and limit.window.session_ms for limit in level.limits)
 
 
 def _entity_hot(meta: EntityMeta, level: Level, count: int, now_ms: int) -> bool:

@@ -81,6 +81,7 @@ def _config_fields(state: LimitState) -> dict[str, Any]:
         "capacity_milli": state.capacity_milli,
         "refill_amount_milli": state.refill_amount_milli,
         "refill_period_ms": state.refill_period_ms,
+        "window": state.window,
     }
 
 
@@ -133,7 +134,9 @@ def plan_write(
             ms = state.ms_until(max(need, 0), now_ms, count, held)
             # More than this shard can ever hold: come back after a full refill period,
             # by when the count may have changed (never a tight retry loop).
-            ms = state.refill_period_ms if ms < 0 else max(1, ms)
+            # (A quota: its reset, which a 1 ms "period" would turn into a tight loop.)
+            never = state.refill_period_ms if state.window is None else state.full_in_ms(now_ms)
+            ms = max(1, never) if ms < 0 else max(1, ms)
             wait = max(wait, ms)
             violations.append(_status(level, limit, count, have, need, ms))
     if violations:
@@ -230,7 +233,9 @@ def _limit_write(
     moved = sum(milli for attr, milli in held_adds.items() if attr in counted)
     # What must stay behind: nothing below zero, and as much again as a reserve takes.
     spare = state.room(count, held) - moved - reserve
-    now_ra = now_ms * state.refill_amount_milli
+    # `now * ra` for a refilling limit; a quota's window clock (bucket.py): the write's
+    # conditions then name the window it was planned in.
+    now_ra, base = state.threshold(now_ms), state.base(now_ms)
     unit = state.unit(count)
     config = config_of(state)
     watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
@@ -247,10 +252,10 @@ def _limit_write(
     bounded = need > 0 or reserve > 0
     if not bounded and charge == 0:
         return keys.LimitWrite(
-            name, keys.CHECK, now_ra, bound=now_ra + spare * unit, held=known, config=config
+            name, keys.CHECK, now_ra, bound=base + spare * unit, held=known, config=config
         )
     if state.is_full(now_ms) and not (bounded and spare < charge):
-        form, amount = keys.SET, now_ra + charge * unit
+        form, amount = keys.SET, base + charge * unit
     else:
         # Short of full, or a take that even a full room would not cover (an image not
         # confirmed: the bound then fails the write, and ALL_OLD decides).
@@ -260,7 +265,7 @@ def _limit_write(
         form,
         now_ra,
         amount=amount,
-        bound=now_ra + (spare - charge) * unit if bounded else None,
+        bound=base + (spare - charge) * unit if bounded else None,
         consumed=charge,
         held=known if bounded else (),
         config=config,
@@ -282,7 +287,7 @@ def _rebase(
     return keys.LimitWrite(
         name,
         keys.REBASE,
-        now_ms * state.refill_amount_milli,
+        state.threshold(now_ms),
         amount=state.charged(charge, now_ms, count),
         consumed=charge,
         held=known,

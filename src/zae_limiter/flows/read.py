@@ -45,6 +45,11 @@ def _limits(
     return require_limits(resolved[(entity_id, resource)], entity_id, resource).limits
 
 
+def _session_state(limit: Limit, shard: BucketState, now_ms: int) -> LimitState:
+    stored = shard.limits.get(limit.name)
+    return replace(stored_config(limit), full_at=None if stored is None else stored.full_at)
+
+
 def _tokens_now(limit: Limit, shards: Sequence[BucketState], now_ms: int) -> tuple[int, LimitState]:
     """Millitokens across shards at `now_ms`, and the limit as one combined bucket.
 
@@ -87,7 +92,13 @@ def time_until_available(
             raise ValidationError(
                 f"needed[{name!r}] = {milli // 1000} exceeds the capacity {by_name[name].capacity}"
             )
-        # The shards together, as one bucket holding `tokens` now.
-        together = replace(whole, full_at=whole.with_tokens(tokens, now_ms))
+        # The shards together, as one bucket holding `tokens` now. A session quota's
+        # bucket is one shard (flows/doubling.py), whose full-at value says when its
+        # session opened: the wait runs to that session's end.
+        session = by_name[name].window is not None and whole.window and whole.window.session_ms
+        if session and shards:
+            together = _session_state(by_name[name], shards[0], now_ms)
+        else:
+            together = replace(whole, full_at=whole.with_tokens(tokens, now_ms))
         wait = max(wait, together.ms_until(milli, now_ms))
     return wait / 1000

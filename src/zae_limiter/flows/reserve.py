@@ -42,6 +42,7 @@ from zae_limiter.flows.demand import (
 from zae_limiter.flows.stretch import Stretch
 from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
 from zae_limiter.limits import Limit
+from zae_limiter.quota import calendar_end
 
 #: Past this point of its oldest epoch's life a reserve's tokens are no longer returned:
 #: readers may already have stopped counting them as held (clock skew between clients).
@@ -102,6 +103,13 @@ class Reserve:
     taken: dict[int, dict[str, int]]
     born_ms: int
     used_ms: int
+    #: The end of the earliest calendar quota window among `limits` when it was taken
+    #: (None: none): past it the reserve is never spent, and goes back (docs/quotas.md).
+    window_end_ms: int | None = None
+
+    def crossed(self, now_ms: int) -> bool:
+        """Whether a calendar quota of the reserve has reset since it was taken."""
+        return self.window_end_ms is not None and now_ms >= self.window_end_ms
 
     def taken_total(self) -> dict[str, int]:
         total: dict[str, int] = {}
@@ -248,7 +256,7 @@ class ReserveBook:
             if held.limits != limits:
                 self._retire(key)
                 return None
-            if now_ms - held.born_ms >= self.settings.max_age_ms:
+            if now_ms - held.born_ms >= self.settings.max_age_ms or held.crossed(now_ms):
                 return None  # never spent past its age: the acquire's write renews it
             left = held.left
             for name, milli in consume.items():
@@ -323,7 +331,9 @@ class ReserveBook:
             return None  # the common case of a bucket without reserves: no lock taken
         with self._lock:
             held = self._reserves.get(key)
-            aged = held is not None and now_ms - held.born_ms >= self.settings.max_age_ms
+            aged = held is not None and (
+                now_ms - held.born_ms >= self.settings.max_age_ms or held.crossed(now_ms)
+            )
             if held is not None and aged and held.fits(limits, shard_count):
                 del self._reserves[key]
                 return _renewal(held, now_ms)
@@ -380,7 +390,15 @@ class ReserveBook:
             if held is None:
                 # Born a little earlier than now: returns taken together fall due apart.
                 born = now_ms - spread_age_ms(self.settings.max_age_ms, self.pacer.rng)
-                held = self._reserves[key] = Reserve(shard_id, limits, {}, {}, born, now_ms)
+                held = self._reserves[key] = Reserve(
+                    shard_id,
+                    limits,
+                    {},
+                    {},
+                    born,
+                    now_ms,
+                    calendar_end((limit.window for limit in limits), now_ms),
+                )
             counted = held.taken.setdefault(epoch, {})
             for name, milli in granted.items():
                 held.left[name] = held.left.get(name, 0) + milli

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zae_limiter import keys
+from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Flow
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
@@ -25,6 +26,22 @@ def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[lis
     return sorted((keys.decode_bucket(i) for i in items.values()), key=lambda b: b.shard_id)
 
 
+def _limit_of(name: str, stored: LimitState) -> Limit:
+    """The limit a shard's stored numbers describe (shown without reading the config)."""
+    capacity = max(1, stored.capacity_milli // 1000)
+    if stored.window is not None:
+        return Limit(name, capacity, 0, 0, window=stored.window)
+    ra, rp = stored.refill_amount_milli // 1000, stored.refill_period_ms // 1000
+    return Limit(name, capacity, max(1, ra), max(1, rp))
+
+
+def quota_resets(bucket: BucketState, now_ms: int) -> dict[str, int]:
+    """Per quota of the shard: when its current window ends (ms; a session quota with
+    no session open is left out)."""
+    ends = {name: stored.reset_at(now_ms) for name, stored in bucket.user_limits.items()}
+    return {name: end for name, end in ends.items() if end is not None}
+
+
 def shard_info(
     bucket: BucketState,
     now_ms: int,
@@ -38,12 +55,7 @@ def shard_info(
     tokens: dict[str, int] = {}
     reserved: dict[str, int] = {}
     for name, stored in bucket.user_limits.items():
-        limit = Limit(
-            name,
-            max(1, stored.capacity_milli // 1000),
-            max(1, stored.refill_amount_milli // 1000),
-            max(1, stored.refill_period_ms // 1000),
-        )
+        limit = _limit_of(name, stored)
         held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
         capacity[name] = capacity_of(limit, measured.shard_count, shares) // 1000
         tokens[name] = tokens_now(measured, limit, now_ms, shares) // 1000
@@ -59,6 +71,7 @@ def shard_info(
         write_pressure_pct=round(100 * item_rate / max(1, bucket.partition_wcu), 1),
         full_in_ms=max((s.full_in_ms(now_ms) for s in bucket.user_limits.values()), default=0),
         reserved=reserved,
+        resets_at_ms=quota_resets(bucket, now_ms),
     )
 
 

@@ -25,6 +25,7 @@ def stored_config(limit: Limit) -> LimitState:
         capacity_milli=limit.capacity_milli,
         refill_amount_milli=limit.refill_amount_milli,
         refill_period_ms=limit.refill_period_ms,
+        window=limit.window,
     )
 
 
@@ -62,6 +63,7 @@ def _at(cfg: LimitState, full_at: int | None) -> LimitState:
         refill_amount_milli=cfg.refill_amount_milli,
         refill_period_ms=cfg.refill_period_ms,
         full_at=full_at,
+        window=cfg.window,
     )
 
 

@@ -37,6 +37,10 @@ from zae_limiter.keys.entities import put_new
 from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
+from zae_limiter.quota import Window, window_of
+
+#: A quota's window on its bucket item (`b_{name}_qr`, `Window.spec()`).
+A_QUOTA_RESET = "qr"
 
 
 # ---------------------------------------------------------------- buckets
@@ -71,6 +75,8 @@ def new_bucket_item(ns: str, bucket: BucketState, now_ms: int) -> Item:
         item[limit_attr(name, "ra")] = n(state.refill_amount_milli)
         item[limit_attr(name, "rp")] = n(state.refill_period_ms)
         item[limit_attr(name, "tc")] = n(state.total_consumed_milli)
+        if state.window is not None:
+            item[limit_attr(name, A_QUOTA_RESET)] = s(state.window.spec())
     return item
 
 
@@ -99,6 +105,18 @@ def _limit_numbers(
     return fields, reserved
 
 
+#: A refilling limit's period is whole seconds; a quota's stored period is 1 ms
+#: (limits.py), so only those items are looked at for a window.
+QUOTA_PERIOD_BELOW = 1000
+
+
+def _window(item: Mapping[str, Any], name: str) -> Window | None:
+    """A quota's window as its bucket item records it (`b_{name}_qr`, written with the
+    item: what `entity shards show` reads, having no config)."""
+    spec = item.get(limit_attr(name, A_QUOTA_RESET))
+    return None if spec is None else window_of(spec["S"])
+
+
 def decode_bucket(item: Mapping[str, Any]) -> BucketState:
     fields, reserved = _limit_numbers(item)
     limits = {
@@ -108,6 +126,7 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
             refill_period_ms=f["rp"],
             total_consumed_milli=f.get("tc", 0),
             full_at=f.get("fa"),
+            window=_window(item, name) if f["rp"] < QUOTA_PERIOD_BELOW else None,
         )
         for name, f in fields.items()
         if "cp" in f and "ra" in f and "rp" in f and f["rp"] > 0 and f["ra"] > 0
@@ -319,11 +338,13 @@ def _snapshot_after(update: str, fa_alias: str, fa_attr: str) -> tuple[str, tupl
 __all__ = [
     "A_PREV_WINDOW_START",
     "A_PREV_WINDOW_WRITES",
+    "A_QUOTA_RESET",
     "A_SHARD_DOUBLED",
     "A_WCU_LIMIT",
     "A_WINDOW_START",
     "A_WINDOW_WRITES",
     "NO_SNAPSHOT",
+    "QUOTA_PERIOD_BELOW",
     "WINDOW_MS",
     "create_bucket",
     "decode_bucket",

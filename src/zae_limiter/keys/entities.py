@@ -35,6 +35,7 @@ from zae_limiter.keys.core import (
 )
 from zae_limiter.limits import Limit
 from zae_limiter.models import Entity
+from zae_limiter.quota import parse_spec
 
 
 # ---------------------------------------------------------------- entities
@@ -127,31 +128,39 @@ def put_new(table: str, item: Item) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- limit configs
+#: A quota's window in a stored limit config (`Window.spec`: `cron:{expr}@{tz}` or
+#: `after:{ms}`); its `ra` and `rp` are 0 (schema v4).
+A_LIMIT_RESET = "qr"
+
+
 def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
-    return {
-        "M": {
-            limit.name: {
-                "M": {
-                    "cp": n(limit.capacity),
-                    "ra": n(limit.refill_amount),
-                    "rp": n(limit.refill_period_seconds),
-                }
-            }
-            for limit in limits
-        }
+    return {"M": {limit.name: {"M": _encode_limit(limit)} for limit in limits}}
+
+
+def _encode_limit(limit: Limit) -> dict[str, Any]:
+    fields = {
+        "cp": n(limit.capacity),
+        "ra": n(limit.refill_amount),
+        "rp": n(limit.refill_period_seconds),
     }
+    if limit.window is not None:
+        fields[A_LIMIT_RESET] = s(limit.window.spec())
+    return fields
 
 
 def decode_limits(item: Mapping[str, Any]) -> tuple[Limit, ...]:
     stored = item.get(A_LIMITS, {}).get("M", {})
-    return tuple(
-        Limit(
-            name,
-            int(v["M"]["cp"]["N"]),
-            int(v["M"]["ra"]["N"]),
-            int(v["M"]["rp"]["N"]),
-        )
-        for name, v in sorted(stored.items())
+    return tuple(_decode_limit(name, v["M"]) for name, v in sorted(stored.items()))
+
+
+def _decode_limit(name: str, fields: Mapping[str, Any]) -> Limit:
+    reset = fields.get(A_LIMIT_RESET)
+    return Limit(
+        name,
+        int(fields["cp"]["N"]),
+        int(fields["ra"]["N"]),
+        int(fields["rp"]["N"]),
+        window=None if reset is None else parse_spec(reset["S"]),
     )
 
 
@@ -176,6 +185,7 @@ A_ON_UNAVAILABLE = "on_unavailable"
 
 
 __all__ = [
+    "A_LIMIT_RESET",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
     "config_item",

@@ -6,7 +6,9 @@ Per limit a write takes one form, picked by the client from its last image of th
 - SET: the bucket is full. `SET fa = now*ra + n*unit` under `fa <= now*ra` (or absent);
   the client checked that the room covers the take.
 - CHECK: nothing taken from this limit, but it must not be in debt: `fa <= bound`.
-- GIVE: tokens back, `ADD fa -amount` with no bound (past full, the formula clamps).
+- GIVE: tokens back, `ADD fa -amount` with no bound (past full, the formula clamps);
+  for a quota, under `now*ra < fa <= bound`: the window the tokens were taken in is
+  still the stored one (else they went with it: a give-back never crosses a reset).
 - REBASE: the stored config (or a schema-v2 `tk`) differs: SET the config and a full-at
   time computed from the tokens read, under exactly the values read.
 Held counts (token reserves) enter by value: a bounded form also requires each live
@@ -94,6 +96,8 @@ def _limit_parts(i: int, shape: tuple[Any, ...]) -> tuple[list[str], list[str], 
         # item must be converted first (its `tk` is the truth there).
         adds.append(f"#f{i} :v{i}")
         conds.append(f"attribute_not_exists(#k{i})")
+        if bounded:
+            conds.append(f"#f{i} > :n{i} AND #f{i} <= :b{i}")
     elif form == CHECK:
         conds.append(f"({_never_taken(i)} OR #f{i} <= :b{i})")
         conds.append(config)
@@ -171,11 +175,11 @@ def _names(
 def _limit_values(i: int, write: LimitWrite, values: Item) -> None:
     if write.form != GIVE:
         values[f":cp{i}"], values[f":ra{i}"], values[f":rp{i}"] = (n(v) for v in write.config)
-    if write.form in (ADD, SET):
+    if write.form in (ADD, SET) or (write.form == GIVE and write.bound is not None):
         values[f":n{i}"] = n(write.now_ra)
     if write.form != CHECK:
         values[f":v{i}"] = n(write.amount)
-    if write.bound is not None and write.form in (ADD, CHECK):
+    if write.bound is not None and write.form in (ADD, CHECK, GIVE):
         values[f":b{i}"] = n(write.bound)
     if write.consumed:
         values[f":t{i}"] = n(write.consumed)

@@ -19,6 +19,7 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.version import VersionRecord, read_version, write_version
 from zae_limiter.migrations import v0002_pre_shard_buckets as _v0002
 from zae_limiter.migrations import v0003_full_at_buckets as _v0003
+from zae_limiter.migrations import v0004_quotas as _v0004
 from zae_limiter.migrations._base import (
     BASE_MIN_CLIENT_VERSION,
     BASE_VERSION,
@@ -62,6 +63,15 @@ STEPS: tuple[Migration, ...] = (
         up=_v0003.up,
         plan=_v0003.plan,
         down=_v0003.down,
+    ),
+    Migration(
+        version=_v0004.version,
+        description=_v0004.description,
+        reversible=_v0004.reversible,
+        min_client_version=_v0004.min_client_version,
+        up=_v0004.up,
+        plan=_v0004.plan,
+        down=_v0004.down,
     ),
 )
 LATEST = STEPS[-1].version if STEPS else BASE_VERSION

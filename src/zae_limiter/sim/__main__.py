@@ -3,6 +3,7 @@
     python -m zae_limiter.sim --seeds 10000 [--start 0] [--jobs 2] [--seconds 60]
     python -m zae_limiter.sim --seed 258          # shrunk and traced when it fails
     python -m zae_limiter.sim --kinds crash,lost-answer --seeds 1000
+    python -m zae_limiter.sim --quotas --seeds 1000  # each world's first limit a quota
 
 Exit 0 when no schedule broke a guarantee, 1 when one did (its seeds are listed), 2 on
 bad options.
@@ -41,13 +42,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--kinds", type=_kinds, default=ALL_KINDS, help="fault kinds drawn (default: all)"
     )
+    parser.add_argument(
+        "--quotas", action="store_true", help="make each world's first limit a quota"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.seed is not None:
-        outcome = explain(args.seed, args.kinds)
+        outcome = explain(args.seed, args.kinds, quotas=args.quotas)
         print(outcome.trace)
         for violation in outcome.violations:
             print(f"VIOLATION {violation}")
@@ -55,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if outcome.failed else 0
     started = time.monotonic()
     tally = search(args.start, args.seeds, jobs=args.jobs, seconds=args.seconds,
-                   kinds=args.kinds)  # fmt: skip
+                   kinds=args.kinds, quotas=args.quotas)  # fmt: skip
     print(report(tally, time.monotonic() - started))
     if tally.failures:
-        print(f"replay one: python -m zae_limiter.sim --seed {tally.failures[0][0]}")
+        again = " --quotas" if args.quotas else ""
+        print(f"replay one: python -m zae_limiter.sim --seed {tally.failures[0][0]}{again}")
     return 1 if tally.failures else 0
 
 

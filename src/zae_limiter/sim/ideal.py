@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from zae_limiter.limits import Limit
+from zae_limiter.quota import Window
 
 
 @dataclass
@@ -24,14 +25,24 @@ class IdealBucket:
     per_ms: Fraction
     tokens: Fraction
     at_ms: int
+    #: A calendar quota: no refill, full again (debt cleared) when a window starts.
+    window: Window | None = None
 
     @classmethod
     def full(cls, limit: Limit, at_ms: int) -> IdealBucket:
         capacity = Fraction(limit.capacity)
+        if limit.window is not None:
+            return cls(capacity, Fraction(0), capacity, at_ms, limit.window)
         per_ms = Fraction(limit.refill_amount, limit.refill_period_seconds * 1000)
         return cls(capacity, per_ms, capacity, at_ms)
 
     def refill(self, at_ms: int) -> None:
+        if self.window is not None:
+            if at_ms > self.at_ms:
+                if self.window.bounds(at_ms)[0] > self.at_ms:
+                    self.tokens = self.capacity
+                self.at_ms = at_ms
+            return
         if at_ms > self.at_ms:
             self.tokens = min(self.capacity, self.tokens + (at_ms - self.at_ms) * self.per_ms)
             self.at_ms = at_ms

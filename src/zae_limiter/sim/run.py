@@ -73,12 +73,13 @@ def run_schedule(
     traced: bool = False,
     kinds: frozenset[str] = frozenset(FAULT_KINDS),
     table: str = TABLE,
+    quotas: bool = False,
 ) -> Outcome:
     # The library's own jitter draws from `random`: seeded, the schedule replays exactly.
     random.seed(seed)
     throttled._RNG.seed(seed)
     choices = Choices(seed, prefix)
-    spec = draw_world(choices, kinds)
+    spec = draw_world(choices, kinds, quotas)
     backend = backend_factory()
     trace = Trace(spec.start_ms, backend.peek if traced else None)
     admin_state = _state(table, None, 60, 1000, 256, False)
@@ -128,8 +129,8 @@ def _recovery_ms(world: World) -> int:
     wait = 0
     for entity in world.spec.entities:
         for limit in world.spec.limits:
-            if limit.refill_period_seconds == YEAR_S:
-                continue
+            if limit.refill_period_seconds == YEAR_S or limit.window is not None:
+                continue  # nothing comes back with time (a quota: not before its reset)
             ideal, _worst, _allowed = world.checker.replay((entity, limit.name))
             short = ideal.capacity - ideal.level(world.true_ms) + ideal.capacity
             wait = max(wait, math.ceil(short / ideal.per_ms))
@@ -146,7 +147,7 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
         )
         for limit in world.spec.limits:
             checker.holds_at_most_ideal(entity, limit, offered[limit.name], now)
-            if recovered and limit.refill_period_seconds != YEAR_S:
+            if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None:
                 _came_back(checker, entity, limit, shards, now)
 
 

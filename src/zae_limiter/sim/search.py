@@ -54,14 +54,16 @@ class Tally:
         self.failures.extend(other.failures)
 
 
-def run_seeds(seeds: Iterable[int], kinds: frozenset[str] = ALL_KINDS) -> Tally:
-    """Run these seeds here, one after another."""
+def run_seeds(
+    seeds: Iterable[int], kinds: frozenset[str] = ALL_KINDS, quotas: bool = False
+) -> Tally:
+    """Run these seeds here, one after another (`quotas`: see `run_schedule`)."""
     # Lost returns and give-backs are logged as warnings by the library: expected here.
     logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
     tally = Tally()
     started = time.process_time()
     for seed in seeds:
-        tally.add(run_schedule(seed, engine_backend, kinds=kinds))
+        tally.add(run_schedule(seed, engine_backend, kinds=kinds, quotas=quotas))
     tally.cpu_seconds = time.process_time() - started
     return tally
 
@@ -73,6 +75,7 @@ def search(
     jobs: int = 1,
     seconds: float | None = None,
     kinds: frozenset[str] = ALL_KINDS,
+    quotas: bool = False,
 ) -> Tally:
     """Seeds `start` .. `start + count - 1` on `jobs` processes, until done or `seconds`
     have passed (seeds not started by then are not run)."""
@@ -83,13 +86,17 @@ def search(
         for first, size in chunks:
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            tally.merge(run_seeds(range(first, first + size), kinds))
+            tally.merge(run_seeds(range(first, first + size), kinds, quotas))
         return tally
-    return _parallel(chunks, jobs, deadline, kinds)
+    return _parallel(chunks, jobs, deadline, kinds, quotas)
 
 
 def _parallel(
-    chunks: Iterable[tuple[int, int]], jobs: int, deadline: float | None, kinds: frozenset[str]
+    chunks: Iterable[tuple[int, int]],
+    jobs: int,
+    deadline: float | None,
+    kinds: frozenset[str],
+    quotas: bool = False,
 ) -> Tally:
     tally = Tally()
     pending: set[Future[Tally]] = set()
@@ -101,7 +108,8 @@ def _parallel(
                 chunk = next(todo, None)
                 if chunk is None:
                     break
-                pending.add(pool.submit(run_seeds, range(chunk[0], chunk[0] + chunk[1]), kinds))
+                seeds = range(chunk[0], chunk[0] + chunk[1])
+                pending.add(pool.submit(run_seeds, seeds, kinds, quotas))
             if not pending:
                 return tally
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -109,21 +117,25 @@ def _parallel(
                 tally.merge(future.result())
 
 
-def explain(seed: int, kinds: frozenset[str] = ALL_KINDS, budget: int = 400) -> Outcome:
+def explain(
+    seed: int, kinds: frozenset[str] = ALL_KINDS, budget: int = 400, quotas: bool = False
+) -> Outcome:
     """A failing seed shrunk to a plainer schedule that fails the same way, replayed with
     its trace; a passing seed replayed with its trace."""
     logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
-    first = run_schedule(seed, engine_backend, kinds=kinds)
+    first = run_schedule(seed, engine_backend, kinds=kinds, quotas=quotas)
     if not first.failed:
-        return run_schedule(seed, engine_backend, kinds=kinds, traced=True)
+        return run_schedule(seed, engine_backend, kinds=kinds, traced=True, quotas=quotas)
     kind = first.violations[0].kind
 
     def fails(prefix: Sequence[int]) -> bool:
-        out = run_schedule(seed, engine_backend, prefix=prefix, kinds=kinds)
+        out = run_schedule(seed, engine_backend, prefix=prefix, kinds=kinds, quotas=quotas)
         return any(v.kind == kind for v in out.violations)
 
     small = shrink(first.drawn, fails, budget)
-    return run_schedule(seed, engine_backend, prefix=small, kinds=kinds, traced=True)
+    return run_schedule(
+        seed, engine_backend, prefix=small, kinds=kinds, traced=True, quotas=quotas
+    )
 
 
 def default_jobs() -> int:

@@ -80,6 +80,14 @@ class WorldSpec:
         return [e for e in self.entities if e not in parents]
 
 
+def as_quota(limit: Limit) -> Limit:
+    """A calendar quota resetting every minute (worlds start within a minute's first
+    20 s, so longer schedules cross a boundary), of a third of the limit's capacity (at
+    least 5, the most an acquire takes): a window that nothing refills is spent within a
+    schedule's few acquires, so the reset and what clients do around it bind."""
+    return Limit.quota(limit.name, max(5, limit.capacity // 3), reset="* * * * *")
+
+
 def draw_limits(c: Choices, busy: bool) -> tuple[Limit, ...]:
     """One or two limits; a busy world's are larger (clients take reserves out of them)."""
     low, high = (60, 300) if busy else (3, 30)
@@ -142,12 +150,18 @@ def draw_faults(c: Choices, kinds: frozenset[str]) -> FaultRates:
     return FaultRates(rates)
 
 
-def draw_world(c: Choices, kinds: frozenset[str] = frozenset(FAULT_KINDS)) -> WorldSpec:
+def draw_world(
+    c: Choices, kinds: frozenset[str] = frozenset(FAULT_KINDS), quotas: bool = False
+) -> WorldSpec:
     """A world; `kinds` are the fault kinds it may draw (all of them by default). One
     world in three is busy: larger limits, and clients acquiring often enough to take
-    token reserves and bring the bucket to its edge with them."""
+    token reserves and bring the bucket to its edge with them. With `quotas` the first
+    limit is a quota (`as_quota`), drawing nothing more: a seed's world is otherwise the
+    one it always was."""
     busy = c.chance(333)
     limits = draw_limits(c, busy)
+    if quotas:
+        limits = (as_quota(limits[0]), *limits[1:])
     entities = draw_entities(c)
     skew = c.pick([0, 0, 5, 50]) if JUMP in kinds else 0
     faults = draw_faults(c, kinds)

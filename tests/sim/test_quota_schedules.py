@@ -1,0 +1,26 @@
+"""The fault simulator with quotas (`run_schedule(..., quotas=True)`: each world's first
+limit a quota resetting every minute, about half the schedules crossing a boundary),
+against the in-memory engine: no seed over-admits, creates tokens or fails otherwise."""
+
+from __future__ import annotations
+
+import logging
+
+from zae_limiter.sim.backends import engine_backend
+from zae_limiter.sim.run import run_schedule
+
+SEEDS = range(120)
+
+
+def failing_quota_seeds(seeds: range | list[int] = SEEDS) -> list[tuple[int, str]]:
+    logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
+    failed = []
+    for seed in seeds:
+        out = run_schedule(seed, engine_backend, quotas=True)
+        if out.failed:
+            failed.append((seed, out.violations[0].detail))
+    return failed
+
+
+def test_quota_schedules_hold_every_guarantee() -> None:
+    assert failing_quota_seeds() == []
