@@ -208,6 +208,8 @@ class RateLimiter(_Face):
     list_namespaces = async_face(Operations.list_namespaces)
     namespace_info = async_face(Operations.namespace_info)
     delete_namespace = async_face(Operations.delete_namespace)
+    reset_bucket = async_face(Operations.reset_bucket)
+    top_up = async_face(Operations.top_up)
 
 
 # unasync: generated from the source above by tools/unasync.py; do not edit
@@ -282,6 +284,8 @@ class SyncRateLimiter(_Face):
     list_namespaces = sync_face(Operations.list_namespaces)
     namespace_info = sync_face(Operations.namespace_info)
     delete_namespace = sync_face(Operations.delete_namespace)
+    reset_bucket = sync_face(Operations.reset_bucket)
+    top_up = sync_face(Operations.top_up)
 
 
 # unasync: end

@@ -189,6 +189,7 @@ from zae_limiter.keys.transactions import (
     transact,
     tx_delete,
     tx_put,
+    tx_update,
     unchanged,
 )
 from zae_limiter.keys.usage import (
@@ -432,6 +433,7 @@ __all__ = [
     "transact",
     "tx_delete",
     "tx_put",
+    "tx_update",
     "unchanged",
     "usage_counter_attr",
     "usage_fence_attr",
