@@ -97,10 +97,13 @@ class Operations:
         *,
         parent_id: str | None = None,
         cascade: bool = False,
+        cascade_for: Mapping[str, bool] | None = None,
     ) -> Flow[Entity]:
-        """Create an entity; with `cascade=True` its acquires also take from `parent_id`."""
+        """Create an entity; with `cascade=True` its acquires also take from `parent_id`.
+        `cascade_for` decides per resource, over `cascade` ({"gpt-4": True}: acquires of
+        gpt-4 cascade, the others as `cascade` says)."""
         return entities.create_entity(
-            self.state, entity_id, name, parent_id, cascade, self.auditor()
+            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for
         )
 
     @audited
@@ -111,11 +114,13 @@ class Operations:
         name: str | _Unset | None = UNSET,
         parent_id: str | _Unset | None = UNSET,
         cascade: bool | _Unset = UNSET,
+        cascade_for: Mapping[str, bool] | _Unset = UNSET,
     ) -> Flow[Entity]:
         """Change the entity's name, parent or cascade (fields not given stay as they are;
-        `parent_id=None` detaches it, which also turns cascade off)."""
+        `parent_id=None` detaches it, which also turns cascade off). `cascade_for`
+        replaces the per-resource choices whole ({} clears them)."""
         return entities.update_entity(
-            self.state, entity_id, name, parent_id, cascade, self.auditor()
+            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for
         )
 
     def get_entity(self, entity_id: str) -> Flow[Entity | None]:

@@ -78,6 +78,8 @@ def test_the_examples_of_controls_md_run(zae: Zae) -> None:
     lines = [line for kind, line, _ in doc_steps(text) if kind == "run"]
     assert any(" reset " in x for x in lines) and any(" top-up " in x for x in lines)
     limiter = zae.limiter()
+    limiter.create_entity("acme")
+    limiter.create_entity("key-1", parent_id="acme")
     limits = [Limit.per_minute("rpm", 100), Limit.per_minute("tpm", 100_000)]
     with limiter.acquire("key-1", "gpt-4", {"rpm": 90, "tpm": 50_000}, limits=limits):
         pass

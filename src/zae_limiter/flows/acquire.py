@@ -110,9 +110,7 @@ def _resolve_levels(
         return _given(entity_ids, override), {}
     # Entities this client does not know, and buckets it has no image of it may plan from.
     unknown = [
-        e
-        for e in entity_ids
-        if fresh_image(state, Level(e, resource, (), {}), now_ms) is None
+        e for e in entity_ids if fresh_image(state, Level(e, resource, (), {}), now_ms) is None
     ]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(
@@ -141,14 +139,14 @@ def _level(
         consume_milli={n: v for n, v in amounts.items() if n in names},
         shard_id=0,
         shard_count=state.shard_count(entity_id, resource),
-        cascade=bool(meta and meta.cascade),
+        cascade=bool(meta and meta.cascades(resource)),
         parent_id=meta.parent_id if meta else None,
     )
 
 
-def _parent_of(state: RepoState, entity_id: str) -> str | None:
+def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
     meta = state.entities.get(entity_id)
-    return meta.parent_id if meta is not None and meta.cascade else None
+    return meta.parent_id if meta is not None and meta.cascades(resource) else None
 
 
 def acquire(
@@ -166,7 +164,7 @@ def acquire(
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
     override = validate_limits(limits) if limits is not None else None
-    parent = _parent_of(state, entity_id)
+    parent = _parent_of(state, entity_id, resource)
     ids = [entity_id] if parent is None else [entity_id, parent]
     if override is not None:  # limits given with the call: nothing to resolve or fetch
         resolved, prefetched = _given(ids, override), Prefetched()
@@ -175,7 +173,7 @@ def acquire(
     child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
     _check_fits(amounts, child_limits, entity_id, resource)
     levels = [_level(state, entity_id, resource, child_limits, amounts)]
-    parent = _parent_of(state, entity_id)
+    parent = _parent_of(state, entity_id, resource)
     if parent is not None and entity_id in state.entities:
         if parent not in resolved:
             more, fetched = yield from _resolve_levels(state, [parent], resource, override, now_ms)
@@ -188,7 +186,7 @@ def acquire(
     if not rest:
         return Acquired(tuple(served), amounts, entity_id)
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
-    parent = _parent_of(state, entity_id)
+    parent = _parent_of(state, entity_id, resource)
     if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
         # Cascade learned from the child's own bucket: the parent goes second, this once.
         try:

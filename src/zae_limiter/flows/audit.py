@@ -109,7 +109,14 @@ def limits_json(limits: Sequence[Limit]) -> dict[str, Any]:
 
 
 def entity_json(entity: Entity) -> dict[str, Any]:
-    return {"name": entity.name, "parent_id": entity.parent_id, "cascade": entity.cascade}
+    body: dict[str, Any] = {
+        "name": entity.name,
+        "parent_id": entity.parent_id,
+        "cascade": entity.cascade,
+    }
+    if entity.cascade_for:  # only when set: events of entities without it stay as they were
+        body["cascade_for"] = dict(entity.cascade_for)
+    return body
 
 
 def get_audit_events(

@@ -47,6 +47,8 @@ def encode_entity(ns: str, entity: Entity) -> Item:
         GSI4PK: s(ns),
         GSI4SK: s(f"ENTITY#{entity.entity_id}"),
     }
+    if entity.cascade_for:
+        item[A_CASCADE_FOR] = s(_encode_cascade_for(entity.cascade_for))
     if entity.name is not None:
         item[A_NAME] = s(entity.name)
     if entity.created_at_ms is not None:
@@ -66,7 +68,23 @@ def decode_entity(item: Mapping[str, Any]) -> Entity:
         parent_id=get_s(item, A_PARENT),
         cascade=get_bool(item, A_CASCADE),
         created_at_ms=None if created is None else int(created["N"]),
+        cascade_for=_decode_cascade_for(get_s(item, A_CASCADE_FOR)),
     )
+
+
+#: Per-resource cascade on an entity record: `+R` cascades, `-R` does not, joined by '#'
+#: (which no resource name holds). A string, so "unchanged since read" can compare it.
+A_CASCADE_FOR = "cascade_for"
+
+
+def _encode_cascade_for(pairs: Iterable[tuple[str, bool]]) -> str:
+    return "#".join(("+" if on else "-") + resource for resource, on in sorted(pairs))
+
+
+def _decode_cascade_for(text: str | None) -> tuple[tuple[str, bool], ...]:
+    if not text:
+        return ()
+    return tuple(sorted((part[1:], part[0] == "+") for part in text.split("#")))
 
 
 def entity_query_children(table: str, ns: str, parent_id: str) -> dict[str, Any]:
@@ -176,6 +194,7 @@ A_ON_UNAVAILABLE = "on_unavailable"
 
 
 __all__ = [
+    "A_CASCADE_FOR",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
     "config_item",

@@ -41,8 +41,16 @@ def _bucket(shard: int) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def take_request(key: dict[str, Any], now_ms: int) -> dict[str, Any]:
     writes = [
-        LimitWrite(name, ADD, now_ms * 1000, amount=1000, bound=NOW_MS * 1000 + 10**12,
-                   consumed=1000, held=((5, 10**9),), config=(10**9, 1000, 60_000))
+        LimitWrite(
+            name,
+            ADD,
+            now_ms * 1000,
+            amount=1000,
+            bound=NOW_MS * 1000 + 10**12,
+            consumed=1000,
+            held=((5, 10**9),),
+            config=(10**9, 1000, 60_000),
+        )
         for name in LIMITS
     ]
     return take_write(TABLE, key, writes, shard_count=1, now_ms=now_ms)
@@ -77,16 +85,23 @@ def record_mix() -> list[Outcome]:
     clock = [NOW_MS]
     recorder = RecordingClient(EngineClient(Engine(clock=lambda: clock[0])))
     repos = [
-        SyncRepository.open(name=TABLE, create_table=True, client=recorder, lean=False,
-                            clock=lambda: clock[0], reserve=reserve)
+        SyncRepository.open(
+            name=TABLE,
+            create_table=True,
+            client=recorder,
+            lean=False,
+            clock=lambda: clock[0],
+            reserve=reserve,
+        )
         for reserve in (False, False, True)
     ]
     limiters = [SyncRateLimiter(r) for r in repos]
     limiters[0].create_entity("org")
     for i in range(8):
         limiters[0].create_entity(f"k{i}", parent_id="org", cascade=True)
-        limiters[0].set_limits(f"k{i}", [Limit.per_minute("rpm", 600),
-                                         Limit.per_minute("tpm", 60_000)], resource="gpt")
+        limiters[0].set_limits(
+            f"k{i}", [Limit.per_minute("rpm", 600), Limit.per_minute("tpm", 60_000)], resource="gpt"
+        )
     limiters[0].set_limits("org", [Limit.per_minute("rpm", 3000)], resource="gpt")
     for i in range(600):
         lim = limiters[i % 3]

@@ -68,8 +68,10 @@ def consumed(
     mode = params.get("ReturnConsumedCapacity", "NONE")
     if mode not in ("INDEXES", "TOTAL"):
         return None
-    out: dict[str, Any] = {"TableName": table,
-                           "CapacityUnits": units + sum((indexes or {}).values())}
+    out: dict[str, Any] = {
+        "TableName": table,
+        "CapacityUnits": units + sum((indexes or {}).values()),
+    }
     if mode == "INDEXES":
         out["Table"] = {"CapacityUnits": units}
         if indexes:
@@ -93,7 +95,8 @@ class Tally:
         self.tables[table] = (own + units * self.factor, by_index)
 
     def report(self, params: dict[str, Any]) -> list[dict[str, Any]] | None:
-        entries = [consumed(params, name, units, indexes)
-                   for name, (units, indexes) in self.tables.items()]
+        entries = [
+            consumed(params, name, units, indexes) for name, (units, indexes) in self.tables.items()
+        ]
         found = [entry for entry in entries if entry is not None]
         return found or None

@@ -24,9 +24,18 @@ ADDABLE = frozenset({"N", "SS", "NS", "BS"})
 SETS = frozenset({"SS", "NS", "BS"})
 LIST = frozenset({"L"})
 TEXT = frozenset({"S", "B"})
-LONG_NAMES = {"S": "STRING", "N": "NUMBER", "B": "BINARY", "BOOL": "BOOLEAN", "NULL": "NULL",
-              "L": "LIST", "M": "MAP", "SS": "STRING_SET", "NS": "NUMBER_SET",
-              "BS": "BINARY_SET"}
+LONG_NAMES = {
+    "S": "STRING",
+    "N": "NUMBER",
+    "B": "BINARY",
+    "BOOL": "BOOLEAN",
+    "NULL": "NULL",
+    "L": "LIST",
+    "M": "MAP",
+    "SS": "STRING_SET",
+    "NS": "NUMBER_SET",
+    "BS": "BINARY_SET",
+}
 _OPERAND = "Invalid {kind}: Incorrect operand type for operator or function; "
 
 

@@ -96,8 +96,9 @@ class Engine:
             changes = self.streams.get(table, [])
             built = self._built.setdefault(table, [])
             arn = self.stream_arn(found)
-            built.extend(record(change, found.stream_view or "", arn)
-                         for change in changes[len(built):])
+            built.extend(
+                record(change, found.stream_view or "", arn) for change in changes[len(built) :]
+            )
             return list(built)
 
     def forget_records(self, table: str, through: str | None = None) -> int:
@@ -108,8 +109,10 @@ class Engine:
             self._named(table, "get_records")
             changes = self.streams.get(table, [])
             # Sequence numbers rise along the list: count the ones at or before `through`.
-            cut = len(changes) if through is None else bisect.bisect_right(
-                [change[0] for change in changes], int(through)
+            cut = (
+                len(changes)
+                if through is None
+                else bisect.bisect_right([change[0] for change in changes], int(through))
             )
             del changes[:cut]
             built = self._built.get(table, [])
@@ -156,8 +159,14 @@ class Engine:
             return old  # DynamoDB writes no stream record for a write that changes nothing
         self._sequence += 1
         # Stored items are never changed in place, so the images need no copies.
-        change = (self._sequence, self.clock(), key_item, old, new,
-                  size if new is not None else old_size)
+        change = (
+            self._sequence,
+            self.clock(),
+            key_item,
+            old,
+            new,
+            size if new is not None else old_size,
+        )
         self.streams.setdefault(table.name, []).append(change)
         return old
 
@@ -173,8 +182,7 @@ class Engine:
             return None
         if seen[0] != fingerprint:
             raise IdempotentMismatch(
-                "The request uses the same client token as a previous, but non-identical "
-                "request."
+                "The request uses the same client token as a previous, but non-identical request."
             )
         return dict(seen[2])
 
@@ -199,9 +207,7 @@ def _single_write(op: str, plan: Callable[[Engine, dict[str, Any]], ops.Planned]
             response["Attributes"] = found
         units, indexes = write_units(planned)
         if planned.write:
-            engine.commit(
-                planned.table, planned.key, planned.key_item, planned.new, planned.size
-            )
+            engine.commit(planned.table, planned.key, planned.key_item, planned.new, planned.size)
         cap = consumed(params, planned.table.name, units, indexes)
         if cap is not None:
             response["ConsumedCapacity"] = cap
@@ -216,8 +222,10 @@ def _reads(fn: Callable[[Engine, dict[str, Any]], tuple[dict[str, Any], float]])
         index = params.get("IndexName")
         table = str(params.get("TableName"))
         # A read of an index is charged to the index, the table's own share being 0.
-        cap = consumed(params, table, 0.0, {index: units}) if index else consumed(
-            params, table, units
+        cap = (
+            consumed(params, table, 0.0, {index: units})
+            if index
+            else consumed(params, table, units)
         )
         if cap is not None:
             response["ConsumedCapacity"] = cap
@@ -254,8 +262,11 @@ def _batch_write(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
             seen.add(one.key)
             planned.append(one)
     if not 0 < len(planned) <= 25:
-        raise Validation("Too many items requested for the BatchWriteItem call"
-                         if planned else "The batch write request list is empty")
+        raise Validation(
+            "Too many items requested for the BatchWriteItem call"
+            if planned
+            else "The batch write request list is empty"
+        )
     tally = Tally()
     for one in planned:
         tally.add(one.table.name, *write_units(one))
@@ -280,13 +291,18 @@ _TX_PLANS = {
 def _transact(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     parts = params.get("TransactItems") or []
     if not 0 < len(parts) <= 100:
-        raise Validation("1 validation error detected: Value at 'transactItems' failed to "
-                         "satisfy constraint: Member must have length between 1 and 100")
+        raise Validation(
+            "1 validation error detected: Value at 'transactItems' failed to "
+            "satisfy constraint: Member must have length between 1 and 100"
+        )
     token = params.get("ClientRequestToken")
     fingerprint = ""
     if token is not None:
-        fingerprint = json.dumps({k: val for k, val in params.items()
-                                  if k != "ReturnConsumedCapacity"}, sort_keys=True, default=str)
+        fingerprint = json.dumps(
+            {k: val for k, val in params.items() if k != "ReturnConsumedCapacity"},
+            sort_keys=True,
+            default=str,
+        )
         again = engine.token_response(token, fingerprint)
         if again is not None:
             return again
@@ -354,8 +370,8 @@ def _create_table(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
         raise invalid(
             "Some AttributeDefinitions are not used. AttributeDefinitions: "
             f"[{', '.join(sorted(defined))}], keys used: [{', '.join(sorted(used))}]"
-            if defined - used else
-            "Some index key attributes are not defined in AttributeDefinitions. Keys: "
+            if defined - used
+            else "Some index key attributes are not defined in AttributeDefinitions. Keys: "
             f"[{', '.join(sorted(used - defined))}], AttributeDefinitions: "
             f"[{', '.join(sorted(defined))}]"
         )
@@ -390,8 +406,12 @@ def _describe_ttl(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     spec = table.params.get("TimeToLiveSpecification")
     if not spec or not spec.get("Enabled"):
         return {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
-    return {"TimeToLiveDescription": {"TimeToLiveStatus": "ENABLED",
-                                      "AttributeName": spec["AttributeName"]}}
+    return {
+        "TimeToLiveDescription": {
+            "TimeToLiveStatus": "ENABLED",
+            "AttributeName": spec["AttributeName"],
+        }
+    }
 
 
 def _list_tables(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,9 +34,7 @@ _UPDATE_FUNCTIONS = frozenset({"if_not_exists", "list_append"})
 #: Every function name DynamoDB knows (any other is "Invalid function name").
 FUNCTIONS = _BOOLEAN_FUNCTIONS | _UPDATE_FUNCTIONS | {"size"}
 _TYPE_NAMES = frozenset({"S", "SS", "N", "NS", "B", "BS", "BOOL", "NULL", "L", "M"})
-MISSING_ATTRIBUTE = (
-    "The provided expression refers to an attribute that does not exist in the item"
-)
+MISSING_ATTRIBUTE = "The provided expression refers to an attribute that does not exist in the item"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +95,9 @@ def _condition(text: str, kind: str) -> Compiled:
     tree = parser.condition()
     parser.done()
     names, used_values = _used(tree)
-    return Compiled(tree, predicate(tree, kind), names, used_values, kind,
-                    checks.condition_checks(tree, kind))
+    return Compiled(
+        tree, predicate(tree, kind), names, used_values, kind, checks.condition_checks(tree, kind)
+    )
 
 
 def _projection(text: str) -> Compiled:
@@ -159,7 +158,7 @@ def operand(node: Node, kind: str) -> Operand:
         return lambda _item, _names, values: values[key]
     if tag == "call":
         return _value_function(node, kind)
-    raise Validation(f"Invalid {kind}: Syntax error; token: \"{tag}\"")
+    raise Validation(f'Invalid {kind}: Syntax error; token: "{tag}"')
 
 
 def _value_function(node: Node, kind: str) -> Operand:
@@ -252,9 +251,7 @@ def _comparison(node: Node, kind: str) -> Predicate:
         name, key = left[1][0], right[1]
         return lambda item, names, values: test(item.get(names[name]), values[key])
     first, second = operand(left, kind), operand(right, kind)
-    return lambda item, names, values: test(
-        first(item, names, values), second(item, names, values)
-    )
+    return lambda item, names, values: test(first(item, names, values), second(item, names, values))
 
 
 ValueTest = Callable[[v.Value | None, v.Value | None], bool]
@@ -311,8 +308,10 @@ def _between(x: Operand, low: Operand, high: Operand) -> Predicate:
             return False
         first, second = v.ordered(a, lo), v.ordered(a, hi)
         return (
-            first is not None and second is not None
-            and first[0] >= first[1] and second[0] <= second[1]
+            first is not None
+            and second is not None
+            and first[0] >= first[1]
+            and second[0] <= second[1]
         )
 
     return between
@@ -422,8 +421,10 @@ def _project_nested(item: Item, parts: tuple[Any, ...], names: Names, out: Item)
         last = depth == len(parts) - 1
         key: Any = part if isinstance(part, int) else resolve(part, names)
         source = source["L"][key] if isinstance(part, int) else source["M"][key]
-        nxt: v.Value = v.copy_value(source) if last else (
-            {"L": []} if isinstance(parts[depth + 1], int) else {"M": {}}
+        nxt: v.Value = (
+            v.copy_value(source)
+            if last
+            else ({"L": []} if isinstance(parts[depth + 1], int) else {"M": {}})
         )
         if isinstance(part, int):
             target["L"].append(nxt)

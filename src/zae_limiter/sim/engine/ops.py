@@ -43,9 +43,7 @@ class Planned:
         return 0 if self.old is None else self.table.sizes[self.key]
 
 
-def bind(
-    params: dict[str, Any], *parts: ex.Compiled | None
-) -> tuple[ex.Names, ex.Values]:
+def bind(params: dict[str, Any], *parts: ex.Compiled | None) -> tuple[ex.Names, ex.Values]:
     """The request's placeholders, checked against those its expressions use: every one
     used must be given, and every one given must be used, as DynamoDB requires."""
     names = params.get("ExpressionAttributeNames")
@@ -121,9 +119,7 @@ def _no_legacy(params: dict[str, Any]) -> None:
             raise Validation(f"The engine does not support the legacy parameter {legacy}")
 
 
-def _check(
-    cond: ex.Compiled | None, old: Item | None, names: ex.Names, values: ex.Values
-) -> bool:
+def _check(cond: ex.Compiled | None, old: Item | None, names: ex.Names, values: ex.Values) -> bool:
     return cond is None or bool(cond.fn(old if old is not None else _EMPTY, names, values))
 
 
@@ -133,8 +129,10 @@ def plan_put(engine: Tables, params: dict[str, Any]) -> Planned:
     names, values = bind(params, cond)
     raw = params.get("Item")
     if not isinstance(raw, dict):
-        raise Validation("1 validation error detected: Value null at 'item' failed to satisfy "
-                         "constraint: Member must not be null")
+        raise Validation(
+            "1 validation error detected: Value null at 'item' failed to satisfy "
+            "constraint: Member must not be null"
+        )
     item = {name: v.stored(value) for name, value in raw.items()}
     key, size = table.check_item(item)
     old = table.items.get(key)

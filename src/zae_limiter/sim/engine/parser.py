@@ -60,9 +60,7 @@ class Parser:
         self.tokens, self.spans = tokenize(text, kind)
         self.pos = 0
         if not self.tokens:
-            raise Validation(
-                f"Invalid {kind}: The expression can not be empty;"
-            )
+            raise Validation(f"Invalid {kind}: The expression can not be empty;")
 
     # ------------------------------------------------------------ token helpers
     def peek(self) -> tuple[str, str] | None:
@@ -97,8 +95,11 @@ class Parser:
         """DynamoDB's syntax error: the bad token, and the text from the token before it
         to the token after it."""
         here = next(
-            (i for i in (self.pos, self.pos - 1)
-             if 0 <= i < len(self.tokens) and self.tokens[i][1] == token),
+            (
+                i
+                for i in (self.pos, self.pos - 1)
+                if 0 <= i < len(self.tokens) and self.tokens[i][1] == token
+            ),
             None,
         )
         if here is None:  # the end came too soon

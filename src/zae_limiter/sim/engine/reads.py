@@ -62,8 +62,10 @@ def batch_get_item(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, An
     if total > 100:
         raise Validation("Too many items requested for the BatchGetItem call")
     if total == 0:
-        raise Validation("1 validation error detected: Value at 'requestItems' failed to "
-                         "satisfy constraint: Member must have length greater than or equal to 1")
+        raise Validation(
+            "1 validation error detected: Value at 'requestItems' failed to "
+            "satisfy constraint: Member must have length greater than or equal to 1"
+        )
     responses: dict[str, list[Item]] = {}
     units: list[Any] = []
     for name, request in requests.items():
@@ -99,8 +101,10 @@ def query(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float
     index = _index(table, params)
     key_text = params.get("KeyConditionExpression")
     if key_text is None:
-        raise Validation("Either the KeyConditions or KeyConditionExpression parameter must "
-                         "be specified in the request.")
+        raise Validation(
+            "Either the KeyConditions or KeyConditionExpression parameter must "
+            "be specified in the request."
+        )
     key_cond = ex.compiled("key", key_text)
     filt = _filter(params)
     proj = _projection(params)
@@ -111,8 +115,11 @@ def query(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float
     part = table.partition(index, v.sort_key(hash_value))
     forward = params.get("ScanIndexForward", True) is not False
     start = _start_position(table, index, params.get("ExclusiveStartKey"))
-    if start is not None and range_test is not None and range_name is not None and not (
-        range_test(params["ExclusiveStartKey"].get(range_name))
+    if (
+        start is not None
+        and range_test is not None
+        and range_name is not None
+        and not (range_test(params["ExclusiveStartKey"].get(range_name)))
     ):
         raise Validation("The provided starting key does not match the range key predicate")
     if index is not None and filt is not None:
@@ -131,8 +138,10 @@ def scan(engine: Tables, params: dict[str, Any]) -> tuple[dict[str, Any], float]
     names, values = bind(params, filt, proj)
     segment, total = params.get("Segment"), params.get("TotalSegments")
     if (segment is None) != (total is None):
-        raise Validation("The TotalSegments parameter is required but was not present in the "
-                         "request when Segment parameter is present")
+        raise Validation(
+            "The TotalSegments parameter is required but was not present in the "
+            "request when Segment parameter is present"
+        )
     # One deterministic order: by partition key, then sort key (DynamoDB's is by hash).
     parts = table.partitions if index is None else index.partitions
     start = _start_position(table, index, params.get("ExclusiveStartKey"))
@@ -163,14 +172,20 @@ def _projects(table: Table, index: Index, filt: ex.Compiled, names: ex.Names) ->
     kind = index.projection.get("ProjectionType", "ALL")
     if kind == "ALL":
         return
-    have = {*table.key_names, index.hash_key, index.range_key,
-            *index.projection.get("NonKeyAttributes", [])}
+    have = {
+        *table.key_names,
+        index.hash_key,
+        index.range_key,
+        *index.projection.get("NonKeyAttributes", []),
+    }
     wanted: set[str] = set()
     _top_names(filt.tree, names, wanted)
     missing = sorted(wanted - have)
     if missing:
-        raise invalid(f"Secondary index {index.name} does not project one or more filter "
-                      f"attributes: [{', '.join(missing)}]")
+        raise invalid(
+            f"Secondary index {index.name} does not project one or more filter "
+            f"attributes: [{', '.join(missing)}]"
+        )
 
 
 def _top_names(node: Any, names: ex.Names, found: set[str]) -> None:
@@ -191,9 +206,7 @@ def _index(table: Table, params: dict[str, Any]) -> Index | None:
         return None
     index = table.indexes.get(name)
     if index is None:
-        raise Validation(
-            f"The table does not have the specified index: {name}"
-        )
+        raise Validation(f"The table does not have the specified index: {name}")
     if params.get("ConsistentRead"):
         raise Validation("Consistent reads are not supported on global secondary indexes")
     return index
@@ -230,15 +243,20 @@ def _start_position(table: Table, index: Index | None, start: Any) -> tuple[Any,
     """(partition, position) just before which a page resumes."""
     if start is None:
         return None
-    wanted = len(table.key_names) + (0 if index is None else len(
-        {index.hash_key, index.range_key} - {None} - set(table.key_names)))
+    wanted = len(table.key_names) + (
+        0
+        if index is None
+        else len({index.hash_key, index.range_key} - {None} - set(table.key_names))
+    )
     if not isinstance(start, dict) or len(start) != wanted:
         raise Validation("Exclusive Start Key must have same size as table's key schema")
     try:
         table_key, _ = table.key_of({k: start[k] for k in table.key_names})
     except KeyError:
-        raise invalid("The provided starting key is invalid: The provided key element does "
-                      "not match the schema") from None
+        raise invalid(
+            "The provided starting key is invalid: The provided key element does "
+            "not match the schema"
+        ) from None
     if index is None:
         return table_key
     entry = index.entry({k: v.stored(val) for k, val in start.items()}, table_key)
@@ -259,8 +277,10 @@ def _page(
 ) -> tuple[dict[str, Any], float]:
     limit = params.get("Limit")
     if limit is not None and limit < 1:
-        raise Validation("1 validation error detected: Value at 'limit' failed to satisfy "
-                         "constraint: Member must have value greater than or equal to 1")
+        raise Validation(
+            "1 validation error detected: Value at 'limit' failed to satisfy "
+            "constraint: Member must have value greater than or equal to 1"
+        )
     count_only = params.get("Select") == "COUNT"
     items: list[Item] = []
     scanned = matched = size = 0
@@ -343,8 +363,9 @@ def _range_test(node: Any, values: ex.Values) -> Callable[[v.Value | None], bool
     # The sort key's test is the condition's own comparison on a one-attribute item, so
     # its rules (types, BETWEEN's bounds) are the condition evaluator's.
     slot = ("path", ("#k",))
-    tree = (("cmp", node[1], slot, node[3]) if node[0] == "cmp"
-            else ("between", slot, node[2], node[3]))
+    tree = (
+        ("cmp", node[1], slot, node[3]) if node[0] == "cmp" else ("between", slot, node[2], node[3])
+    )
     probe = ex.predicate(tree, "KeyConditionExpression")
     names = {"#k": "k"}
     return lambda value: value is not None and probe({"k": value}, names, values)

@@ -73,8 +73,9 @@ def _renamed(params: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     if isinstance(params.get("TableName"), str):
         params["TableName"] = names.get(params["TableName"], params["TableName"])
     if isinstance(params.get("RequestItems"), dict):
-        params["RequestItems"] = {names.get(t, t): body
-                                  for t, body in params["RequestItems"].items()}
+        params["RequestItems"] = {
+            names.get(t, t): body for t, body in params["RequestItems"].items()
+        }
     for part in params.get("TransactItems") or []:
         for body in part.values():
             _renamed(body, names)
@@ -120,14 +121,31 @@ class RecordingClient:
 
 # ---------------------------------------------------------------- comparison
 _TABLE_NOISE = (
-    "CreationDateTime", "TableArn", "TableId", "LatestStreamArn", "LatestStreamLabel",
-    "TableSizeBytes", "ItemCount", "ProvisionedThroughput", "BillingModeSummary",
-    "TableClassSummary", "DeletionProtectionEnabled", "WarmThroughput", "OnDemandThroughput",
-    "TableThroughputModeSummary", "SSEDescription", "StreamSpecification",
+    "CreationDateTime",
+    "TableArn",
+    "TableId",
+    "LatestStreamArn",
+    "LatestStreamLabel",
+    "TableSizeBytes",
+    "ItemCount",
+    "ProvisionedThroughput",
+    "BillingModeSummary",
+    "TableClassSummary",
+    "DeletionProtectionEnabled",
+    "WarmThroughput",
+    "OnDemandThroughput",
+    "TableThroughputModeSummary",
+    "SSEDescription",
+    "StreamSpecification",
 )
 _INDEX_NOISE = (
-    "IndexArn", "IndexSizeBytes", "ItemCount", "ProvisionedThroughput", "WarmThroughput",
-    "OnDemandThroughput", "Backfilling",
+    "IndexArn",
+    "IndexSizeBytes",
+    "ItemCount",
+    "ProvisionedThroughput",
+    "WarmThroughput",
+    "OnDemandThroughput",
+    "Backfilling",
 )
 
 
@@ -157,33 +175,43 @@ def normalise(outcome: Outcome) -> dict[str, Any]:
 
 def _normalise(outcome: Outcome) -> dict[str, Any]:
     if outcome.error is not None:
-        body = {k: val for k, val in outcome.error.items()
-                if k not in ("ResponseMetadata", "message", "ConsumedCapacity")}
+        body = {
+            k: val
+            for k, val in outcome.error.items()
+            if k not in ("ResponseMetadata", "message", "ConsumedCapacity")
+        }
         error = outcome.error["Error"]
         body["Error"] = {"Code": error["Code"], "Message": error.get("Message")}
         return {"op": outcome.op, "error": body}
     assert outcome.response is not None
-    body = {k: val for k, val in outcome.response.items()
-            if k not in ("ResponseMetadata", "ConsumedCapacity")}
+    body = {
+        k: val
+        for k, val in outcome.response.items()
+        if k not in ("ResponseMetadata", "ConsumedCapacity")
+    }
     for name in ("Table", "TableDescription"):
         if name in body:
             body[name] = _table(body[name])
     if outcome.op == "scan" and "Items" in body:
         body["Items"] = sorted(body["Items"], key=_item_order)
     if outcome.op == "batch_get_item":
-        body["Responses"] = {t: sorted(items, key=_item_order)
-                             for t, items in body.get("Responses", {}).items()}
+        body["Responses"] = {
+            t: sorted(items, key=_item_order) for t, items in body.get("Responses", {}).items()
+        }
     return {"op": outcome.op, "response": body}
 
 
 def _table(desc: dict[str, Any]) -> dict[str, Any]:
     out = {k: val for k, val in desc.items() if k not in _TABLE_NOISE}
-    out["AttributeDefinitions"] = sorted(out.get("AttributeDefinitions", []),
-                                         key=lambda a: a["AttributeName"])
+    out["AttributeDefinitions"] = sorted(
+        out.get("AttributeDefinitions", []), key=lambda a: a["AttributeName"]
+    )
     if "GlobalSecondaryIndexes" in out:
         out["GlobalSecondaryIndexes"] = sorted(
-            ({k: val for k, val in i.items() if k not in _INDEX_NOISE}
-             for i in out["GlobalSecondaryIndexes"]),
+            (
+                {k: val for k, val in i.items() if k not in _INDEX_NOISE}
+                for i in out["GlobalSecondaryIndexes"]
+            ),
             key=lambda i: i["IndexName"],
         )
     return out

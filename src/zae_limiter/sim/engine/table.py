@@ -101,7 +101,9 @@ class Index:
             "Projection": copy.deepcopy(self.projection),
             "IndexStatus": "ACTIVE",
             "ProvisionedThroughput": {
-                "NumberOfDecreasesToday": 0, "ReadCapacityUnits": 0, "WriteCapacityUnits": 0,
+                "NumberOfDecreasesToday": 0,
+                "ReadCapacityUnits": 0,
+                "WriteCapacityUnits": 0,
             },
             "IndexSizeBytes": 0,
             "ItemCount": count,
@@ -113,8 +115,9 @@ class Table:
         self.name: str = params["TableName"]
         self.params = params
         self.created_ms = created_ms
-        self.types = {a["AttributeName"]: a["AttributeType"]
-                      for a in params["AttributeDefinitions"]}
+        self.types = {
+            a["AttributeName"]: a["AttributeType"] for a in params["AttributeDefinitions"]
+        }
         self.hash_key, self.range_key = _schema(params["KeySchema"])
         self.key_names: tuple[str, ...] = tuple(
             k for k in (self.hash_key, self.range_key) if k is not None
@@ -184,9 +187,7 @@ class Table:
                     # DynamoDB Local's words; AWS adds the key, the types and the index.
                     raise invalid("Type mismatch for Index Key")
                 _non_empty_key(name, value, index.name)
-        return self._pykey(item), self.check_size(
-            v.item_bytes(item) if size is None else size
-        )
+        return self._pykey(item), self.check_size(v.item_bytes(item) if size is None else size)
 
     @staticmethod
     def check_size(size: int) -> int:
@@ -253,7 +254,9 @@ class Table:
             "TableStatus": "ACTIVE",
             "CreationDateTime": datetime.fromtimestamp(self.created_ms / 1000, tz=UTC),
             "ProvisionedThroughput": {
-                "NumberOfDecreasesToday": 0, "ReadCapacityUnits": 0, "WriteCapacityUnits": 0,
+                "NumberOfDecreasesToday": 0,
+                "ReadCapacityUnits": 0,
+                "WriteCapacityUnits": 0,
             },
             "TableSizeBytes": sum(self.sizes.values()),
             "ItemCount": len(self.items),
@@ -262,13 +265,14 @@ class Table:
         }
         if self.indexes:
             desc["GlobalSecondaryIndexes"] = [
-                {**i.describe(), "IndexArn": f"{arn}/index/{i.name}"}
-                for i in self.indexes.values()
+                {**i.describe(), "IndexArn": f"{arn}/index/{i.name}"} for i in self.indexes.values()
             ]
         if self.stream_view is not None:
             label = f"{self.created_ms:013d}"
-            desc["StreamSpecification"] = {"StreamEnabled": True,
-                                           "StreamViewType": self.stream_view}
+            desc["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": self.stream_view,
+            }
             desc["LatestStreamLabel"] = label
             desc["LatestStreamArn"] = f"{arn}/stream/{label}"
         return desc

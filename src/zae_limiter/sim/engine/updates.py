@@ -35,7 +35,11 @@ class Update:
     flat: bool
 
     def apply(
-        self, old: Item, names: ex.Names, values: ex.Values, key_attrs: Collection[str],
+        self,
+        old: Item,
+        names: ex.Names,
+        values: ex.Values,
+        key_attrs: Collection[str],
         size: int,
     ) -> tuple[Item, list[tuple[Any, ...]], int | None]:
         """The new item (old is not changed), the target paths (for UPDATED_*), and the new
@@ -43,8 +47,9 @@ class Update:
         if self.flat:
             return self._apply_flat(old, names, values, key_attrs, size)
         planned = []
-        for action, value in zip(self.actions, _operands(self.actions, old, names, values),
-                                 strict=True):
+        for action, value in zip(
+            self.actions, _operands(self.actions, old, names, values), strict=True
+        ):
             planned.append((action, value))
         resolved = [_resolved(a.target, names) for a in self.actions]
         _check_targets(resolved, key_attrs, self.flat)
@@ -54,14 +59,19 @@ class Update:
         return new, [a.target for a in self.actions], None
 
     def _apply_flat(
-        self, old: Item, names: ex.Names, values: ex.Values, key_attrs: Collection[str],
+        self,
+        old: Item,
+        names: ex.Names,
+        values: ex.Values,
+        key_attrs: Collection[str],
         size: int,
     ) -> tuple[Item, list[tuple[Any, ...]], int | None]:
         """Top-level targets only (every request the library sends): no path walking,
         and the size follows from the attributes changed."""
         steps = []
-        for action, value in zip(self.actions, _operands(self.actions, old, names, values),
-                                 strict=True):
+        for action, value in zip(
+            self.actions, _operands(self.actions, old, names, values), strict=True
+        ):
             top = action.target[0]
             steps.append((action.kind, names[top] if top[0] == "#" else top, value))
         if len({name for _, name, _ in steps}) != len(steps) or any(
@@ -185,8 +195,11 @@ def _same_size(before: v.Value | None, after: v.Value | None) -> bool:
         return False
     a, b = before.get("N"), after.get("N")
     return (
-        a is not None and b is not None and len(a) == len(b)
-        and (a[0] == "-") == (b[0] == "-") and ("." in a) == ("." in b)
+        a is not None
+        and b is not None
+        and len(a) == len(b)
+        and (a[0] == "-") == (b[0] == "-")
+        and ("." in a) == ("." in b)
     )
 
 
@@ -239,9 +252,18 @@ def _combined(kind: str, current: v.Value | None, value: v.Value | None) -> v.Va
     return {vkind: left} if left else None
 
 
-_TYPE_WORDS = {"S": "STRING", "N": "NUMBER", "B": "BINARY", "BOOL": "BOOLEAN", "NULL": "NULL",
-               "L": "LIST", "M": "MAP", "SS": "STRING_SET", "NS": "NUMBER_SET",
-               "BS": "BINARY_SET"}
+_TYPE_WORDS = {
+    "S": "STRING",
+    "N": "NUMBER",
+    "B": "BINARY",
+    "BOOL": "BOOLEAN",
+    "NULL": "NULL",
+    "L": "LIST",
+    "M": "MAP",
+    "SS": "STRING_SET",
+    "NS": "NUMBER_SET",
+    "BS": "BINARY_SET",
+}
 
 
 def _apply_top(new: Item, old: Item, kind: str, name: str, value: v.Value | None) -> None:
@@ -274,8 +296,9 @@ def _apply_nested(
     if top is None:
         if kind == "remove":
             return
-        raise Validation("The document path provided in the update expression is invalid "
-                         "for update")
+        raise Validation(
+            "The document path provided in the update expression is invalid for update"
+        )
     holder = v.copy_value(top)
     new[path[0]] = holder
     node = holder
@@ -284,8 +307,9 @@ def _apply_nested(
         if child is None:
             if kind == "remove":
                 return
-            raise Validation("The document path provided in the update expression is "
-                             "invalid for update")
+            raise Validation(
+                "The document path provided in the update expression is invalid for update"
+            )
         copied = dict(child)
         _put(node, part, copied)
         node = copied
@@ -319,8 +343,9 @@ def _put(node: v.Value, part: Any, value: v.Value) -> None:
 def _finish(node: v.Value, part: Any, kind: str, value: v.Value | None) -> None:
     container = node.get("L" if isinstance(part, int) else "M")
     if container is None:
-        raise Validation("The document path provided in the update expression is invalid "
-                         "for update")
+        raise Validation(
+            "The document path provided in the update expression is invalid for update"
+        )
     if kind == "remove":
         if isinstance(part, int):
             if part < len(container):
@@ -417,8 +442,14 @@ def _compile(text: str) -> ex.Compiled:
     actions = [_action(node) for nodes in clauses.values() for node in nodes]
     flat = all(len(a.target) == 1 for a in actions)
     names, used_values = ex._used(list(clauses.values()))
-    return ex.Compiled(clauses, Update(tuple(actions), flat), names, used_values,
-                       "UpdateExpression", checks.update_checks(clauses))
+    return ex.Compiled(
+        clauses,
+        Update(tuple(actions), flat),
+        names,
+        used_values,
+        "UpdateExpression",
+        checks.update_checks(clauses),
+    )
 
 
 def _action(node: Node) -> Action:

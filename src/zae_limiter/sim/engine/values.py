@@ -48,11 +48,15 @@ def parse_number(text: str) -> Number:
     if not number.is_finite():
         raise Validation(_NOT_A_NUMBER)
     if number and abs(number) > _LARGEST:
-        raise Validation("Number overflow. Attempting to store a number with magnitude "
-                         "larger than supported range")
+        raise Validation(
+            "Number overflow. Attempting to store a number with magnitude "
+            "larger than supported range"
+        )
     if number and abs(number) < _SMALLEST:
-        raise Validation("Number underflow. Attempting to store a number with magnitude "
-                         "smaller than supported range")
+        raise Validation(
+            "Number underflow. Attempting to store a number with magnitude "
+            "smaller than supported range"
+        )
     if len(number.normalize(_CONTEXT_WIDE).as_tuple().digits) > 38:
         raise Validation("Attempting to store more than 38 significant digits in a Number")
     if number == number.to_integral_value():
@@ -98,16 +102,16 @@ def number_value(number: Number) -> Value:
 def type_of(value: Value) -> str:
     for kind in value:
         return str(kind)
-    raise Validation("Supplied AttributeValue is empty, must contain exactly one of the "
-                     "supported datatypes")
+    raise Validation(
+        "Supplied AttributeValue is empty, must contain exactly one of the supported datatypes"
+    )
 
 
 def stored(value: Any) -> Value:
     """A caller's value as the engine keeps it: a fresh dict, numbers canonical."""
     if not isinstance(value, dict) or len(value) != 1:
         raise Validation(
-            "Supplied AttributeValue is empty, must contain exactly one of the supported "
-            "datatypes"
+            "Supplied AttributeValue is empty, must contain exactly one of the supported datatypes"
         )
     kind, raw = next(iter(value.items()))
     if not _typed(kind, raw):
@@ -161,16 +165,25 @@ def _typed(kind: str, raw: Any) -> bool:
 
 
 _PYTHON_TYPES: dict[str, type] = {
-    "S": str, "N": str, "B": bytes, "BOOL": bool, "NULL": bool, "SS": list, "NS": list,
-    "BS": list, "L": list, "M": dict,
+    "S": str,
+    "N": str,
+    "B": bytes,
+    "BOOL": bool,
+    "NULL": bool,
+    "SS": list,
+    "NS": list,
+    "BS": list,
+    "L": list,
+    "M": dict,
 }
 
 
 def _stored_set(kind: str, raw: list[Any], members: list[Any]) -> Value:
     if not raw:
         word = {"SS": "string", "NS": "number", "BS": "binary"}[kind]
-        raise Validation(f"One or more parameter values were invalid: An {word} set  may "
-                         "not be empty")
+        raise Validation(
+            f"One or more parameter values were invalid: An {word} set  may not be empty"
+        )
     unique = set(_set_key(kind, m) for m in members)
     if len(unique) != len(members):
         raise Validation("Input collection contains duplicates")
