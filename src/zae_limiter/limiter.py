@@ -103,9 +103,11 @@ class _Decisions:
         outcome: Outcome = "admitted"
         if error is not None:
             outcome = self.degrade(error, resource, started, call)
+        elif acquired is not None and acquired.bypassed:
+            outcome = "bypassed"
         self.record(resource, outcome, started)
         held = acquired if acquired is not None and error is None else NOTHING
-        return held, None if outcome == "admitted" else outcome
+        return held, None if outcome in ("admitted", "bypassed") else outcome
 
 
 class _Face:

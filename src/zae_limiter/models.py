@@ -24,6 +24,8 @@ class Entity:
     #: Resources whose acquires cascade (True) or do not (False) whatever `cascade`
     #: says, as sorted (resource, cascades) pairs.
     cascade_for: tuple[tuple[str, bool], ...] = ()
+    #: Acquires of this entity take nothing and never reject (an internal key); audited.
+    bypass: bool = False
 
     def cascades(self, resource: str) -> bool:
         """Whether an acquire of `resource` also takes from the parent."""

@@ -98,12 +98,14 @@ class Operations:
         parent_id: str | None = None,
         cascade: bool = False,
         cascade_for: Mapping[str, bool] | None = None,
+        bypass: bool = False,
     ) -> Flow[Entity]:
         """Create an entity; with `cascade=True` its acquires also take from `parent_id`.
         `cascade_for` decides per resource, over `cascade` ({"gpt-4": True}: acquires of
-        gpt-4 cascade, the others as `cascade` says)."""
+        gpt-4 cascade, the others as `cascade` says). `bypass=True`: its acquires take
+        nothing and never reject (an internal key; docs/controls.md)."""
         return entities.create_entity(
-            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for
+            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for, bypass
         )
 
     @audited
@@ -115,12 +117,14 @@ class Operations:
         parent_id: str | _Unset | None = UNSET,
         cascade: bool | _Unset = UNSET,
         cascade_for: Mapping[str, bool] | _Unset = UNSET,
+        bypass: bool | _Unset = UNSET,
     ) -> Flow[Entity]:
         """Change the entity's name, parent or cascade (fields not given stay as they are;
         `parent_id=None` detaches it, which also turns cascade off). `cascade_for`
-        replaces the per-resource choices whole ({} clears them)."""
+        replaces the per-resource choices whole ({} clears them); `bypass` turns the
+        entity's bypass on or off."""
         return entities.update_entity(
-            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for
+            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for, bypass
         )
 
     def get_entity(self, entity_id: str) -> Flow[Entity | None]:

@@ -307,3 +307,14 @@ def test_cascade_per_resource_options(zae: Zae) -> None:
     assert "cascade_for" not in done.json()
     done = zae("entity", "update", "k1", "--cascade-resource", "x", "--no-cascade-resource", "x")
     assert done.code == 2 and "both" in done.stderr
+
+
+def test_bypass_options(zae: Zae) -> None:
+    done = zae("entity", "create", "svc", "--bypass", "-o", "json")
+    assert done.code == 0, done.stderr
+    assert done.json()["bypass"] is True
+    done = zae("entity", "update", "svc", "--no-bypass")
+    assert done.code == 0, done.stderr
+    assert "bypass" not in done.stdout
+    done = zae("entity", "update", "svc", "--bypass")
+    assert "yes: acquires take nothing" in done.stdout

@@ -66,6 +66,8 @@ def entity_group() -> None:
 @click.option("--parent", "parent_id", default=None, metavar="P", help="Parent entity id.")
 @click.option("--cascade", is_flag=True, help="Every acquire also takes from the parent.")
 @cascade_resource_options
+@click.option("--bypass", is_flag=True,
+              help="Its acquires take nothing and never reject (an internal key).")  # fmt: skip
 @target_options
 def create_command(
     entity_id: str,
@@ -74,13 +76,19 @@ def create_command(
     cascade: bool,
     cascade_resources: tuple[str, ...],
     no_cascade_resources: tuple[str, ...],
+    bypass: bool,
     target: Target,
 ) -> None:
     """Create entity ID (fails if it exists)."""
     per_resource = cascade_choices({}, cascade_resources, no_cascade_resources)
     with render.open_limiter(target) as limiter:
         entity = limiter.create_entity(
-            entity_id, display_name, parent_id=parent_id, cascade=cascade, cascade_for=per_resource
+            entity_id,
+            display_name,
+            parent_id=parent_id,
+            cascade=cascade,
+            cascade_for=per_resource,
+            bypass=bypass,
         )
     if target.json:
         render.echo_json(render.entity_json(entity))
@@ -98,6 +106,8 @@ def _entity_table(entity: Entity, children: list[str] | None = None) -> Any:
     if entity.cascade_for:
         choices = ", ".join(f"{r}: {'yes' if on else 'no'}" for r, on in entity.cascade_for)
         table.add_row("cascade per resource", choices)
+    if entity.bypass:
+        table.add_row("bypass", "yes: acquires take nothing")
     table.add_row("created", render.when(entity.created_at_ms))
     if children is not None:
         table.add_row("children", ", ".join(children) if children else "-")
@@ -245,6 +255,8 @@ def delete_command(entity_id: str, yes: bool, target: Target) -> None:
 @cascade_resource_options
 @click.option("--clear-cascade-resources", is_flag=True,
               help="Forget every per-resource choice (--cascade decides for all).")  # fmt: skip
+@click.option("--bypass/--no-bypass", default=None,
+              help="Whether its acquires take nothing and never reject.")  # fmt: skip
 @target_options
 def update_command(
     entity_id: str,
@@ -255,6 +267,7 @@ def update_command(
     cascade_resources: tuple[str, ...],
     no_cascade_resources: tuple[str, ...],
     clear_cascade_resources: bool,
+    bypass: bool | None,
     target: Target,
 ) -> None:
     """Change entity ID's name, parent or cascade; what is not given stays as it is."""
@@ -267,10 +280,13 @@ def update_command(
         changes["parent_id"] = parent_id
     if cascade is not None:
         changes["cascade"] = cascade
+    if bypass is not None:
+        changes["bypass"] = bypass
     per_resource = bool(cascade_resources or no_cascade_resources or clear_cascade_resources)
     if not changes and not per_resource:
         raise click.UsageError("nothing to change: give --display-name, --parent, --no-parent, "
-                               "--cascade/--no-cascade or a cascade resource option")  # fmt: skip
+                               "--cascade/--no-cascade, a cascade resource option "
+                               "or --bypass/--no-bypass")  # fmt: skip
     with render.open_limiter(target) as limiter:
         before = require_entity(limiter, entity_id)
         if per_resource:

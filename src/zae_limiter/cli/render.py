@@ -148,6 +148,8 @@ def entity_json(entity: Entity) -> dict[str, Any]:
     }
     if entity.cascade_for:
         body["cascade_for"] = dict(entity.cascade_for)
+    if entity.bypass:
+        body["bypass"] = True
     return body
 
 

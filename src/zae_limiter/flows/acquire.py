@@ -39,6 +39,8 @@ class Acquired:
     consumed_milli: Mapping[str, int] = field(default_factory=dict)
     #: The entity the acquire was for (its cascade parent may be in `taken` too).
     entity_id: str = ""
+    #: The entity has a bypass: nothing was taken, nothing was checked.
+    bypassed: bool = False
 
     def own(self) -> Taken | None:
         """What was taken from the entity itself."""
@@ -144,6 +146,11 @@ def _level(
     )
 
 
+def _bypassed(state: RepoState, entity_id: str) -> bool:
+    meta = state.entities.get(entity_id)
+    return meta is not None and meta.bypass
+
+
 def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
     meta = state.entities.get(entity_id)
     return meta.parent_id if meta is not None and meta.cascades(resource) else None
@@ -164,12 +171,16 @@ def acquire(
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
     override = validate_limits(limits) if limits is not None else None
+    if _bypassed(state, entity_id):
+        return Acquired((), amounts, entity_id, bypassed=True)
     parent = _parent_of(state, entity_id, resource)
     ids = [entity_id] if parent is None else [entity_id, parent]
     if override is not None:  # limits given with the call: nothing to resolve or fetch
         resolved, prefetched = _given(ids, override), Prefetched()
     else:
         resolved, prefetched = yield from _resolve_levels(state, ids, resource, None, now_ms)
+        if _bypassed(state, entity_id):  # learned from the record just read
+            return Acquired((), amounts, entity_id, bypassed=True)
     child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
     _check_fits(amounts, child_limits, entity_id, resource)
     levels = [_level(state, entity_id, resource, child_limits, amounts)]

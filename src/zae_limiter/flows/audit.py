@@ -114,8 +114,11 @@ def entity_json(entity: Entity) -> dict[str, Any]:
         "parent_id": entity.parent_id,
         "cascade": entity.cascade,
     }
-    if entity.cascade_for:  # only when set: events of entities without it stay as they were
+    # Only when set: events of entities without them stay as they were.
+    if entity.cascade_for:
         body["cascade_for"] = dict(entity.cascade_for)
+    if entity.bypass:
+        body["bypass"] = True
     return body
 
 

@@ -125,7 +125,11 @@ def resolve_and_fetch(
             if meta_item is not None:
                 entity = keys.decode_entity(meta_item)
                 state.learn_entity(
-                    entity_id, entity.cascade, entity.parent_id, dict(entity.cascade_for)
+                    entity_id,
+                    entity.cascade,
+                    entity.parent_id,
+                    dict(entity.cascade_for),
+                    bypass=entity.bypass,
                 )
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:

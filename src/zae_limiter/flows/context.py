@@ -81,6 +81,8 @@ class EntityMeta:
     #: Learned from the entity's record (True), or only from buckets: `cascade` is then
     #: one resource's, and a resource not in `cascade_for` is not known to cascade.
     record: bool = True
+    #: The entity's acquires take nothing (known from its record only).
+    bypass: bool = False
 
     def cascades(self, resource: str) -> bool:
         """Whether acquires of `resource` take from the parent, as far as known (not
@@ -121,18 +123,20 @@ class RepoState:
         cascade_for: Mapping[str, bool] | None = None,
         *,
         of: str | None = None,
+        bypass: bool = False,
     ) -> EntityMeta:
         """What this client knows of the entity, learned once: from its record (with its
         `cascade_for`), or from a bucket of resource `of`, whose cascade is that
         resource's (the record says for the others)."""
         meta = self.entities.get(entity_id)
         if meta is None:
-            meta = EntityMeta(cascade, parent_id, record=of is None)
+            meta = EntityMeta(cascade, parent_id, record=of is None, bypass=bypass)
             self.entities[entity_id] = meta
         elif meta.record or (of is not None and of in meta.cascade_for):
             return meta  # what is known stays until the cache forgets the entity
         elif of is None:  # the record, after buckets: it is the truth for every resource
             meta.cascade, meta.parent_id, meta.record = cascade, parent_id, True
+            meta.bypass = bypass
         if cascade_for:
             meta.cascade_for.update(cascade_for)
         if of is not None:

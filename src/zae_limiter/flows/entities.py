@@ -28,6 +28,8 @@ def _check_links(state: RepoState, entity: Entity) -> Flow[None]:
         raise ValidationError("name must be a string of at most 1024 characters")
     if not isinstance(entity.cascade, bool):
         raise ValidationError(f"cascade must be True or False, got {entity.cascade!r}")
+    if not isinstance(entity.bypass, bool):
+        raise ValidationError(f"bypass must be True or False, got {entity.bypass!r}")
     if entity.cascade and entity.parent_id is None:
         raise ValidationError(f"entity {entity.entity_id!r}: cascade=True needs a parent_id")
     for resource, on in entity.cascade_for:
@@ -56,9 +58,10 @@ def create_entity(
     cascade: bool,
     auditor: Auditor,
     cascade_for: Mapping[str, bool] | None = None,
+    bypass: bool = False,
 ) -> Flow[Entity]:
     keys.validate_id("entity_id", entity_id)
-    entity = Entity(entity_id, name, parent_id, cascade, auditor.now_ms, pairs(cascade_for))
+    entity = Entity(entity_id, name, parent_id, cascade, auditor.now_ms, pairs(cascade_for), bypass)
     yield from _check_links(state, entity)
     put = keys.tx_put(
         state.table, keys.encode_entity(state.namespace, entity), keys.unchanged(None, ())
@@ -77,7 +80,14 @@ class _Unset:
 
 #: "Leave this field as it is" for `update_entity`.
 UNSET: Final = _Unset()
-_ENTITY_ATTRS = (keys.A_NAME, keys.A_PARENT, keys.A_CASCADE, keys.A_CREATED, keys.A_CASCADE_FOR)
+_ENTITY_ATTRS = (
+    keys.A_NAME,
+    keys.A_PARENT,
+    keys.A_CASCADE,
+    keys.A_CREATED,
+    keys.A_CASCADE_FOR,
+    keys.A_BYPASS,
+)
 
 
 def pairs(cascade_for: Mapping[str, bool] | None) -> tuple[tuple[str, bool], ...]:
@@ -97,16 +107,17 @@ def update_entity(
     cascade: bool | _Unset,
     auditor: Auditor,
     cascade_for: Mapping[str, bool] | _Unset = UNSET,
+    bypass: bool | _Unset = UNSET,
 ) -> Flow[Entity]:
-    """Change an entity's name, parent or cascade (`cascade_for` replaces the per-resource
-    choices whole); its bucket shards follow the new links."""
+    """Change an entity's name, parent, cascade (`cascade_for` replaces the per-resource
+    choices whole) or bypass; its bucket shards follow the new links."""
     keys.validate_id("entity_id", entity_id)
 
     def plan(read: keys.Item | None) -> Flow[list[dict[str, Any]]]:
         if read is None:
             raise EntityNotFoundError(entity_id)
         before = keys.decode_entity(read)
-        after = _updated(before, name, parent_id, cascade, cascade_for)
+        after = _updated(before, name, parent_id, cascade, cascade_for, bypass)
         yield from _check_links(state, after)
         item = keys.encode_entity(state.namespace, after)
         put = keys.tx_put(state.table, item, keys.unchanged(read, _ENTITY_ATTRS))
@@ -124,9 +135,8 @@ def update_entity(
     if replaced is None:  # the plan refuses a missing entity: never here
         raise EntityNotFoundError(entity_id)
     before = keys.decode_entity(replaced)
-    after = _updated(
-        before, name, parent_id, cascade, cascade_for
-    )  # what the committed attempt wrote
+    # What the committed attempt wrote.
+    after = _updated(before, name, parent_id, cascade, cascade_for, bypass)
     if _links(after) != _links(before):
         yield from _relink_buckets(state, after)
     state.entities.pop(entity_id, None)
@@ -139,9 +149,11 @@ def _updated(
     parent_id: str | _Unset | None,
     cascade: bool | _Unset,
     cascade_for: Mapping[str, bool] | _Unset = UNSET,
+    bypass: bool | _Unset = UNSET,
 ) -> Entity:
     after = replace(
         before,
+        bypass=before.bypass if isinstance(bypass, _Unset) else bypass,
         name=before.name if isinstance(name, _Unset) else name,
         parent_id=before.parent_id if isinstance(parent_id, _Unset) else parent_id,
         cascade=before.cascade if isinstance(cascade, _Unset) else cascade,
@@ -154,8 +166,8 @@ def _updated(
     return after
 
 
-def _links(entity: Entity) -> tuple[bool, str | None, tuple[tuple[str, bool], ...]]:
-    return entity.cascade, entity.parent_id, entity.cascade_for
+def _links(entity: Entity) -> tuple[bool, str | None, tuple[tuple[str, bool], ...], bool]:
+    return entity.cascade, entity.parent_id, entity.cascade_for, entity.bypass
 
 
 def _relink_buckets(state: RepoState, entity: Entity) -> Flow[None]:
@@ -170,7 +182,7 @@ def _relink_buckets(state: RepoState, entity: Entity) -> Flow[None]:
         yield from one(
             Call(
                 "update_item",
-                keys.bucket_relink(state.table, bucket, cascades, entity.parent_id),
+                keys.bucket_relink(state.table, bucket, cascades, entity.parent_id, entity.bypass),
             )
         )
 

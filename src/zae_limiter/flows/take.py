@@ -146,7 +146,13 @@ def _write(
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
             # then known, and its next rejection can be local (no config round trip).
-            state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id, of=level.resource)
+            state.learn_entity(
+                level.entity_id,
+                bucket.cascade,
+                bucket.parent_id,
+                of=level.resource,
+                bypass=bool(item and keys.get_bool(item, keys.A_BYPASS)),
+            )
             remember(state, level, plan)
             return plan
         params = plan.params
@@ -289,7 +295,11 @@ def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
         if result.item:
             entity = keys.decode_entity(result.item)
             meta = state.learn_entity(
-                level.entity_id, entity.cascade, entity.parent_id, dict(entity.cascade_for)
+                level.entity_id,
+                entity.cascade,
+                entity.parent_id,
+                dict(entity.cascade_for),
+                bypass=entity.bypass,
             )
     if meta is None:
         return level

@@ -131,6 +131,7 @@ from zae_limiter.keys.core import (
     version_key,
 )
 from zae_limiter.keys.entities import (
+    A_BYPASS,
     A_CASCADE_FOR,
     A_ON_UNAVAILABLE,
     bucket_query_for_entity,
@@ -256,6 +257,7 @@ __all__ = [
     "A_AFTER",
     "A_AT",
     "A_BEFORE",
+    "A_BYPASS",
     "A_CASCADE",
     "A_CASCADE_FOR",
     "A_CREATED",

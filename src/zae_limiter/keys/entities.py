@@ -47,6 +47,8 @@ def encode_entity(ns: str, entity: Entity) -> Item:
         GSI4PK: s(ns),
         GSI4SK: s(f"ENTITY#{entity.entity_id}"),
     }
+    if entity.bypass:
+        item[A_BYPASS] = {"BOOL": True}
     if entity.cascade_for:
         item[A_CASCADE_FOR] = s(_encode_cascade_for(entity.cascade_for))
     if entity.name is not None:
@@ -69,7 +71,12 @@ def decode_entity(item: Mapping[str, Any]) -> Entity:
         cascade=get_bool(item, A_CASCADE),
         created_at_ms=None if created is None else int(created["N"]),
         cascade_for=_decode_cascade_for(get_s(item, A_CASCADE_FOR)),
+        bypass=get_bool(item, A_BYPASS),
     )
+
+
+#: An entity whose acquires take nothing (written only when set).
+A_BYPASS = "bypass"
 
 
 #: Per-resource cascade on an entity record: `+R` cascades, `-R` does not, joined by '#'
@@ -194,6 +201,7 @@ A_ON_UNAVAILABLE = "on_unavailable"
 
 
 __all__ = [
+    "A_BYPASS",
     "A_CASCADE_FOR",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
