@@ -1,4 +1,5 @@
-"""`python -m benchmarks [--out DIR] [--quick] [--skip SECTION]`: run, write, print."""
+"""`python -m benchmarks [--out DIR] [--quick] [--skip SECTION]`: run, write, print.
+`python -m benchmarks sim [--schedules N] [--seconds S]`: the fault simulator's search."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["sim"]:  # `python -m benchmarks sim ...`: the simulator's search alone
+        from benchmarks import sim
+
+        return sim.main(given[1:])
     args = parse(argv)
     shown = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m benchmarks", *map(shlex.quote, shown)])

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks import capacity, cpu, exactness, hot_throttle, latency, reserves, web
+from benchmarks import capacity, cpu, exactness, hot_throttle, latency, reserves, sim, web
 from benchmarks.report import Report
 
 DEFAULT_OUT = Path("bench-results")
@@ -22,6 +22,7 @@ SECTIONS = (
     "cpu",
     "reserves",
     "exactness",
+    "sim",
 )
 LATENCY_SECONDS = {False: 5.0, True: 1.5}
 #: Arguments for `hot_entity.run`, full and quick; only those it accepts are passed.
@@ -94,7 +95,14 @@ def run(
             )
     else:
         report.hot_entity_note = "skipped (--skip hot-entity)"
-    extra = (hot_throttle.SECTION, web.SECTION, reserves.SECTION, cpu.SECTION, exactness.SECTION)
+    extra = (
+        hot_throttle.SECTION,
+        web.SECTION,
+        reserves.SECTION,
+        cpu.SECTION,
+        exactness.SECTION,
+        sim.SECTION,
+    )
     for section in extra:
         report.extra.update(section.run(out_dir, quick, sections, log, report.failures))
     report.seconds["total"] = time.monotonic() - total

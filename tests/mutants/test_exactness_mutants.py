@@ -95,8 +95,8 @@ def _greedy_grant(original: Callable[..., dict[str, int]]) -> Callable[..., dict
 def _bound_keeps_nothing_behind(original: Callable[..., Any]) -> Callable[..., Any]:
     def broken(*args: Any) -> Any:
         write = original(*args)
-        bucket, _limit, seen, _now, _level, granted = args[:6]
-        reserve = granted.get(write.name, 0)
+        bucket, _limit, seen, _now, _level, moves = args[:6]
+        reserve = moves[0].get(write.name, 0)  # (granted, held moves, charged exactly)
         if write.bound is None or not reserve:
             return write
         return replace(write, bound=write.bound + reserve * seen[0].unit(bucket.shard_count))

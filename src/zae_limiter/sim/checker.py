@@ -1,0 +1,193 @@
+"""The checker: every admission against an ideal token bucket, per level and limit.
+
+Each acquire that returns is fed to the ideal bucket of every level it took from (the
+entity, and its parent with cascade), dated when its tokens left DynamoDB: the true time
+the write that took them was applied, or for an acquire served from a token reserve the
+moment it was served. Adjustments and give-backs are dated when they were applied (or
+settled in a reserve). A write that never applied (its answer lost, never sent) feeds
+nothing: usage the library could not record is counted, not charged.
+
+Allowances, the only ones, are about time:
+- clocks: a client whose clock is `d` ms ahead sees `d x rate` more tokens (docs/buckets.md,
+  "Clock skew"); with every clock within `skew` ms of true time, two clients are at most
+  `2 x skew` apart, so a level may run `2 x skew x rate` ahead of its ideal bucket;
+- a write applied `g` ms after it was planned (a pause between planning and sending, a
+  request held in flight) is charged as of its planned time, like a clock `g` ms behind:
+  it may take up to `min(n, g x rate)` of its `n` tokens from refill that had not happened
+  yet (docs/guarantees.md, "Under faults"). Each such write adds its own to the level's
+  allowance.
+Crashes and lost answers only lose tokens (docs/reserves.md): they get no allowance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from zae_limiter import keys
+from zae_limiter.flows.bucket_write import Taken
+from zae_limiter.limits import Limit
+from zae_limiter.sim.ideal import IdealBucket
+
+Level = tuple[str, str]  # (entity, limit name)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """What went wrong, and where in the schedule."""
+
+    kind: str
+    detail: str
+    step: int
+
+    def __str__(self) -> str:
+        return f"step {self.step}: {self.kind}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change to a level, as the ideal bucket takes it: `take` (an admission),
+    `charge` (usage after the fact) or `give` (tokens back)."""
+
+    at_ms: int
+    seq: int
+    kind: str
+    amount: Fraction
+    planned_ms: int
+
+
+@dataclass
+class Checker:
+    """Judges admissions per level against an ideal bucket fed the same events in time
+    order. An acquire is reported when it returns, after writes of other clients that
+    were applied later than its own: each level's events are kept in time order and the
+    ideal bucket replays them whenever one arrives."""
+
+    limits: tuple[Limit, ...]
+    namespace: str
+    start_ms: int
+    skew_ms: int
+    events: dict[Level, list[Event]] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    admitted: dict[Level, int] = field(default_factory=dict)
+    #: Largest amount any level ran ahead of its ideal bucket (tokens).
+    most_ahead: Fraction = Fraction(0)
+    unrecorded: int = 0
+    step: int = 0
+    _failed: set[Level] = field(default_factory=set)
+    #: Tokens given back into reserves, per level (see `settled_back`).
+    into_reserves: dict[Level, Fraction] = field(default_factory=dict)
+    #: Allowance for debt the table cannot see (see `allow`), per level.
+    sharded: dict[Level, Fraction] = field(default_factory=dict)
+
+    def allow(self, entity: str, name: str, milli: int) -> None:
+        """Debt the table cannot see where it admits (docs/guarantees.md, "Known
+        limits"): an adjustment charged to one shard of a sharded entity, or reserves
+        held on a shard when it splits, is not seen by the entity's other shards; an
+        adjustment that puts a bucket into debt does not take back the tokens already
+        in clients' reserves. Each adds what it can cost to the level's allowance."""
+        if milli > 0:
+            level = (entity, name)
+            self.sharded[level] = self.sharded.get(level, Fraction(0)) + Fraction(milli, 1000)
+
+    def _limit(self, name: str) -> Limit:
+        return next(limit for limit in self.limits if limit.name == name)
+
+    def _add(self, entity: str, limit: Limit, event: Event) -> None:
+        level = (entity, limit.name)
+        events = self.events.setdefault(level, [])
+        events.append(event)
+        events.sort(key=lambda e: (e.at_ms, e.seq))
+        self._judge(level, limit)
+
+    def _event(self, at: tuple[int, int], kind: str, milli: int, planned_ms: int) -> Event:
+        return Event(at[0], at[1], kind, Fraction(milli, 1000), planned_ms)
+
+    def replay(self, level: Level) -> tuple[IdealBucket, Fraction, Fraction]:
+        """The level's ideal bucket after its events; the most it ran ahead of it at an
+        admission beyond its allowance then (<= 0: never), and its allowance."""
+        limit = self._limit(level[1])
+        ideal = IdealBucket.full(limit, self.start_ms)
+        skew = 2 * self.skew_ms * _per_ms(limit) + self.sharded.get(level, Fraction(0))
+        late = Fraction(0)
+        worst = Fraction(-1)
+        for event in self.events.get(level, ()):
+            if event.kind != "give" and event.at_ms > event.planned_ms:
+                late += min(event.amount, (event.at_ms - event.planned_ms) * _per_ms(limit))
+            if event.kind == "take":
+                ideal.shortfall(event.amount, event.at_ms)
+                self.most_ahead = max(self.most_ahead, -ideal.tokens)
+                worst = max(worst, -ideal.tokens - skew - late)
+            elif event.kind == "charge":
+                ideal.charge(event.amount, event.at_ms)
+            else:
+                ideal.give_back(event.amount, event.at_ms)
+        return ideal, worst, skew + late
+
+    def _judge(self, level: Level, limit: Limit) -> None:
+        _ideal, worst, allowed = self.replay(level)
+        if worst > 0 and level not in self._failed:
+            self._failed.add(level)
+            self.fail(
+                "over-admission",
+                f"{level[0]}/{level[1]}: admitted {float(worst + allowed):.3f} tokens ahead of "
+                f"the ideal bucket (allowance {float(allowed):.3f})",
+            )
+
+    def admit(self, taken: Taken, at: tuple[int, int], planned_ms: int) -> None:
+        """An admission whose tokens left the table at `at` (true time, and the engine's
+        count of requests applied by then: events of one ms keep their real order),
+        planned at `planned_ms`."""
+        for limit in taken.limits:
+            milli = taken.consumed_milli.get(limit.name, 0)
+            if milli:
+                level = (taken.entity_id, limit.name)
+                self.admitted[level] = self.admitted.get(level, 0) + milli
+                self._add(taken.entity_id, limit, self._event(at, "take", milli, planned_ms))
+
+    def change(
+        self, taken: Taken, delta: Mapping[str, int], at: tuple[int, int], planned_ms: int
+    ) -> None:
+        """A lease's adjustment (positive: usage charged) or give-back (negative)."""
+        for limit in taken.limits:
+            milli = delta.get(limit.name, 0)
+            if milli > 0:
+                event = self._event(at, "charge", milli, planned_ms)
+            elif milli < 0:
+                event = self._event(at, "give", -milli, planned_ms)
+            else:
+                continue
+            self._add(taken.entity_id, limit, event)
+
+    def settled_back(self, entity: str, name: str, milli: int) -> None:
+        """Tokens given back into a client's reserve: fed to the ideal bucket then, they
+        reach the table only with the reserve's return, by when the ideal bucket may
+        have filled up and capped them. The final count allows for them."""
+        level = (entity, name)
+        self.into_reserves[level] = self.into_reserves.get(level, Fraction(0)) + Fraction(
+            milli, 1000
+        )
+
+    def holds_at_most_ideal(self, entity: str, limit: Limit, tokens: int, at_ms: int) -> None:
+        """No tokens created: what the table offers is never more than the ideal holds."""
+        ideal, _worst, allowed = self.replay((entity, limit.name))
+        allowed += self.into_reserves.get((entity, limit.name), Fraction(0))
+        level = ideal.level(at_ms)
+        if tokens > level + allowed:
+            self.fail(
+                "tokens created",
+                f"{entity}/{limit.name}: the table offers {tokens}, the ideal bucket holds "
+                f"{float(level):.3f} (allowance {float(allowed):.3f})",
+            )
+
+    def fail(self, kind: str, detail: str) -> None:
+        self.violations.append(Violation(kind, detail, self.step))
+
+    def bucket_pk(self, taken: Taken) -> str:
+        key = keys.bucket_key(self.namespace, taken.entity_id, taken.resource, taken.shard_id)
+        return str(key[keys.PK]["S"])
+
+
+def _per_ms(limit: Limit) -> Fraction:
+    return Fraction(limit.refill_amount, limit.refill_period_seconds * 1000)

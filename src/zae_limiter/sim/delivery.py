@@ -1,0 +1,216 @@
+"""Delivering a thread's requests to the engine, with the fault drawn for each; requests
+held in flight; and what the table does that the checker must be told of.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from zae_limiter import keys
+from zae_limiter.drivers import error_outcome, resend_safe
+from zae_limiter.errors import CALL_TIMEOUT, RateLimiterUnavailable
+from zae_limiter.flows import Call, Result
+from zae_limiter.sim import spec as kinds
+from zae_limiter.sim.client import (
+    Pending,
+    SimClient,
+    Thread,
+)
+from zae_limiter.sim.threads import (
+    BOTOCORE_ATTEMPTS,
+    WRITES,
+    Machine,
+    Orphan,
+    _pk,
+    _unavailable,
+)
+
+
+class Delivery(Machine):
+    """Requests reach the engine here, and only here."""
+
+    # ------------------------------------------------------------------ delivery
+    def _deliver(self, thread: Thread, p: Pending) -> None:
+        fault = self._fault() if self.faults_on else None
+        client = thread.client
+        if fault in (kinds.THROTTLED, kinds.THROTTLED_BARE):
+            outcome: Any = _throttle(self.table, fault == kinds.THROTTLED)
+            self._record(thread, p.call, "throttled", fault)
+            if self._retries(client, p.call, applied=False, attempt=p.attempt):
+                p.attempt += 1
+                return
+            self._answer(thread, p.index, outcome)
+            return
+        if fault == kinds.UNSENT:
+            self._record(thread, p.call, "never sent", fault)
+            if self._retries(client, p.call, applied=False, attempt=p.attempt):
+                p.attempt += 1
+                return
+            self._answer(
+                thread, p.index, _unavailable("connection reset", "EndpointConnectionError")
+            )
+            return
+        if fault == kinds.LATE:
+            # The client gives up on it at its timeout; DynamoDB may still apply it later.
+            self._record(thread, p.call, "held in flight", fault)
+            self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial, p.what))
+            self._answer(thread, p.index, _unavailable("timed out", CALL_TIMEOUT))
+            return
+        outcome, applied = self._execute(p.call, thread, p.serial, what=p.what)
+        if fault == kinds.LOST:
+            self._record(
+                thread, p.call, "applied, answer lost" if applied else "answer lost", fault
+            )
+            if self._retries(client, p.call, applied=applied, attempt=p.attempt):
+                p.attempt += 1
+                return
+            self._answer(thread, p.index, _unavailable("read timeout", "ReadTimeoutError"))
+            return
+        self._answer(thread, p.index, outcome)
+
+    def _retries(self, client: SimClient, call: Call, applied: bool, attempt: int) -> bool:
+        """Whether the client's SDK sends the request again by itself (botocore's retries on
+        a user's client; the library's own clients make one attempt)."""
+        del applied  # the SDK cannot know: it retries either way
+        return client.spec.retries and attempt < BOTOCORE_ATTEMPTS and resend_safe(call.op)
+
+    def _fault(self) -> str | None:
+        rates = self.spec.faults
+        delivery = [kinds.LOST, kinds.UNSENT, kinds.THROTTLED, kinds.THROTTLED_BARE, kinds.LATE]
+        weights = [rates.of(k) for k in delivery]
+        index = self.c.weighted([max(0, 1000 - sum(weights)), *weights])
+        return None if index == 0 else delivery[index - 1]
+
+    def _execute(
+        self, call: Call, thread: Thread | None, serial: int = 0, tid: int = 0, what: str = ""
+    ) -> tuple[Any, bool]:
+        """Apply one request to the engine: (the flow's outcome, whether it changed state)."""
+        self.counts.operations += 1
+        self.tick += 1
+        key = _pk(call)
+        bucket = key if key is not None and _BUCKET in key and call.op in WRITES else None
+        before = None if bucket is None else self.peek(bucket)
+        try:
+            response = self.engine(call.op, dict(call.params))
+        except ClientError as error:
+            outcome = error_outcome(error, self.table)
+            self._record(thread, call, _short(outcome), None, self.trace.image(key), key)
+            return outcome, False
+        applied = call.op in WRITES
+        if bucket is not None:
+            self._sharding(bucket, before, self.peek(bucket))
+            if what.startswith("acquire"):
+                self._compensated(bucket, call)
+        if applied and key is not None:
+            if thread is not None:
+                tid = thread.tid
+                if serial == thread.serial:
+                    thread.applied[key] = (self.true_ms, self.tick)
+            self._intended(tid, serial, key)
+        self._record(thread, call, "ok", None, before if self.trace.on else None, key)
+        return Result(response), applied
+
+    def _time_out(self, thread: Thread, index: int, p: Pending) -> None:
+        if self.faults_on and self.spec.faults.of(kinds.LATE) and self.c.chance(300):
+            self.orphans.append(Orphan(thread.client.name, p.call, thread.tid, p.serial, p.what))
+        self._answer(thread, index, _unavailable("timed out", CALL_TIMEOUT))
+
+    def _deliver_orphan(self) -> None:
+        orphan = self.orphans.pop(self.c.below(len(self.orphans)))
+        self.trace.note(self.true_ms, f"{orphan.client} late request arrives")
+        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what)
+
+    def _sharding(self, key: str, before: Any, after: Any) -> None:
+        """Tell the checker of what sharding cannot see: held counts on a shard that
+        splits (its snapshot taken). Charges to a sharded entity: see `_intended`."""
+        if not after:
+            return
+        entity = _entity_of(key)
+        held = keys.decode_reserved(before) if before else {}
+        for limit in self.spec.limits:
+            sf = keys.limit_attr(limit.name, "sf")
+            if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
+                live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
+                self.checker.allow(entity, limit.name, live)
+
+    def _compensated(self, key: str, call: Call) -> None:
+        """A give-back an acquire sent for a level it took from, the acquire being refused
+        at another level. The checker never saw the take (nothing was admitted): should
+        the give-back land after time refilled the take (held in flight), it hands back
+        tokens the bucket already had again. The checker allows for what it gave back."""
+        for name, milli in _consumed(call).items():
+            if milli < 0:
+                self.checker.allow(_entity_of(key), name, -milli)
+
+    def _intended(self, tid: int, serial: int, key: str) -> None:
+        """A write of a lease's end applied (maybe long after its run gave up on it)."""
+        intents = self.intents.get((tid, serial))
+        intent = None if intents is None else intents.pop(key, None)
+        if intent is not None:
+            self.checker.change(
+                intent.taken, intent.change, (self.true_ms, self.tick), intent.planned_ms
+            )
+            self.charged(key, intent.change)
+
+    def _sharded(self, key: str) -> bool:
+        shard0 = self.peek(key.rsplit("#", 1)[0] + "#0")
+        return bool(shard0) and keys.get_n(shard0, keys.A_SHARD_COUNT, 1) > 1
+
+    def charged(self, key: str, change: dict[str, int]) -> None:
+        """A charge written to a bucket: what the table cannot see of it (`Checker.allow`).
+        On a sharded entity, the whole charge (its debt stays on one shard). With reserves,
+        the whole charge too: tokens already out in reserves (held counts, and rollbacks
+        settled into a reserve) are spent whatever debt the charge leaves, and they can
+        overrun it by at most the charge itself."""
+        entity = _entity_of(key)
+        reserves = any(client.spec.reserve for client in self.clients)
+        if not (reserves or self._sharded(key)):
+            return
+        for name, milli in change.items():
+            self.checker.allow(entity, name, milli)
+
+
+_BUCKET = "/BUCKET#"
+
+
+def _entity_of(pk: str) -> str:
+    # {ns}/BUCKET#{entity}#{resource}#{shard}
+    return pk.split(_BUCKET, 1)[1].rsplit("#", 2)[0]
+
+
+def _throttle(table: str, reasons: bool) -> RateLimiterUnavailable:
+    error = {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}
+    response: dict[str, Any] = {"Error": error}
+    if reasons:
+        response["ThrottlingReasons"] = [
+            {"reason": "TableWriteKeyRangeThroughputExceeded", "resource": table}
+        ]
+    outcome = error_outcome(ClientError(response, "UpdateItem"), table)  # type: ignore[arg-type]
+    assert isinstance(outcome, RateLimiterUnavailable)
+    return outcome
+
+
+def _short(outcome: Any) -> str:
+    if isinstance(outcome, BaseException):
+        return f"{type(outcome).__name__}: {str(outcome)[:80]}"
+    if getattr(outcome, "ok", True) is False:
+        return "condition failed"
+    return "ok"
+
+
+def _consumed(call: Call) -> dict[str, int]:
+    """What a bucket write adds to each limit's usage counter (`tc`), per limit name."""
+    names = call.params.get("ExpressionAttributeNames", {})
+    values = call.params.get("ExpressionAttributeValues", {})
+    update = str(call.params.get("UpdateExpression", ""))
+    out: dict[str, int] = {}
+    for alias, attr in names.items():
+        attr = str(attr)
+        if attr.startswith(keys.BUCKET_PREFIX) and attr.endswith("_tc"):
+            found = re.search(re.escape(alias) + r" (:\w+)", update)
+            if found and found.group(1) in values:
+                out[attr[len(keys.BUCKET_PREFIX) : -len("_tc")]] = int(values[found.group(1)]["N"])
+    return out

@@ -1,0 +1,160 @@
+"""What a schedule is made of, drawn from its choices: the limits, the entities, the
+clients (their settings, clocks and workloads) and how often each fault strikes.
+
+Everything is small on purpose: a few clients, a few acquires each, capacities of a few
+tokens, so that a schedule reaches the edge of its buckets within a handful of steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zae_limiter.limits import Limit
+from zae_limiter.sim.choices import Choices
+
+RESOURCE = "api"
+#: A limit that never refills within a schedule: one token a year.
+YEAR_S = 366 * 86400 - 1
+
+#: Fault kinds, each drawn per delivery or per step (per thousand, see `FaultRates`).
+LOST = "lost-answer"  # applied, the answer never reached the client
+UNSENT = "unsent"  # the request never reached DynamoDB
+THROTTLED = "throttled"  # refused for capacity, with ThrottlingReasons
+THROTTLED_BARE = "throttled-no-reason"  # refused, from an endpoint that gives no reasons
+LATE = "late"  # held in flight past the client's timeout, applied later (or never)
+CRASH = "crash"  # the process dies: memory, reserves and keeper gone
+PAUSE = "pause"  # the process freezes for seconds and wakes with its old images
+JUMP = "clock-jump"  # the client's clock jumps within the skew bound
+FAULT_KINDS = (LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE, JUMP)
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    """One acquire and its lease: what it takes, how it adjusts, whether the block fails."""
+
+    entity: str
+    consume: dict[str, int]
+    adjust: dict[str, int] = field(default_factory=dict)
+    rollback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    name: str
+    reserve: bool
+    speculative: bool
+    #: A client of the user's own with botocore's retries (the lean path off).
+    retries: bool
+    offset_ms: int
+    partition_wcu: int
+    threads: int
+    ops: tuple[OpSpec, ...]
+    #: Limits come with each call (`limits=`) instead of from stored config.
+    inline_limits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRates:
+    """Per thousand: per delivered request (the first five), per step (the rest)."""
+
+    rates: dict[str, int]
+
+    def of(self, kind: str) -> int:
+        return self.rates.get(kind, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class WorldSpec:
+    limits: tuple[Limit, ...]
+    #: entity -> parent (None: a top-level entity); children cascade to their parent.
+    entities: dict[str, str | None]
+    clients: tuple[ClientSpec, ...]
+    faults: FaultRates
+    #: Bound on any client's clock offset from true time (ms); skews are drawn within it.
+    skew_ms: int
+    start_ms: int
+
+    @property
+    def leaves(self) -> list[str]:
+        parents = {p for p in self.entities.values() if p is not None}
+        return [e for e in self.entities if e not in parents]
+
+
+def draw_limits(c: Choices, busy: bool) -> tuple[Limit, ...]:
+    """One or two limits; a busy world's are larger (clients take reserves out of them)."""
+    low, high = (60, 300) if busy else (3, 30)
+    kinds = [
+        lambda cap: Limit.custom("rpm", cap, 1, YEAR_S),  # does not refill
+        lambda cap: Limit.custom("rpm", cap, cap, 1),  # per second
+        lambda cap: Limit.custom("rpm", cap, cap, 60),  # per minute
+        lambda cap: Limit.custom("rpm", cap, max(1, cap // 2), 1),  # burst twice the rate
+    ]
+    first = c.pick(kinds)(c.between(low, high))
+    if not c.chance(400):
+        return (first,)
+    second = c.pick(kinds)(c.between(low + 2, 2 * high))
+    return first, Limit.custom("tpm", second.capacity, second.refill_amount,
+                               second.refill_period_seconds)  # fmt: skip
+
+
+def draw_entities(c: Choices) -> dict[str, str | None]:
+    shape = c.below(3)
+    if shape == 0:
+        return {"e1": None}
+    if shape == 1:
+        return {"parent": None, "child": "parent"}
+    return {"parent": None, "c1": "parent", "c2": "parent"}
+
+
+def draw_op(c: Choices, leaves: list[str], limits: tuple[Limit, ...], busy: bool) -> OpSpec:
+    consume = {limits[0].name: c.between(1, 5 if busy else 3)}
+    if len(limits) > 1 and not c.chance(300):
+        consume[limits[1].name] = c.between(0, min(8, limits[1].capacity))
+    adjust: dict[str, int] = {}
+    if c.chance(250):
+        name = c.pick([limit.name for limit in limits])
+        adjust[name] = c.between(-3, 5)
+    return OpSpec(c.pick(leaves), consume, adjust, rollback=c.chance(150))
+
+
+def draw_client(c: Choices, i: int, spec_skew: int, leaves: list[str],
+                limits: tuple[Limit, ...], busy: bool) -> ClientSpec:  # fmt: skip
+    count = c.between(15, 40) if busy else c.between(1, 12)
+    ops = tuple(draw_op(c, leaves, limits, busy) for _ in range(count))
+    return ClientSpec(
+        name=f"c{i}",
+        reserve=not c.chance(350),
+        speculative=not c.chance(150),
+        retries=c.chance(200),
+        offset_ms=c.between(-spec_skew, spec_skew) if spec_skew else 0,
+        partition_wcu=c.pick([1000, 2, 1]),
+        threads=c.between(1, 2),
+        ops=ops,
+        inline_limits=c.chance(300),
+    )
+
+
+def draw_faults(c: Choices, kinds: frozenset[str]) -> FaultRates:
+    rates: dict[str, int] = {}
+    for kind in FAULT_KINDS:
+        if c.chance(450) and kind in kinds:
+            rates[kind] = c.pick([30, 80, 200])
+    return FaultRates(rates)
+
+
+def draw_world(c: Choices, kinds: frozenset[str] = frozenset(FAULT_KINDS)) -> WorldSpec:
+    """A world; `kinds` are the fault kinds it may draw (all of them by default). One
+    world in three is busy: larger limits, and clients acquiring often enough to take
+    token reserves and bring the bucket to its edge with them."""
+    busy = c.chance(333)
+    limits = draw_limits(c, busy)
+    entities = draw_entities(c)
+    skew = c.pick([0, 0, 5, 50]) if JUMP in kinds else 0
+    faults = draw_faults(c, kinds)
+    leaves = [e for e in entities if e not in {p for p in entities.values() if p}]
+    clients = tuple(
+        draw_client(c, i, skew, leaves, limits, busy) for i in range(c.between(1, 4))
+    )
+    # Anywhere in a reserve epoch (20 s): schedules cross epoch boundaries at every phase.
+    start = 1_767_225_600_000 + c.below(20_000)
+    return WorldSpec(limits, entities, clients, faults, skew, start)

@@ -1,0 +1,264 @@
+"""The world: clients interleaved one request at a time against one engine, on true
+time, in the order the schedule's choices give, with its faults.
+
+A step is one of: deliver a request in flight (with the fault drawn for it), start an
+acquire on an idle thread, let time pass, run a client's reserve keeper, crash, pause
+or skew a client, or deliver a request that was held in flight past its timeout. After
+the workload ends, faults stop, every request is answered, every client closes, and
+the checker judges what the table offers (`finish`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from zae_limiter.flows import Call, Flow, Sleep
+from zae_limiter.sim import spec as kinds
+from zae_limiter.sim.client import SimClient, Thread, acquire_program, keeper_program
+from zae_limiter.sim.delivery import Delivery, _short
+from zae_limiter.sim.threads import Orphan
+
+
+class World(Delivery):
+    """The whole schedule: which step comes next, time, and the faults that strike a client."""
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, max_steps: int = 2000) -> None:
+        while self.counts.steps < max_steps and not self.checker.violations:
+            if not self.step():
+                break
+            self.counts.steps += 1
+            self.checker.step = self.counts.steps
+
+    def step(self) -> bool:
+        """One step; False when the workload is over."""
+        self._wake()
+        options: list[tuple[int, Callable[[], None]]] = []
+        pending = [
+            (t, p) for t in self._threads() for p in t.pending.values() if isinstance(p.call, Call)
+        ]
+        if pending:
+            options.append((60, lambda: self._deliver(*self.c.pick(pending))))
+        idle = [
+            cl for cl in self._live() if cl.ops and self._slots(cl) > 0 and not self._paused(cl)
+        ]
+        if idle:
+            options.append((25, lambda: self._start(self.c.pick(idle))))
+        options.append((12, self._pass_time))
+        keepers = [cl for cl in self._live() if cl.state.reserves and cl.state.reserves.busy]
+        if keepers:
+            options.append((5, lambda: self._keeper(self.c.pick(keepers))))
+        if self.orphans:
+            options.append((4, self._deliver_orphan))
+        rates = self.spec.faults
+        if self.faults_on:
+            for kind, act in ((kinds.CRASH, self._crash), (kinds.PAUSE, self._pause),
+                              (kinds.JUMP, self._jump)):  # fmt: skip
+                if rates.of(kind):
+                    options.append((max(1, rates.of(kind) // 40), act))
+        if not pending and not idle and not self._busy():
+            return False
+        if not pending and not idle and not self.orphans:  # all wait on time: let it pass
+            self.advance(self._next_wake() - self.true_ms)
+            return True
+        options[self.c.weighted([w for w, _ in options])][1]()
+        return True
+
+    def _busy(self) -> bool:
+        return any(not t.done for t in self._threads()) or bool(self.orphans)
+
+    def _next_wake(self) -> int:
+        """When the next sleeper, holder or paused client wakes (now + 1 ms if none)."""
+        times = [cl.paused_until for cl in self._live() if self._paused(cl)]
+        for thread in self._threads():
+            if thread.wake_at is not None:
+                times.append(thread.wake_at)
+            times.extend(p.timeout_at for p in thread.pending.values())
+        future = [t for t in times if t > self.true_ms]
+        return min(future) if future else self.true_ms + 1
+
+    def _slots(self, client: SimClient) -> int:
+        return client.spec.threads - sum(1 for t in client.threads if not t.done)
+
+    # ------------------------------------------------------------------ time
+    def _start(self, client: SimClient) -> None:
+        op = client.next_op()
+        if op is None:
+            return
+        hold = self.c.pick([0, 0, 5, 200, 2500])
+        program = acquire_program(client, op, hold, _Observer(self, client))
+        self._spawn(client, program, f"acquire {op.entity} {op.consume}")
+
+    def _keeper(self, client: SimClient, everything: bool = False) -> None:
+        if any(t.label.startswith("keeper") and not t.done for t in client.threads):
+            return
+        self._spawn(client, keeper_program(client, everything), "keeper")
+
+    def _pass_time(self) -> None:
+        # Requests in flight are answered within ms unless requests are being held in
+        # flight (the LATE fault): only then may seconds pass under them and time them out.
+        held = self.faults_on and self.spec.faults.of(kinds.LATE) > 0
+        if not held and any(t.pending for t in self._threads()):
+            self.advance(self.c.between(1, 50))
+            return
+        band = self.c.weighted([70, 20, 10])
+        ms = (self.c.between(1, 50), self.c.between(100, 3000), self.c.between(15_000, 65_000))[
+            band
+        ]
+        self.advance(ms)
+
+    def advance(self, ms: int) -> None:
+        self.true_ms += ms
+        self.trace.note(self.true_ms, f"time +{ms} ms")
+        for client in self.clients:
+            client.true_now = self.true_ms
+        for thread in self._threads():
+            for index, p in list(thread.pending.items()):
+                if self.true_ms >= p.timeout_at and index in thread.pending:
+                    if isinstance(p.call, Sleep):
+                        self._answer(thread, index, thread.client.now())
+                    else:
+                        self._time_out(thread, index, p)
+
+    def _wake(self) -> None:
+        for client in self.clients:
+            client.true_now = self.true_ms
+        for thread in self._threads():
+            if thread.wake_at is not None and thread.wake_at <= self.true_ms:
+                thread.wake_at = None
+            for index, p in list(thread.pending.items()):
+                if isinstance(p.call, Sleep) and p.timeout_at <= self.true_ms:
+                    self._answer(thread, index, thread.client.now())
+            self._advance(thread)
+
+    # ------------------------------------------------------------------ faults
+    def _crash(self) -> None:
+        live = self._live()
+        if not live:
+            return
+        client = self.c.pick(live)
+        self.counts.fault(kinds.CRASH)
+        client.alive = False
+        for thread in client.threads:
+            for p in thread.pending.values():
+                if isinstance(p.call, Call) and self.c.chance(500):
+                    self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial, p.what))
+        self.trace.note(self.true_ms, f"{client.name} CRASHES (reserves and memory lost)")
+        reborn = SimClient(
+            client.spec, self.table, client_generation(client) + 1, self.spec.start_ms
+        )
+        reborn.ops = client.ops
+        reborn.true_now = self.true_ms
+        self.clients.append(reborn)
+
+    def _pause(self) -> None:
+        live = [cl for cl in self._live() if not self._paused(cl)]
+        if not live:
+            return
+        client = self.c.pick(live)
+        ms = self.c.pick([500, 3000, 25_000, 50_000])
+        self.counts.fault(kinds.PAUSE)
+        client.paused_until = self.true_ms + ms
+        self.trace.note(self.true_ms, f"{client.name} PAUSES for {ms} ms")
+
+    def _jump(self) -> None:
+        live = self._live()
+        if not live or not self.spec.skew_ms:
+            return
+        client = self.c.pick(live)
+        skew = self.spec.skew_ms
+        client.offset_ms = self.c.between(-skew, skew)
+        self.counts.fault(kinds.JUMP)
+        self.trace.note(self.true_ms, f"{client.name} clock jumps to offset {client.offset_ms} ms")
+
+    def settle_all(self, flow: Flow[Any]) -> Any:
+        """Run a flow to its end with no faults and no interleaving (setup, final reads)."""
+        send: Any = None
+        while True:
+            try:
+                request = flow.throw(send) if isinstance(send, BaseException) else flow.send(send)
+            except StopIteration as finished:
+                return finished.value
+            steps = request if isinstance(request, tuple) else (request,)
+            results: list[Any] = []
+            for step in steps:
+                if isinstance(step, Sleep):
+                    results.append(self.true_ms)
+                    continue
+                results.append(self._execute(step, None)[0])
+            send = tuple(results) if isinstance(request, tuple) else results[0]
+
+
+class _Observer:
+    """Tells the checker what a thread's acquire and lease did, with their times."""
+
+    def __init__(self, world: World, client: SimClient) -> None:
+        self.world = world
+        self.client = client
+        self.limits = world.spec.limits
+
+    def refused(self, op: Any, error: BaseException) -> None:
+        self.world.trace.note(self.world.true_ms, f"{self.client.name} refused: {_short(error)}")
+
+    def admitted(self, acquired: Any) -> None:
+        thread = self._current()
+        checker = self.world.checker
+        for taken in acquired.taken:
+            pk = checker.bucket_pk(taken)
+            served = (thread.run_started, thread.run_tick)
+            at = served if taken.from_reserve else thread.applied.get(pk)
+            if at is None:
+                checker.fail("admitted without a write", f"{taken} (no write to {pk} applied)")
+                continue
+            checker.admit(taken, at, thread.run_started)
+        self.world.trace.note(self.world.true_ms, f"{self.client.name} ADMITTED {_taken(acquired)}")
+
+    def closing(self, acquired: Any, delta: dict[str, int], failed: bool) -> None:
+        """The lease is about to end: what its end means to change, per bucket."""
+        thread = self._current()
+        for taken in acquired.taken:
+            change = {n: -v for n, v in taken.consumed_milli.items()} if failed else delta
+            names = {limit.name for limit in taken.limits}
+            change = {n: v for n, v in change.items() if v and n in names}
+            if change:
+                thread.next_intents[self.world.checker.bucket_pk(taken)] = (taken, change)
+
+    def ended(self) -> None:
+        """The lease's end ran: what it settled in a reserve (no request) counts from its
+        start; what it wrote counted when applied; what it sent and was not applied (yet)
+        is usage the library could not record."""
+        thread = self._current()
+        intents = self.world.intents.get((thread.tid, thread.serial), {})
+        for pk, intent in list(intents.items()):
+            if pk not in thread.attempted:
+                at = (intent.planned_ms, intent.tick)
+                self.world.checker.change(intent.taken, intent.change, at, intent.planned_ms)
+                for name, milli in intent.change.items():
+                    if milli < 0:
+                        self.world.checker.settled_back(intent.taken.entity_id, name, -milli)
+                del intents[pk]
+            else:
+                self.world.checker.unrecorded += 1
+
+    def lost(self, error: BaseException) -> None:
+        self.world.trace.note(self.world.true_ms, f"{self.client.name} lease end failed: {error}")
+
+    def _current(self) -> Thread:
+        thread = self.world.running
+        assert thread is not None, "the observer is told only from a running program"
+        return thread
+
+
+def client_generation(client: SimClient) -> int:
+    _name, _, gen = client.name.partition(".")
+    return int(gen) if gen else 0
+
+
+def _taken(acquired: Any) -> str:
+    parts = []
+    for t in acquired.taken:
+        amounts = ",".join(f"{n}={v // 1000}" for n, v in t.consumed_milli.items() if v)
+        src = "reserve" if t.from_reserve else f"shard {t.shard_id}"
+        parts.append(f"{t.entity_id}[{amounts}] from {src}")
+    return "; ".join(parts)
