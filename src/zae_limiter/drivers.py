@@ -191,6 +191,7 @@ class _Runner:
                 self.admission.throttled(self.clock())
         return outcome
 
+
     def turn(
         self, flow: Flow[Any], send: Any, deadline: _Deadline
     ) -> _Done | tuple[Any, tuple[Step, ...], int, _Round | list[Exception]]:

@@ -111,7 +111,9 @@ def plan_archive(records: Iterable[Mapping[str, Any]]) -> ArchivePlan:
     return plan
 
 
-def _wanted(event: AuditEvent, since_ms: int, until_ms: int | None, entity_id: str | None) -> bool:
+def _wanted(
+    event: AuditEvent, since_ms: int, until_ms: int | None, entity_id: str | None
+) -> bool:
     if event.at_ms < since_ms or (until_ms is not None and event.at_ms >= until_ms):
         return False
     return entity_id is None or event.entity_id == entity_id

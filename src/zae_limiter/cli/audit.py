@@ -96,11 +96,8 @@ def audit_group() -> None:
               help="Only the last N events.")  # fmt: skip
 @click.option("--table-level", is_flag=True,
               help="Table-level events instead (migrations, namespace deletions).")  # fmt: skip
-@click.option(
-    "--archived",
-    is_flag=True,
-    help="Events the table's TTL expired, read back from the stack's S3 archive.",
-)
+@click.option("--archived", is_flag=True,
+              help="Events the table's TTL expired, read back from the stack's S3 archive.")
 @click.option("--archive-bucket", default=None, metavar="B",
               help="With --archived: the archive bucket (default: the stack's output "
                    "AuditArchiveBucketName).")  # fmt: skip

@@ -194,9 +194,8 @@ def _approver(yes: bool, err: Console) -> infra.deploy.Approve:
 @click.option("--detailed-exitcode", is_flag=True,
               help="With --plan: exit 0 when up to date, 2 when there are changes, 1 on "
                    "error (for CI).")  # fmt: skip
-@click.option(
-    "--table-only", is_flag=True, help="Create just the table with CreateTable, no CloudFormation."
-)
+@click.option("--table-only", is_flag=True,
+              help="Create just the table with CreateTable, no CloudFormation.")
 @click.option("--artifact-bucket", metavar="BUCKET",
               help="S3 bucket for the aggregator zip (default: one created per account "
                    "and region).")  # fmt: skip
@@ -251,7 +250,9 @@ def _plan_notes(changes: Sequence[ResourceChange], options: StackOptions) -> lis
     return notes
 
 
-def _show_deploy_result(result: infra.DeployResult, elapsed: float, options: StackOptions) -> None:
+def _show_deploy_result(
+    result: infra.DeployResult, elapsed: float, options: StackOptions
+) -> None:
     out = Console()
     if result.action == "plan":
         verb = "create" if result.status is None else "update"
@@ -431,7 +432,9 @@ def delete_command(target: Target, yes: bool) -> None:
         raise infra.StackNotFoundError(target.name)
     what = "stack and table" if has_stack else "table (deployed without a stack)"
     if not yes:
-        click.confirm(f"Delete the {what} {target.name!r} and all its data?", abort=True, err=True)
+        click.confirm(
+            f"Delete the {what} {target.name!r} and all its data?", abort=True, err=True
+        )
     if has_stack:
         status = deployer.delete(target.name)
     else:

@@ -32,22 +32,15 @@ EXIT_NOT_RUNNING = 1
 
 def _instance_option(func: F) -> F:
     return click.option(
-        "--instance",
-        "-i",
-        default=engine_api.DEFAULT_INSTANCE,
-        show_default=True,
+        "--instance", "-i", default=engine_api.DEFAULT_INSTANCE, show_default=True,
         help="Name of the local engine, to run several side by side.",
     )(func)
 
 
 def _output_option(func: F) -> F:
     return click.option(
-        "--output",
-        "-o",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="Output format.",
+        "--output", "-o", type=click.Choice(["table", "json"]), default="table",
+        show_default=True, help="Output format.",
     )(func)
 
 
@@ -65,34 +58,16 @@ def local_group() -> None:
 
 @local_group.command("up")
 @click.option(
-    "--engine",
-    "-e",
-    type=click.Choice(list(engine_api.ENGINES)),
-    default=engine_api.MOTO,
-    show_default=True,
-    help="moto's server (pure Python) or AWS DynamoDB Local (Java 17).",
+    "--engine", "-e", type=click.Choice(list(engine_api.ENGINES)), default=engine_api.MOTO,
+    show_default=True, help="moto's server (pure Python) or AWS DynamoDB Local (Java 17).",
 )
-@click.option(
-    "--port",
-    "-p",
-    type=click.IntRange(1, 65535),
-    default=None,
-    help="Port on 127.0.0.1 (default: a free one).",
-)
-@click.option(
-    "--regions",
-    metavar="LIST",
-    default=None,
-    help="A local global table: one engine per region (each on a free port) and "
-    "a replicator between them, e.g. us-east-1,eu-west-1.",
-)
-@click.option(
-    "--lag-ms",
-    type=click.IntRange(0, None),
-    default=DEFAULT_LAG_MS,
-    show_default=True,
-    help="With --regions: replication lag in milliseconds.",
-)
+@click.option("--port", "-p", type=click.IntRange(1, 65535), default=None,
+              help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--regions", metavar="LIST", default=None,
+              help="A local global table: one engine per region (each on a free port) and "
+                   "a replicator between them, e.g. us-east-1,eu-west-1.")
+@click.option("--lag-ms", type=click.IntRange(0, None), default=DEFAULT_LAG_MS,
+              show_default=True, help="With --regions: replication lag in milliseconds.")
 @_instance_option
 @_output_option
 def up_command(
@@ -139,9 +114,8 @@ def down_command(instance: str, output: str) -> None:
         return
     result = engine_api.down(instance)
     if output == "json":
-        _echo_json(
-            {"instance": result.instance, "stopped": result.stopped, "detail": result.detail}
-        )
+        _echo_json({"instance": result.instance, "stopped": result.stopped,
+                    "detail": result.detail})
         return
     click.echo(f"{result.instance}: {result.detail}")
 
@@ -176,9 +150,8 @@ def status_command(ctx: click.Context, instance: str, output: str) -> None:
 
 
 @local_group.command("env")
-@click.option(
-    "--region", default=None, help="For a local global table: the region whose engine to use."
-)
+@click.option("--region", default=None,
+              help="For a local global table: the region whose engine to use.")
 @_instance_option
 @_output_option
 def env_command(region: str | None, instance: str, output: str) -> None:
@@ -240,10 +213,8 @@ def _show_group(group: regions_api.GroupStatus, output: str) -> None:
         click.echo(f"{region}: {where} {state}{cut}")
     replicator = "running" if group.replicator_running else "not running"
     pid = "" if group.state is None else f" (pid {group.state.replicator_pid})"
-    click.echo(
-        f"replicator: {replicator}{pid}, lag {group.control.lag_ms} ms, "
-        f"partitioned: {', '.join(group.control.partitioned) or 'none'}"
-    )
+    click.echo(f"replicator: {replicator}{pid}, lag {group.control.lag_ms} ms, "
+               f"partitioned: {', '.join(group.control.partitioned) or 'none'}")
     tables = group.replication.get("tables") or {}
     if tables:
         click.echo("replicated: " + ", ".join(

@@ -142,35 +142,18 @@ class Session:
 
 
 @click.command("top")
-@click.option(
-    "--sort",
-    type=click.Choice(SORTS),
-    default="rate",
-    show_default=True,
-    help="Busiest first by consumption rate (10 s), by % of the refill rate, or by shard count.",
-)
+@click.option("--sort", type=click.Choice(SORTS), default="rate", show_default=True,
+              help="Busiest first by consumption rate (10 s), by % of the refill rate, "
+                   "or by shard count.")
 @click.option("--resource", "-r", default=None, help="Only buckets of this resource.")
 @click.option("--entity-prefix", default=None, metavar="P", help="Only entities starting with P.")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.2),
-    default=1.0,
-    show_default=True,
-    help="Seconds between stream reads and redraws.",
-)
-@click.option(
-    "--rows", type=click.IntRange(min=1), default=20, show_default=True, help="Buckets shown."
-)
+@click.option("--interval", type=click.FloatRange(min=0.2), default=1.0, show_default=True,
+              help="Seconds between stream reads and redraws.")
+@click.option("--rows", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Buckets shown.")
 @click.option("--once", is_flag=True, help="Watch --for seconds, print one sample, leave.")
-@click.option(
-    "--for",
-    "watch_for",
-    type=click.FloatRange(min=0.0),
-    default=10.0,
-    show_default=True,
-    metavar="S",
-    help="With --once: seconds to watch.",
-)
+@click.option("--for", "watch_for", type=click.FloatRange(min=0.0), default=10.0,
+              show_default=True, metavar="S", help="With --once: seconds to watch.")
 @target_options
 def top_command(sort: str, resource: str | None, entity_prefix: str | None, interval: float,
                 rows: int, once: bool, watch_for: float, target: Target) -> None:  # fmt: skip
@@ -205,10 +188,9 @@ def top_command(sort: str, resource: str | None, entity_prefix: str | None, inte
 
 
 def _live(session: Session, console: Console, interval: float) -> None:
-    with (
-        _keys_pressed(session.stop.set),
-        Live(session.view(), console=console, auto_refresh=False, screen=False) as live,
-    ):
+    with _keys_pressed(session.stop.set), Live(
+        session.view(), console=console, auto_refresh=False, screen=False
+    ) as live:
         while not session.stop.wait(interval):
             live.update(session.view(), refresh=True)
 

@@ -125,7 +125,10 @@ def judge(stats: ClockStats, top: Fastest | None, local: bool) -> Check:
             "capacity": top.limit.capacity,
         }  # fmt: skip
         details["tokens_at_risk"] = tokens
-        cost = f"; up to {tokens} extra tokens of {top.limit.name!r} ({top.rate:g}/s, {top.level})"
+        cost = (
+            f"; up to {tokens} extra tokens of {top.limit.name!r} ({top.rate:g}/s, "
+            f"{top.level})"
+        )
     said = f"{abs(offset):.0f} ms {side} DynamoDB's (+- {error:.0f} ms){cost}"
     if local:
         said += "; a local engine shares this host's clock"

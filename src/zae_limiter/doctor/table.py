@@ -88,7 +88,7 @@ def index_problems(name: str, described: dict[str, Any]) -> list[tuple[str, str]
         rebuild = (
             f"an index's keys and projection cannot be changed: delete {index.name} "
             f"(aws dynamodb update-table --table-name {name} --global-secondary-index-updates "
-            f'\'[{{"Delete":{{"IndexName":"{index.name}"}}}}]\'), then re-create it: '
+            f"'[{{\"Delete\":{{\"IndexName\":\"{index.name}\"}}}}]'), then re-create it: "
             f"{_create_index_command(name, index)}"
         )
         if keys_have != keys_want:

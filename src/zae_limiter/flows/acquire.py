@@ -112,7 +112,9 @@ def _resolve_levels(
         return _given(entity_ids, override), {}
     # Entities this client does not know, and buckets it has no image of it may plan from.
     unknown = [
-        e for e in entity_ids if fresh_image(state, Level(e, resource, (), {}), now_ms) is None
+        e
+        for e in entity_ids
+        if fresh_image(state, Level(e, resource, (), {}), now_ms) is None
     ]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(

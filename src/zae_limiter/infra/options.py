@@ -171,7 +171,9 @@ class StackOptions:
             raise ValidationError(f"--log-retention-days must be one of {allowed}")
 
     def _check_arns(self) -> None:
-        if self.permission_boundary is not None and not _POLICY_ARN.match(self.permission_boundary):
+        if self.permission_boundary is not None and not _POLICY_ARN.match(
+            self.permission_boundary
+        ):
             raise ValidationError(
                 f"--permission-boundary {self.permission_boundary!r} is not an IAM policy ARN"
             )

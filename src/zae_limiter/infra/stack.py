@@ -265,3 +265,4 @@ def _parameters(parameters: Mapping[str, str]) -> list[dict[str, str]]:
 
 def _tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in tags.items()]
+

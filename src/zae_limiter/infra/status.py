@@ -126,3 +126,5 @@ def _mapping_state(aws: Aws, uuid: str | None) -> str:
     except InfraError:  # the stack already says the mapping exists; its state is extra
         return "present"
     return str(state or "present")
+
+

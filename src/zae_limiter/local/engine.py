@@ -100,7 +100,9 @@ class LocalEngine:
         owns_log = log_path is None
         log = _temp_log(engine) if log_path is None else log_path
         child = process.spawn(spec.argv, log, spec.cwd)
-        started = cls(engine, chosen, child.pid, log, spec.marker, owns_log=owns_log, child=child)
+        started = cls(
+            engine, chosen, child.pid, log, spec.marker, owns_log=owns_log, child=child
+        )
         started._wait_ready(child.poll, spec.startup_timeout if timeout is None else timeout)
         return started
 

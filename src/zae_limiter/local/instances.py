@@ -130,9 +130,7 @@ def status(instance: str = DEFAULT_INSTANCE) -> InstanceStatus:
         )
     if not process.probe(state.endpoint_url):
         return InstanceStatus(
-            instance,
-            False,
-            f"pid {state.pid} runs but {state.endpoint_url} does not answer",
+            instance, False, f"pid {state.pid} runs but {state.endpoint_url} does not answer",
             state,
         )
     return InstanceStatus(instance, True, f"answering on {state.endpoint_url}", state)
@@ -144,7 +142,9 @@ class UpResult:
     already_running: bool
 
 
-def up(engine: str = MOTO, port: int | None = None, instance: str = DEFAULT_INSTANCE) -> UpResult:
+def up(
+    engine: str = MOTO, port: int | None = None, instance: str = DEFAULT_INSTANCE
+) -> UpResult:
     """Start `engine` in the background under `instance`; idempotent when it already runs."""
     check_engine(engine)
     current = status(check_instance(instance))
@@ -200,8 +200,7 @@ def down(instance: str = DEFAULT_INSTANCE, grace: float = process.STOP_GRACE_SEC
     if stopped:
         return DownResult(instance, True, f"stopped {state.engine} (pid {state.pid})", state)
     return DownResult(
-        instance,
-        False,
+        instance, False,
         f"not running (pid {state.pid} is gone or not a {state.engine} engine); "
         "removed the stale state file",
         state,

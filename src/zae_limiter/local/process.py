@@ -125,10 +125,7 @@ def _ps_cmdline(pid: int) -> list[str] | None:
     try:
         done = subprocess.run(
             ["ps", "-p", str(pid), "-o", "command="],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+            capture_output=True, text=True, timeout=5, check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -147,7 +144,9 @@ def runs_engine(pid: int, marker: str, port: int | str) -> bool:
     return any(marker in part for part in argv) and str(port) in argv
 
 
-def stop_pid(pid: int, marker: str, port: int | str, grace: float = STOP_GRACE_SECONDS) -> bool:
+def stop_pid(
+    pid: int, marker: str, port: int | str, grace: float = STOP_GRACE_SECONDS
+) -> bool:
     """SIGTERM, wait up to `grace` seconds, then SIGKILL. False if `pid` is not our engine.
 
     moto's server can ignore SIGTERM while it is busy, hence the SIGKILL.

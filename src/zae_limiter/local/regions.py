@@ -146,7 +146,9 @@ def up_regions(
     )
     write_json(control, Control(lag_ms, ()).to_dict())
     status.unlink(missing_ok=True)
-    write_json(config, {"endpoints": endpoints, "control": str(control), "status": str(status)})
+    write_json(
+        config, {"endpoints": endpoints, "control": str(control), "status": str(status)}
+    )
     log = _path(instance, "replicator.log")
     log.write_bytes(b"")
     child = process.spawn(

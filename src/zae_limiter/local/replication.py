@@ -281,7 +281,9 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - the proce
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     config = json.loads(args.config.read_text())
-    Replicator(config["endpoints"], Path(config["control"]), Path(config["status"])).run()
+    Replicator(
+        config["endpoints"], Path(config["control"]), Path(config["status"])
+    ).run()
 
 
 if __name__ == "__main__":  # pragma: no cover

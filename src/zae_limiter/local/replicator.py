@@ -90,7 +90,9 @@ class ReplicaBook:
 
     known: dict[tuple[str, ItemKey], Version] = field(default_factory=dict)
     images: dict[tuple[str, ItemKey], Image] = field(default_factory=dict)
-    pending: dict[tuple[str, ItemKey], deque[tuple[Version, Image]]] = field(default_factory=dict)
+    pending: dict[tuple[str, ItemKey], deque[tuple[Version, Image]]] = field(
+        default_factory=dict
+    )
 
     def observe(
         self, region: str, item: ItemKey, stream_time_ms: int, image: Image
