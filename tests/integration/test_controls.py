@@ -146,3 +146,20 @@ def reset_with_an_acquire_in_between(table_name: str, clock: Clock) -> None:
 
 def test_reset_replans_when_an_acquire_lands_in_between(table_name: str, clock: Clock) -> None:
     reset_with_an_acquire_in_between(table_name, clock)
+
+
+def test_a_reset_leaves_what_reserves_hold_held(api: Api) -> None:
+    """Tokens a client holds in a token reserve are its own until it spends or returns
+    them: a reset fills the rest of the bucket, never the reserve a second time."""
+    slow = [Limit.custom("rpm", 100, 1, 3600)]  # nothing refills while the test runs
+    for _ in range(5):  # hot: this client takes a reserve
+        with api.acquire("k", "gpt", {"rpm": 1}, limits=slow):
+            pass
+    held = sum(s.reserved.get("rpm", 0) for s in api.get_shards("k", "gpt"))
+    assert held > 0
+    api.reset_bucket("k", "gpt")
+    assert api.available("k", "gpt", limits=slow) == {"rpm": 100 - held}
+    # The reserve goes back: its unspent tokens fill the bucket (never past full), and
+    # what it served before the reset (some of the 5) is charged now.
+    api.run(api.repo.return_reserves(True))
+    assert 95 <= api.available("k", "gpt", limits=slow)["rpm"] <= 100
