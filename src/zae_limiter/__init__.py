@@ -12,6 +12,7 @@ from zae_limiter.errors import (
     ValidationError,
     ZaeLimiterError,
 )
+from zae_limiter.flows.controls import TopUp
 from zae_limiter.flows.namespace import NamespaceInfo
 from zae_limiter.flows.reserve import ReserveSettings, ReserveStats
 from zae_limiter.flows.version import client_version as _client_version
@@ -65,6 +66,7 @@ __all__ = [
     "SyncRateLimiter",
     "SyncRepository",
     "TableNotFoundError",
+    "TopUp",
     "UsageSnapshot",
     "UsageSummary",
     "ValidationError",

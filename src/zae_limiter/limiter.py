@@ -103,9 +103,11 @@ class _Decisions:
         outcome: Outcome = "admitted"
         if error is not None:
             outcome = self.degrade(error, resource, started, call)
+        elif acquired is not None and acquired.bypassed:
+            outcome = "bypassed"
         self.record(resource, outcome, started)
         held = acquired if acquired is not None and error is None else NOTHING
-        return held, None if outcome == "admitted" else outcome
+        return held, None if outcome in ("admitted", "bypassed") else outcome
 
 
 class _Face:
@@ -208,6 +210,8 @@ class RateLimiter(_Face):
     list_namespaces = async_face(Operations.list_namespaces)
     namespace_info = async_face(Operations.namespace_info)
     delete_namespace = async_face(Operations.delete_namespace)
+    reset_bucket = async_face(Operations.reset_bucket)
+    top_up = async_face(Operations.top_up)
 
 
 # unasync: generated from the source above by tools/unasync.py; do not edit
@@ -282,6 +286,8 @@ class SyncRateLimiter(_Face):
     list_namespaces = sync_face(Operations.list_namespaces)
     namespace_info = sync_face(Operations.namespace_info)
     delete_namespace = sync_face(Operations.delete_namespace)
+    reset_bucket = sync_face(Operations.reset_bucket)
+    top_up = sync_face(Operations.top_up)
 
 
 # unasync: end

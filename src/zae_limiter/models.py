@@ -21,6 +21,15 @@ class Entity:
     parent_id: str | None = None
     cascade: bool = False
     created_at_ms: int | None = None
+    #: Resources whose acquires cascade (True) or do not (False) whatever `cascade`
+    #: says, as sorted (resource, cascades) pairs.
+    cascade_for: tuple[tuple[str, bool], ...] = ()
+    #: Acquires of this entity take nothing and never reject (an internal key); audited.
+    bypass: bool = False
+
+    def cascades(self, resource: str) -> bool:
+        """Whether an acquire of `resource` also takes from the parent."""
+        return self.parent_id is not None and dict(self.cascade_for).get(resource, self.cascade)
 
 
 @dataclass(frozen=True, slots=True)

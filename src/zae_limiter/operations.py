@@ -7,18 +7,21 @@ faces differ only in whether the driver is awaited.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from zae_limiter import keys
-from zae_limiter.flows import Flow, config, entities, namespace, read, shards
+from zae_limiter.errors import ValidationError
+from zae_limiter.flows import Flow, config, controls, entities, namespace, read, shards
 from zae_limiter.flows import audit as audit_flows
 from zae_limiter.flows import usage as usage_flows
 from zae_limiter.flows.audit import Auditor
 from zae_limiter.flows.config import FailurePolicy
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.controls import TopUp
 from zae_limiter.flows.entities import UNSET, _Unset
 from zae_limiter.flows.namespace import DEFAULT_DELETE_WCU, NamespaceInfo, Progress
 from zae_limiter.flows.reserve import ReserveStats
@@ -71,6 +74,15 @@ class Operations:
         retention = self._repo.audit_retention_days
         return Auditor(principal, self.now(), retention, self._event_id)
 
+    def _operator(self, principal: str | None) -> Auditor:
+        """The auditor of an operator's control: `principal` names who, when given."""
+        auditor = self.auditor()
+        if principal is None:
+            return auditor
+        if not isinstance(principal, str) or not principal.strip():
+            raise ValidationError(f"principal must be a non-empty string, got {principal!r}")
+        return dataclasses.replace(auditor, principal=principal)
+
     def _event_id(self) -> str:
         # Events of one millisecond sort by id: a per-client sequence keeps this client's
         # in the order they were made; the random part keeps clients apart.
@@ -85,10 +97,15 @@ class Operations:
         *,
         parent_id: str | None = None,
         cascade: bool = False,
+        cascade_for: Mapping[str, bool] | None = None,
+        bypass: bool = False,
     ) -> Flow[Entity]:
-        """Create an entity; with `cascade=True` its acquires also take from `parent_id`."""
+        """Create an entity; with `cascade=True` its acquires also take from `parent_id`.
+        `cascade_for` decides per resource, over `cascade` ({"gpt-4": True}: acquires of
+        gpt-4 cascade, the others as `cascade` says). `bypass=True`: its acquires take
+        nothing and never reject (an internal key; docs/controls.md)."""
         return entities.create_entity(
-            self.state, entity_id, name, parent_id, cascade, self.auditor()
+            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for, bypass
         )
 
     @audited
@@ -99,11 +116,15 @@ class Operations:
         name: str | _Unset | None = UNSET,
         parent_id: str | _Unset | None = UNSET,
         cascade: bool | _Unset = UNSET,
+        cascade_for: Mapping[str, bool] | _Unset = UNSET,
+        bypass: bool | _Unset = UNSET,
     ) -> Flow[Entity]:
         """Change the entity's name, parent or cascade (fields not given stay as they are;
-        `parent_id=None` detaches it, which also turns cascade off)."""
+        `parent_id=None` detaches it, which also turns cascade off). `cascade_for`
+        replaces the per-resource choices whole ({} clears them); `bypass` turns the
+        entity's bypass on or off."""
         return entities.update_entity(
-            self.state, entity_id, name, parent_id, cascade, self.auditor()
+            self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for, bypass
         )
 
     def get_entity(self, entity_id: str) -> Flow[Entity | None]:
@@ -222,6 +243,40 @@ class Operations:
     def list_resources(self, entity_id: str) -> Flow[list[str]]:
         """Resources the entity has buckets for."""
         return shards.list_resources(self.state, entity_id)
+
+    # ------------------------------------------------------------ operator controls
+    @audited
+    def reset_bucket(
+        self,
+        entity_id: str,
+        resource: str,
+        *,
+        principal: str | None = None,
+        reason: str | None = None,
+    ) -> Flow[int]:
+        """Fill the entity's bucket for `resource`, every shard at once (tokens held by
+        reserves stay held); returns the number of shards reset. Audited as
+        `reset_bucket` with `principal` (default: the client's) and `reason`."""
+        return controls.reset_bucket(
+            self.state, entity_id, resource, self.now(), self._operator(principal), reason
+        )
+
+    @audited
+    def top_up(
+        self,
+        entity_id: str,
+        resource: str,
+        amounts: Mapping[str, int],
+        *,
+        principal: str | None = None,
+        reason: str | None = None,
+    ) -> Flow[TopUp]:
+        """Grant `amounts` (limit name -> whole tokens) once, split over the shards; the
+        limits stay as they are. A bucket holds no more than its capacity: what does not
+        fit is refused and reported. Audited as `top_up`."""
+        return controls.top_up(
+            self.state, entity_id, resource, amounts, self.now(), self._operator(principal), reason
+        )
 
     # ------------------------------------------------------------ audit
     def get_audit_events(

@@ -13,13 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-Outcome = Literal["admitted", "rejected", "allowed_on_failure", "shadow_rejected", "unavailable"]
+Outcome = Literal[
+    "admitted", "rejected", "allowed_on_failure", "shadow_rejected", "unavailable", "bypassed"
+]
 OUTCOMES: tuple[Outcome, ...] = (
     "admitted",
     "rejected",
     "allowed_on_failure",
     "shadow_rejected",
     "unavailable",
+    "bypassed",
 )
 #: Upper bounds (ms, inclusive) of the latency buckets; one more bucket holds the rest.
 LATENCY_BUCKETS_MS: tuple[float, ...] = (
@@ -49,6 +52,8 @@ class ResourceStats:
     allowed_on_failure: int = 0
     shadow_rejected: int = 0
     unavailable: int = 0
+    #: Acquires of an entity with a bypass (Entity.bypass): admitted, nothing taken.
+    bypassed: int = 0
     latency_counts: tuple[int, ...] = (0,) * (len(LATENCY_BUCKETS_MS) + 1)
     latency_sum_ms: float = 0.0
 
@@ -87,6 +92,7 @@ class LimiterStats:
             allowed_on_failure=sum(p.allowed_on_failure for p in parts),
             shadow_rejected=sum(p.shadow_rejected for p in parts),
             unavailable=sum(p.unavailable for p in parts),
+            bypassed=sum(p.bypassed for p in parts),
             latency_counts=tuple(counts),
             latency_sum_ms=sum(p.latency_sum_ms for p in parts),
         )

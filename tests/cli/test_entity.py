@@ -292,3 +292,30 @@ def test_json_output_is_parseable_for_every_read(zae: Zae) -> None:
         done = zae("entity", *args, "-o", "json")
         assert done.code == 0
         json.loads(done.stdout)
+
+
+def test_cascade_per_resource_options(zae: Zae) -> None:
+    zae("entity", "create", "org")
+    done = zae("entity", "create", "k1", "--parent", "org", "--cascade-resource", "gpt-4",
+               "--no-cascade-resource", "embed", "-o", "json")  # fmt: skip
+    assert done.code == 0, done.stderr
+    assert done.json()["cascade_for"] == {"embed": False, "gpt-4": True}
+    # update changes the named resources and keeps the other choices
+    done = zae("entity", "update", "k1", "--cascade-resource", "embed")
+    assert done.code == 0, done.stderr
+    assert "cascade per resource" in done.stdout and "embed: yes, gpt-4: yes" in done.stdout
+    done = zae("entity", "update", "k1", "--clear-cascade-resources", "-o", "json")
+    assert "cascade_for" not in done.json()
+    done = zae("entity", "update", "k1", "--cascade-resource", "x", "--no-cascade-resource", "x")
+    assert done.code == 2 and "both" in done.stderr
+
+
+def test_bypass_options(zae: Zae) -> None:
+    done = zae("entity", "create", "svc", "--bypass", "-o", "json")
+    assert done.code == 0, done.stderr
+    assert done.json()["bypass"] is True
+    done = zae("entity", "update", "svc", "--no-bypass")
+    assert done.code == 0, done.stderr
+    assert "bypass" not in done.stdout
+    done = zae("entity", "update", "svc", "--bypass")
+    assert "yes: acquires take nothing" in done.stdout

@@ -6,6 +6,7 @@ zae-limiter entity list [--parent P]
 zae-limiter entity delete ID [--yes]
 zae-limiter entity update ID [--display-name TEXT] [--parent P | --no-parent] [--[no-]cascade]
 zae-limiter entity shards show ID [--resource R]
+zae-limiter entity reset | top-up ID --resource R ...  (cli/controls.py)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import click
 
-from zae_limiter.cli import render
+from zae_limiter.cli import controls, render
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.limiter import SyncRateLimiter
 from zae_limiter.limits import Limit
@@ -36,6 +37,25 @@ def require_entity(limiter: SyncRateLimiter, entity_id: str) -> Entity:
     return entity
 
 
+def cascade_resource_options(command: Any) -> Any:
+    """--cascade-resource R and --no-cascade-resource R, each repeatable."""
+    command = click.option("--no-cascade-resource", "no_cascade_resources", multiple=True,
+                           metavar="R", help="Acquires of R do not take from the parent, "
+                           "whatever --cascade says (repeatable).")(command)  # fmt: skip
+    return click.option("--cascade-resource", "cascade_resources", multiple=True, metavar="R",
+                        help="Acquires of R also take from the parent, whatever --cascade "
+                        "says (repeatable).")(command)  # fmt: skip
+
+
+def cascade_choices(
+    kept: dict[str, bool], on: tuple[str, ...], off: tuple[str, ...]
+) -> dict[str, bool]:
+    both = set(on) & set(off)
+    if both:
+        raise click.UsageError(f"{sorted(both)}: both --cascade-resource and --no-cascade-resource")
+    return {**kept, **dict.fromkeys(on, True), **dict.fromkeys(off, False)}
+
+
 @click.group("entity")
 def entity_group() -> None:
     """Create, inspect, list and delete entities (API keys, tenants, projects)."""
@@ -46,14 +66,30 @@ def entity_group() -> None:
 @click.option("--display-name", default=None, help="A human name for the entity.")
 @click.option("--parent", "parent_id", default=None, metavar="P", help="Parent entity id.")
 @click.option("--cascade", is_flag=True, help="Every acquire also takes from the parent.")
+@cascade_resource_options
+@click.option("--bypass", is_flag=True,
+              help="Its acquires take nothing and never reject (an internal key).")  # fmt: skip
 @target_options
 def create_command(
-    entity_id: str, display_name: str | None, parent_id: str | None, cascade: bool, target: Target
+    entity_id: str,
+    display_name: str | None,
+    parent_id: str | None,
+    cascade: bool,
+    cascade_resources: tuple[str, ...],
+    no_cascade_resources: tuple[str, ...],
+    bypass: bool,
+    target: Target,
 ) -> None:
     """Create entity ID (fails if it exists)."""
+    per_resource = cascade_choices({}, cascade_resources, no_cascade_resources)
     with render.open_limiter(target) as limiter:
         entity = limiter.create_entity(
-            entity_id, display_name, parent_id=parent_id, cascade=cascade
+            entity_id,
+            display_name,
+            parent_id=parent_id,
+            cascade=cascade,
+            cascade_for=per_resource,
+            bypass=bypass,
         )
     if target.json:
         render.echo_json(render.entity_json(entity))
@@ -68,6 +104,11 @@ def _entity_table(entity: Entity, children: list[str] | None = None) -> Any:
     table.add_row("name", render.text(entity.name))
     table.add_row("parent", render.text(entity.parent_id))
     table.add_row("cascade", "yes" if entity.cascade else "no")
+    if entity.cascade_for:
+        choices = ", ".join(f"{r}: {'yes' if on else 'no'}" for r, on in entity.cascade_for)
+        table.add_row("cascade per resource", choices)
+    if entity.bypass:
+        table.add_row("bypass", "yes: acquires take nothing")
     table.add_row("created", render.when(entity.created_at_ms))
     if children is not None:
         table.add_row("children", ", ".join(children) if children else "-")
@@ -212,6 +253,11 @@ def delete_command(entity_id: str, yes: bool, target: Target) -> None:
 @click.option("--no-parent", is_flag=True, help="Detach from the parent (turns cascade off).")
 @click.option("--cascade/--no-cascade", default=None,
               help="Whether acquires also take from the parent.")  # fmt: skip
+@cascade_resource_options
+@click.option("--clear-cascade-resources", is_flag=True,
+              help="Forget every per-resource choice (--cascade decides for all).")  # fmt: skip
+@click.option("--bypass/--no-bypass", default=None,
+              help="Whether its acquires take nothing and never reject.")  # fmt: skip
 @target_options
 def update_command(
     entity_id: str,
@@ -219,6 +265,10 @@ def update_command(
     parent_id: str | None,
     no_parent: bool,
     cascade: bool | None,
+    cascade_resources: tuple[str, ...],
+    no_cascade_resources: tuple[str, ...],
+    clear_cascade_resources: bool,
+    bypass: bool | None,
     target: Target,
 ) -> None:
     """Change entity ID's name, parent or cascade; what is not given stays as it is."""
@@ -231,11 +281,19 @@ def update_command(
         changes["parent_id"] = parent_id
     if cascade is not None:
         changes["cascade"] = cascade
-    if not changes:
-        raise click.UsageError("nothing to change: give --display-name, --parent, "
-                               "--no-parent or --cascade/--no-cascade")  # fmt: skip
+    if bypass is not None:
+        changes["bypass"] = bypass
+    per_resource = bool(cascade_resources or no_cascade_resources or clear_cascade_resources)
+    if not changes and not per_resource:
+        raise click.UsageError("nothing to change: give --display-name, --parent, --no-parent, "
+                               "--cascade/--no-cascade, a cascade resource option "
+                               "or --bypass/--no-bypass")  # fmt: skip
     with render.open_limiter(target) as limiter:
-        require_entity(limiter, entity_id)
+        before = require_entity(limiter, entity_id)
+        if per_resource:
+            # The options change the named resources and keep the others' choices.
+            kept = {} if clear_cascade_resources else dict(before.cascade_for)
+            changes["cascade_for"] = cascade_choices(kept, cascade_resources, no_cascade_resources)
         entity = limiter.update_entity(entity_id, **changes)
     if target.json:
         render.echo_json(render.entity_json(entity))
@@ -360,5 +418,6 @@ def shards_show_command(entity_id: str, resource: str | None, target: Target) ->
 
 
 def register(root: click.Group) -> None:
-    """Adds the `entity` group to the root command."""
+    """Adds the `entity` group, with the operator's controls, to the root command."""
+    controls.register(entity_group)
     root.add_command(entity_group)

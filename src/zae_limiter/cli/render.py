@@ -139,13 +139,18 @@ def limit_json(limit: Limit) -> dict[str, Any]:
 
 
 def entity_json(entity: Entity) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "entity_id": entity.entity_id,
         "name": entity.name,
         "parent_id": entity.parent_id,
         "cascade": entity.cascade,
         "created_at_ms": entity.created_at_ms,
     }
+    if entity.cascade_for:
+        body["cascade_for"] = dict(entity.cascade_for)
+    if entity.bypass:
+        body["bypass"] = True
+    return body
 
 
 def level_json(level: Level) -> dict[str, Any]:

@@ -39,6 +39,8 @@ class Acquired:
     consumed_milli: Mapping[str, int] = field(default_factory=dict)
     #: The entity the acquire was for (its cascade parent may be in `taken` too).
     entity_id: str = ""
+    #: The entity has a bypass: nothing was taken, nothing was checked.
+    bypassed: bool = False
 
     def own(self) -> Taken | None:
         """What was taken from the entity itself."""
@@ -139,14 +141,19 @@ def _level(
         consume_milli={n: v for n, v in amounts.items() if n in names},
         shard_id=0,
         shard_count=state.shard_count(entity_id, resource),
-        cascade=bool(meta and meta.cascade),
+        cascade=bool(meta and meta.cascades(resource)),
         parent_id=meta.parent_id if meta else None,
     )
 
 
-def _parent_of(state: RepoState, entity_id: str) -> str | None:
+def _bypassed(state: RepoState, entity_id: str) -> bool:
     meta = state.entities.get(entity_id)
-    return meta.parent_id if meta is not None and meta.cascade else None
+    return meta is not None and meta.bypass
+
+
+def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
+    meta = state.entities.get(entity_id)
+    return meta.parent_id if meta is not None and meta.cascades(resource) else None
 
 
 def acquire(
@@ -164,16 +171,20 @@ def acquire(
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
     override = validate_limits(limits) if limits is not None else None
-    parent = _parent_of(state, entity_id)
+    if _bypassed(state, entity_id):
+        return Acquired((), amounts, entity_id, bypassed=True)
+    parent = _parent_of(state, entity_id, resource)
     ids = [entity_id] if parent is None else [entity_id, parent]
     if override is not None:  # limits given with the call: nothing to resolve or fetch
         resolved, prefetched = _given(ids, override), Prefetched()
     else:
         resolved, prefetched = yield from _resolve_levels(state, ids, resource, None, now_ms)
+        if _bypassed(state, entity_id):  # learned from the record just read
+            return Acquired((), amounts, entity_id, bypassed=True)
     child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
     _check_fits(amounts, child_limits, entity_id, resource)
     levels = [_level(state, entity_id, resource, child_limits, amounts)]
-    parent = _parent_of(state, entity_id)
+    parent = _parent_of(state, entity_id, resource)
     if parent is not None and entity_id in state.entities:
         if parent not in resolved:
             more, fetched = yield from _resolve_levels(state, [parent], resource, override, now_ms)
@@ -186,7 +197,7 @@ def acquire(
     if not rest:
         return Acquired(tuple(served), amounts, entity_id)
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
-    parent = _parent_of(state, entity_id)
+    parent = _parent_of(state, entity_id, resource)
     if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
         # Cascade learned from the child's own bucket: the parent goes second, this once.
         try:

@@ -111,7 +111,17 @@ def _limit_json(limit: Limit) -> dict[str, Any]:
 
 
 def entity_json(entity: Entity) -> dict[str, Any]:
-    return {"name": entity.name, "parent_id": entity.parent_id, "cascade": entity.cascade}
+    body: dict[str, Any] = {
+        "name": entity.name,
+        "parent_id": entity.parent_id,
+        "cascade": entity.cascade,
+    }
+    # Only when set: events of entities without them stay as they were.
+    if entity.cascade_for:
+        body["cascade_for"] = dict(entity.cascade_for)
+    if entity.bypass:
+        body["bypass"] = True
+    return body
 
 
 def get_audit_events(

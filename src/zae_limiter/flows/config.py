@@ -125,7 +125,13 @@ def resolve_and_fetch(
             # a later create_entity() is still seen.
             if meta_item is not None:
                 entity = keys.decode_entity(meta_item)
-                state.learn_entity(entity_id, entity.cascade, entity.parent_id)
+                state.learn_entity(
+                    entity_id,
+                    entity.cascade,
+                    entity.parent_id,
+                    dict(entity.cascade_for),
+                    bypass=entity.bypass,
+                )
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None

@@ -5,6 +5,7 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,20 @@ class EntityMeta:
     leading: dict[str, int] = field(default_factory=dict)
     #: When this client's last throttled write to a resource was refused (ms).
     refused_at: dict[str, int] = field(default_factory=dict)
+    #: Resources that cascade, or do not, whatever `cascade` says (Entity.cascade_for).
+    cascade_for: dict[str, bool] = field(default_factory=dict)
+    #: Learned from the entity's record (True), or only from buckets: `cascade` is then
+    #: one resource's, and a resource not in `cascade_for` is not known to cascade.
+    record: bool = True
+    #: The entity's acquires take nothing (known from its record only).
+    bypass: bool = False
+
+    def cascades(self, resource: str) -> bool:
+        """Whether acquires of `resource` take from the parent, as far as known (not
+        known: no; the child's bucket then says, see flows/acquire.py)."""
+        if self.parent_id is None:
+            return False
+        return self.cascade_for.get(resource, self.cascade and self.record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +115,32 @@ class RepoState:
     #: Token reserves of hot buckets (None: reserves off, one write per acquire).
     reserves: ReserveBook | None = None
 
-    def learn_entity(self, entity_id: str, cascade: bool, parent_id: str | None) -> EntityMeta:
+    def learn_entity(
+        self,
+        entity_id: str,
+        cascade: bool,
+        parent_id: str | None,
+        cascade_for: Mapping[str, bool] | None = None,
+        *,
+        of: str | None = None,
+        bypass: bool = False,
+    ) -> EntityMeta:
+        """What this client knows of the entity, learned once: from its record (with its
+        `cascade_for`), or from a bucket of resource `of`, whose cascade is that
+        resource's (the record says for the others)."""
         meta = self.entities.get(entity_id)
         if meta is None:
-            meta = EntityMeta(cascade, parent_id)
+            meta = EntityMeta(cascade, parent_id, record=of is None, bypass=bypass)
             self.entities[entity_id] = meta
+        elif meta.record or (of is not None and of in meta.cascade_for):
+            return meta  # what is known stays until the cache forgets the entity
+        elif of is None:  # the record, after buckets: it is the truth for every resource
+            meta.cascade, meta.parent_id, meta.record = cascade, parent_id, True
+            meta.bypass = bypass
+        if cascade_for:
+            meta.cascade_for.update(cascade_for)
+        if of is not None:
+            meta.cascade_for[of] = cascade
         return meta
 
     def window_needs_reset(self, entity_id: str, resource: str, shard: int, now_ms: int) -> bool:

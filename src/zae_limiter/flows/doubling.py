@@ -186,7 +186,7 @@ def _still_due(
         return True
     shard0 = keys.decode_bucket(read.item)
     if shard0.shard_count > count:
-        meta = state.learn_entity(shard0.entity_id, shard0.cascade, shard0.parent_id)
+        meta = state.learn_entity(shard0.entity_id, shard0.cascade, shard0.parent_id, of=resource)
         meta.shard_counts[resource] = shard0.shard_count
         return False
     return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -28,8 +28,18 @@ def _check_links(state: RepoState, entity: Entity) -> Flow[None]:
         raise ValidationError("name must be a string of at most 1024 characters")
     if not isinstance(entity.cascade, bool):
         raise ValidationError(f"cascade must be True or False, got {entity.cascade!r}")
+    if not isinstance(entity.bypass, bool):
+        raise ValidationError(f"bypass must be True or False, got {entity.bypass!r}")
     if entity.cascade and entity.parent_id is None:
         raise ValidationError(f"entity {entity.entity_id!r}: cascade=True needs a parent_id")
+    for resource, on in entity.cascade_for:
+        keys.validate_resource(resource)
+        if not isinstance(on, bool):
+            raise ValidationError(f"cascade_for[{resource!r}] must be True or False, got {on!r}")
+        if on and entity.parent_id is None:
+            raise ValidationError(
+                f"entity {entity.entity_id!r}: cascade for {resource!r} needs a parent_id"
+            )
     if entity.parent_id is not None:
         keys.validate_id("parent_id", entity.parent_id)
         if entity.parent_id == entity.entity_id:
@@ -47,9 +57,11 @@ def create_entity(
     parent_id: str | None,
     cascade: bool,
     auditor: Auditor,
+    cascade_for: Mapping[str, bool] | None = None,
+    bypass: bool = False,
 ) -> Flow[Entity]:
     keys.validate_id("entity_id", entity_id)
-    entity = Entity(entity_id, name, parent_id, cascade, auditor.now_ms)
+    entity = Entity(entity_id, name, parent_id, cascade, auditor.now_ms, pairs(cascade_for), bypass)
     yield from _check_links(state, entity)
     put = keys.tx_put(
         state.table, keys.encode_entity(state.namespace, entity), keys.unchanged(None, ())
@@ -68,7 +80,23 @@ class _Unset:
 
 #: "Leave this field as it is" for `update_entity`.
 UNSET: Final = _Unset()
-_ENTITY_ATTRS = (keys.A_NAME, keys.A_PARENT, keys.A_CASCADE, keys.A_CREATED)
+_ENTITY_ATTRS = (
+    keys.A_NAME,
+    keys.A_PARENT,
+    keys.A_CASCADE,
+    keys.A_CREATED,
+    keys.A_CASCADE_FOR,
+    keys.A_BYPASS,
+)
+
+
+def pairs(cascade_for: Mapping[str, bool] | None) -> tuple[tuple[str, bool], ...]:
+    """`Entity.cascade_for` from a mapping of resource -> cascades."""
+    if cascade_for is None:
+        return ()
+    if not isinstance(cascade_for, Mapping):
+        raise ValidationError(f"cascade_for must map resources to True/False, got {cascade_for!r}")
+    return tuple(sorted(cascade_for.items()))
 
 
 def update_entity(
@@ -78,15 +106,18 @@ def update_entity(
     parent_id: str | _Unset | None,
     cascade: bool | _Unset,
     auditor: Auditor,
+    cascade_for: Mapping[str, bool] | _Unset = UNSET,
+    bypass: bool | _Unset = UNSET,
 ) -> Flow[Entity]:
-    """Change an entity's name, parent or cascade; its bucket shards follow the new links."""
+    """Change an entity's name, parent, cascade (`cascade_for` replaces the per-resource
+    choices whole) or bypass; its bucket shards follow the new links."""
     keys.validate_id("entity_id", entity_id)
 
     def plan(read: keys.Item | None) -> Flow[list[dict[str, Any]]]:
         if read is None:
             raise EntityNotFoundError(entity_id)
         before = keys.decode_entity(read)
-        after = _updated(before, name, parent_id, cascade)
+        after = _updated(before, name, parent_id, cascade, cascade_for, bypass)
         yield from _check_links(state, after)
         item = keys.encode_entity(state.namespace, after)
         put = keys.tx_put(state.table, item, keys.unchanged(read, _ENTITY_ATTRS))
@@ -104,8 +135,9 @@ def update_entity(
     if replaced is None:  # the plan refuses a missing entity: never here
         raise EntityNotFoundError(entity_id)
     before = keys.decode_entity(replaced)
-    after = _updated(before, name, parent_id, cascade)  # what the committed attempt wrote
-    if (after.cascade, after.parent_id) != (before.cascade, before.parent_id):
+    # What the committed attempt wrote.
+    after = _updated(before, name, parent_id, cascade, cascade_for, bypass)
+    if _links(after) != _links(before):
         yield from _relink_buckets(state, after)
     state.entities.pop(entity_id, None)
     return after
@@ -116,16 +148,26 @@ def _updated(
     name: str | _Unset | None,
     parent_id: str | _Unset | None,
     cascade: bool | _Unset,
+    cascade_for: Mapping[str, bool] | _Unset = UNSET,
+    bypass: bool | _Unset = UNSET,
 ) -> Entity:
     after = replace(
         before,
+        bypass=before.bypass if isinstance(bypass, _Unset) else bypass,
         name=before.name if isinstance(name, _Unset) else name,
         parent_id=before.parent_id if isinstance(parent_id, _Unset) else parent_id,
         cascade=before.cascade if isinstance(cascade, _Unset) else cascade,
+        cascade_for=(before.cascade_for if isinstance(cascade_for, _Unset) else pairs(cascade_for)),
     )
     if after.parent_id is None and isinstance(cascade, _Unset):
         after = replace(after, cascade=False)  # no parent left to cascade to
+    if after.parent_id is None and isinstance(cascade_for, _Unset):
+        after = replace(after, cascade_for=())
     return after
+
+
+def _links(entity: Entity) -> tuple[bool, str | None, tuple[tuple[str, bool], ...], bool]:
+    return entity.cascade, entity.parent_id, entity.cascade_for, entity.bypass
 
 
 def _relink_buckets(state: RepoState, entity: Entity) -> Flow[None]:
@@ -135,10 +177,12 @@ def _relink_buckets(state: RepoState, entity: Entity) -> Flow[None]:
     between already reads the new entity record.
     """
     for bucket in (yield from entity_bucket_keys(state, entity.entity_id)):
+        # Each bucket carries its own resource's cascade.
+        cascades = entity.cascades(keys.parse_bucket_pk(bucket[keys.PK]["S"])[2])
         yield from one(
             Call(
                 "update_item",
-                keys.bucket_relink(state.table, bucket, entity.cascade, entity.parent_id),
+                keys.bucket_relink(state.table, bucket, cascades, entity.parent_id, entity.bypass),
             )
         )
 

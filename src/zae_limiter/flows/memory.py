@@ -70,6 +70,8 @@ def learn(
         level.entity_id,
         keys.get_bool(attributes, keys.A_CASCADE),
         keys.get_s(attributes, keys.A_PARENT),
+        of=level.resource,
+        bypass=keys.get_bool(attributes, keys.A_BYPASS),
     )
     known = meta.shard_counts.get(level.resource, 1)
     # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond

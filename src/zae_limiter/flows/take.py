@@ -146,7 +146,13 @@ def _write(
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
             # then known, and its next rejection can be local (no config round trip).
-            state.learn_entity(level.entity_id, bucket.cascade, bucket.parent_id)
+            state.learn_entity(
+                level.entity_id,
+                bucket.cascade,
+                bucket.parent_id,
+                of=level.resource,
+                bypass=bool(item and keys.get_bool(item, keys.A_BYPASS)),
+            )
             remember(state, level, plan)
             return plan
         params = plan.params
@@ -283,15 +289,21 @@ def _with_shard_count(level: Level, bucket: BucketState) -> Level:
 def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
     """A new bucket records cascade and parent; read META if the cache does not know."""
     meta = state.entities.get(level.entity_id)
-    if meta is None:
+    if meta is None or not (meta.record or level.resource in meta.cascade_for):
         key = keys.entity_key(state.namespace, level.entity_id)
         result = yield from one(Call("get_item", {"TableName": state.table, "Key": key}))
         if result.item:
             entity = keys.decode_entity(result.item)
-            meta = state.learn_entity(level.entity_id, entity.cascade, entity.parent_id)
+            meta = state.learn_entity(
+                level.entity_id,
+                entity.cascade,
+                entity.parent_id,
+                dict(entity.cascade_for),
+                bypass=entity.bypass,
+            )
     if meta is None:
         return level
-    return replace(level, cascade=meta.cascade, parent_id=meta.parent_id)
+    return replace(level, cascade=meta.cascades(level.resource), parent_id=meta.parent_id)
 
 
 def _backoff_ms(attempt: int) -> int:

@@ -133,6 +133,8 @@ from zae_limiter.keys.core import (
     version_key,
 )
 from zae_limiter.keys.entities import (
+    A_BYPASS,
+    A_CASCADE_FOR,
     A_LIMIT_RESET,
     A_ON_UNAVAILABLE,
     bucket_query_for_entity,
@@ -192,6 +194,7 @@ from zae_limiter.keys.transactions import (
     transact,
     tx_delete,
     tx_put,
+    tx_update,
     unchanged,
 )
 from zae_limiter.keys.usage import (
@@ -257,7 +260,9 @@ __all__ = [
     "A_AFTER",
     "A_AT",
     "A_BEFORE",
+    "A_BYPASS",
     "A_CASCADE",
+    "A_CASCADE_FOR",
     "A_CREATED",
     "A_ENTITY_ID",
     "A_EVENT_ID",
@@ -438,6 +443,7 @@ __all__ = [
     "transact",
     "tx_delete",
     "tx_put",
+    "tx_update",
     "unchanged",
     "usage_counter_attr",
     "usage_fence_attr",

@@ -48,6 +48,10 @@ def encode_entity(ns: str, entity: Entity) -> Item:
         GSI4PK: s(ns),
         GSI4SK: s(f"ENTITY#{entity.entity_id}"),
     }
+    if entity.bypass:
+        item[A_BYPASS] = {"BOOL": True}
+    if entity.cascade_for:
+        item[A_CASCADE_FOR] = s(_encode_cascade_for(entity.cascade_for))
     if entity.name is not None:
         item[A_NAME] = s(entity.name)
     if entity.created_at_ms is not None:
@@ -67,7 +71,28 @@ def decode_entity(item: Mapping[str, Any]) -> Entity:
         parent_id=get_s(item, A_PARENT),
         cascade=get_bool(item, A_CASCADE),
         created_at_ms=None if created is None else int(created["N"]),
+        cascade_for=_decode_cascade_for(get_s(item, A_CASCADE_FOR)),
+        bypass=get_bool(item, A_BYPASS),
     )
+
+
+#: An entity whose acquires take nothing (written only when set).
+A_BYPASS = "bypass"
+
+
+#: Per-resource cascade on an entity record: `+R` cascades, `-R` does not, joined by '#'
+#: (which no resource name holds). A string, so "unchanged since read" can compare it.
+A_CASCADE_FOR = "cascade_for"
+
+
+def _encode_cascade_for(pairs: Iterable[tuple[str, bool]]) -> str:
+    return "#".join(("+" if on else "-") + resource for resource, on in sorted(pairs))
+
+
+def _decode_cascade_for(text: str | None) -> tuple[tuple[str, bool], ...]:
+    if not text:
+        return ()
+    return tuple(sorted((part[1:], part[0] == "+") for part in text.split("#")))
 
 
 def entity_query_children(table: str, ns: str, parent_id: str) -> dict[str, Any]:
@@ -185,6 +210,8 @@ A_ON_UNAVAILABLE = "on_unavailable"
 
 
 __all__ = [
+    "A_BYPASS",
+    "A_CASCADE_FOR",
     "A_LIMIT_RESET",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",

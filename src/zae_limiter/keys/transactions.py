@@ -8,8 +8,20 @@ from typing import Any
 from zae_limiter.keys.core import PK, Item
 
 
-def transact(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {"TransactItems": list(items)}
+def transact(items: Sequence[dict[str, Any]], token: str | None = None) -> dict[str, Any]:
+    """`token` (ClientRequestToken): DynamoDB applies a repeat of the same request once
+    within 10 minutes, so a transaction that must never apply twice may be sent again."""
+    params: dict[str, Any] = {"TransactItems": list(items)}
+    if token is not None:
+        params["ClientRequestToken"] = token
+    return params
+
+
+def tx_update(update: Mapping[str, Any]) -> dict[str, Any]:
+    """An UpdateItem's parameters as a transaction part (a part returns no values, but
+    one whose condition fails may still return the item it found)."""
+    body = {k: v for k, v in update.items() if k != "ReturnValues"}
+    return {"Update": body}
 
 
 def tx_put(
@@ -69,5 +81,6 @@ __all__ = [
     "transact",
     "tx_delete",
     "tx_put",
+    "tx_update",
     "unchanged",
 ]

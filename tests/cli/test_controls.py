@@ -1,0 +1,89 @@
+"""`zae-limiter entity reset` and `entity top-up`: output, JSON, audit, and the errors a
+user sees."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from zae_limiter import Limit
+
+if TYPE_CHECKING:
+    from tests.cli.conftest import Zae
+
+RPM = [Limit.per_minute("rpm", 100)]
+
+
+def drained(zae: Zae, n: int) -> None:
+    limiter = zae.limiter()
+    with limiter.acquire("k1", "gpt-4", {"rpm": n}, limits=RPM):
+        pass
+
+
+def test_reset_fills_the_bucket_and_says_so(zae: Zae) -> None:
+    drained(zae, 100)
+    done = zae("entity", "reset", "k1", "-r", "gpt-4", "--reason", "incident 7", "--yes",
+               "--principal", "alice")  # fmt: skip
+    assert done.code == 0, done.stderr
+    assert done.stdout == "reset k1 / gpt-4 to full (1 shard(s))\n"
+    assert zae.limiter().available("k1", "gpt-4", limits=RPM) == {"rpm": 100}
+    listed = zae("audit", "list", "--entity", "k1", "-o", "json")
+    last = listed.json()["events"][-1]
+    assert (last["action"], last["principal"]) == ("reset_bucket", "alice")
+    assert last["after"]["reason"] == "incident 7"
+
+
+def test_reset_asks_first(zae: Zae) -> None:
+    drained(zae, 100)
+    done = zae("entity", "reset", "k1", "-r", "gpt-4", input="n\n")
+    assert done.code == 1
+    assert zae.limiter().available("k1", "gpt-4", limits=RPM) == {"rpm": 0}
+
+
+def test_top_up_json_reports_what_was_granted_and_refused(zae: Zae) -> None:
+    drained(zae, 30)
+    done = zae("entity", "top-up", "k1", "-r", "gpt-4", "-a", "rpm=50", "-o", "json")
+    assert done.code == 0, done.stderr
+    body = done.json()
+    assert (body["entity_id"], body["resource"], body["shards"]) == ("k1", "gpt-4", 1)
+    # 30 lacked when read, less what refilled in the real time since (ms)
+    granted, refused = body["granted"]["rpm"], body["refused"]["rpm"]
+    assert 29 < granted <= 30 and granted + refused == 50
+
+
+def test_top_up_text_names_what_did_not_fit(zae: Zae) -> None:
+    drained(zae, 30)
+    done = zae("entity", "top-up", "k1", "-r", "gpt-4", "-a", "rpm=50")
+    assert done.code == 0, done.stderr
+    assert "topped up k1 / gpt-4: rpm +29." in done.stdout or "rpm +30" in done.stdout
+    assert "did not fit (a bucket holds no more than capacity)" in done.stdout
+
+
+def test_mistakes_are_one_line_without_a_traceback(zae: Zae) -> None:
+    done = zae("entity", "top-up", "k1", "-r", "gpt-4", "-a", "rpm")
+    assert done.code == 2 and "LIMIT=N" in done.stderr
+    done = zae("entity", "reset", "nobody", "-r", "gpt-4", "--yes")
+    assert done.code == 2 and done.stderr == (
+        "error: nobody has no bucket for gpt-4 (nothing acquired yet)\n"
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_the_examples_of_controls_md_run(zae: Zae) -> None:
+    from pathlib import Path
+
+    from tests.cli.test_docs import doc_steps
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "controls.md").read_text()
+    lines = [line for kind, line, _ in doc_steps(text) if kind == "run"]
+    assert any(" reset " in x for x in lines) and any(" top-up " in x for x in lines)
+    limiter = zae.limiter()
+    limiter.create_entity("acme")
+    limiter.create_entity("key-1", parent_id="acme")
+    limiter.create_entity("internal-batch")
+    limits = [Limit.per_minute("rpm", 100), Limit.per_minute("tpm", 100_000)]
+    with limiter.acquire("key-1", "gpt-4", {"rpm": 90, "tpm": 50_000}, limits=limits):
+        pass
+    for line in lines:
+        done = zae(*shlex.split(line)[1:])
+        assert done.code == 0, f"{line}\n{done.stderr}"
