@@ -36,6 +36,8 @@ docs: $(STAMP)
 # server) start once. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+# How many of the slowest tests `make test` lists (DURATIONS=0: all of them).
+DURATIONS ?= 25
 
 # Everything: lint, types, the docs site, and the whole suite (CI runs this, .ci/run).
 test: $(STAMP)
@@ -43,7 +45,7 @@ test: $(STAMP)
 	$(BIN)/python -m tools.unasync --check
 	$(BIN)/mypy
 	$(MKDOCS)
-	$(PYTEST) --durations=25
+	$(PYTEST) --durations=$(DURATIONS)
 
 # The edit-test loop, under 3 minutes: lint, types, the unit tests and the mutant checks
 # that need no engine (DynamoDB Local) and are not marked slow. Not a substitute for
