@@ -28,6 +28,11 @@ os.environ.update(
 )
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist hands its workers COLUMNS (the controller's width, 80 off a terminal);
+    # the CLI takes COLUMNS as the user's choice of width, so a worker would draw tables
+    # as no user without it sees them. Tests that need a width set their own.
+    os.environ.pop("COLUMNS", None)
 
 
 class Clock:
