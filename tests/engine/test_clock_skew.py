@@ -36,8 +36,11 @@ def _burst(url: str, skew_ms: int, reserve: bool, order: str) -> tuple[int, int]
     ]
     try:
         limiters = [SyncRateLimiter(repo) for repo in repos]
-        with limiters[0].acquire("skewed", "api", {"rps": 1}, limits=[LIMIT]):
-            pass
+        # Each client writes once: during the burst it plans from that image, which says
+        # "full" by then (the SET form, whose `fa <= now` guards a stale image).
+        for limiter in limiters:
+            with limiter.acquire("skewed", "api", {"rps": 1}, limits=[LIMIT]):
+                pass
         true_ms += 5_000  # idle: full again, whichever clock reads it
         start, admitted = true_ms, 0
         for i in range(ATTEMPTS):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from moto import mock_aws
 
 from tests.old_layout import NOW_MS, create_table, scan_all
-from zae_limiter import SchemaVersionError, SyncRepository, keys, migrations
+from zae_limiter import SchemaVersionError, SyncRepository, keys, migrations, schema
 from zae_limiter.bucket import LimitState
 from zae_limiter.cli import _errors, cli
 from zae_limiter.flows import Call, Flow
@@ -123,11 +123,13 @@ def check_conversion(ddb: Any, name: str) -> None:
     before = scan_all(ddb, name)
     with open_repo(name, ddb) as repo:
         outcomes = run_migration(repo)
-        record = repo.run(check_version(repo.state, "0.2.0"))
-    assert [(o.version, o.items) for o in outcomes] == [(3, len(LEGACY))]
+        record = repo.run(check_version(repo.state, schema.MIN_CLIENT_VERSION))
+    # Step 3 converts the legacy items; the steps after it (quotas: 4) change no bucket.
+    assert (outcomes[0].version, outcomes[0].items) == (3, len(LEGACY))
+    assert all(o.items == 0 for o in outcomes[1:])
     assert record is not None and (record.schema_version, record.min_client_version) == (
-        3,
-        "0.2.0",
+        schema.SCHEMA_VERSION,
+        schema.MIN_CLIENT_VERSION,
     )
     after = scan_all(ddb, name)
     assert_converted(after, LEGACY, NOW_MS)
@@ -154,9 +156,10 @@ def test_dry_run_counts_and_changes_nothing(ddb: Any, table_name: str) -> None:
     before = scan_all(ddb, table_name)
     with open_repo(table_name, ddb) as repo:
         plan = repo.run(migrations.status(repo.state))
-        assert (plan.current, plan.target) == (2, 3)
+        assert (plan.current, plan.target) == (2, schema.SCHEMA_VERSION)
         counted = repo.run(migrations.plan_migration(repo.state, plan, NOW_MS))
-    assert [(c.version, c.items, c.blocked) for c in counted] == [(3, 5, None)]
+    assert (counted[0].version, counted[0].items, counted[0].blocked) == (3, 5, None)
+    assert all(c.items == 0 for c in counted[1:])
     assert counted[0].by_namespace == {"default": 4, "tenant-b": 1}
     assert scan_all(ddb, table_name) == before
 
@@ -253,8 +256,8 @@ def test_cli_migrate_converts_the_table(ddb: Any, table_name: str) -> None:
     table = scan_all(ddb, table_name)
     assert all(keys.A_REFILL not in table[one.key] for one in LEGACY)
     record = table[("_/SYSTEM#", "#VERSION")]
-    assert record[keys.A_SCHEMA_VERSION] == {"N": "3"}
-    assert record[keys.A_MIN_CLIENT_VERSION] == {"S": "0.2.0"}
+    assert record[keys.A_SCHEMA_VERSION] == {"N": str(schema.SCHEMA_VERSION)}
+    assert record[keys.A_MIN_CLIENT_VERSION] == {"S": schema.MIN_CLIENT_VERSION}
 
 
 # ---------------------------------------------------------------- the check's mutant
