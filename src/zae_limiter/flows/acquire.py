@@ -24,7 +24,7 @@ from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.memory import fresh_image, local_rejection
+from zae_limiter.flows.memory import image_of_age, local_rejection
 from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
@@ -112,7 +112,7 @@ def _resolve_levels(
         return _given(entity_ids, override), {}
     # Entities this client does not know, and buckets it has no image of it may plan from.
     unknown = [
-        e for e in entity_ids if fresh_image(state, Level(e, resource, (), {}), now_ms) is None
+        e for e in entity_ids if image_of_age(state, e, (resource, 0), now_ms) is None
     ]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(

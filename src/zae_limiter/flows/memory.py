@@ -105,10 +105,16 @@ def fresh_image(
 ) -> tuple[Mapping[str, Any], int] | None:
     """This client's image of the shard and when it was taken, when young enough to plan
     a write from (None: no image, or too old)."""
-    meta = state.entities.get(level.entity_id)
+    return image_of_age(state, level.entity_id, (level.resource, level.shard_id), now_ms)
+
+
+def image_of_age(
+    state: RepoState, entity_id: str, where: tuple[str, int], now_ms: int
+) -> tuple[Mapping[str, Any], int] | None:
+    """`fresh_image` by entity and (resource, shard): no Level to build on the hot path."""
+    meta = state.entities.get(entity_id)
     if meta is None:
         return None
-    where = (level.resource, level.shard_id)
     remembered, since = meta.images.get(where), meta.image_at.get(where)
     if remembered is None or since is None:
         return None
