@@ -36,17 +36,6 @@ class FrozenClock:
         return self.now_ms
 
 
-def _held(repo: SyncRepository, name: str) -> int:
-    """Whole tokens this client's reserves of the bucket hold unspent: at its first
-    attempt past the boundary, what the old window can no longer admit."""
-    book = repo.state.reserves
-    if book is None:
-        return 0
-    held = [book.holding(("e", "api"))]
-    held += [r for key, r in book._outgoing if key == ("e", "api")]
-    return sum(max(0, r.left.get(name, 0)) for r in held if r is not None) // 1000
-
-
 def run(
     endpoint: str,
     table: str,
@@ -54,17 +43,18 @@ def run(
     timing: tuple[int, int, int],
     attempts: int,
     reserve: bool,
+    stored: bool = False,
 ) -> dict[str, int]:
-    """{"before", "after", "rejected", "unavailable", "takes", "hits", "stranded"}:
-    admissions planned before `boundary` and at or after it; what this client's reserves
-    held when it crossed the boundary. `timing`: (start ms, boundary ms, attempts
-    across all processes up to the boundary)."""
+    """{"before", "after", "rejected", "unavailable", "takes", "hits"}: admissions
+    planned before `boundary` and at or after it. `stored`: the entity's stored limits
+    (a sharded entity, a cascade), not passed with each call. `timing`: (start ms,
+    boundary ms, attempts across all processes up to the boundary)."""
     start, boundary, half = timing
     clock = FrozenClock(start)
     repo = SyncRepository.open(name=table, endpoint_url=endpoint, clock=clock, reserve=reserve)
     limiter = SyncRateLimiter(repo)
-    counts = dict.fromkeys(("before", "after", "rejected", "unavailable", "stranded"), 0)
-    crossed = False
+    limits = None if stored else [limit]
+    counts = dict.fromkeys(("before", "after", "rejected", "unavailable"), 0)
     for _ in range(attempts):
         with _counter.get_lock():
             _counter.value += 1
@@ -72,18 +62,13 @@ def run(
         # Attempt `half` + 1 is the first at the boundary; the last (2 x `half`) stays
         # short of one more span past it: a session opened at the boundary is the last.
         clock.now_ms = start + count * (boundary - start) // (half + 1)
-        if clock.now_ms >= boundary and not crossed:
-            crossed = True
-            counts["stranded"] = _held(repo, limit.name)
         try:
-            with limiter.acquire("e", "api", {limit.name: 1}, limits=[limit]):
+            with limiter.acquire("e", "api", {limit.name: 1}, limits=limits):
                 counts["before" if clock.now_ms < boundary else "after"] += 1
         except RateLimitExceeded:
             counts["rejected"] += 1
         except RateLimiterUnavailable:
             counts["unavailable"] += 1
-    if not crossed:
-        counts["stranded"] = _held(repo, limit.name)
     repo.close()
     stats = repo.get_reserve_stats()
     return {**counts, "takes": stats.takes, "hits": stats.hits}

@@ -2,10 +2,14 @@
 atomically, as DynamoDB does; moto's server does not).
 
 8 processes x 300 acquires on a quota of 1,000 whose boundary falls in the middle of the
-run (1,200 attempts before it, 1,200 after), reserves on and off: at most 1,000 are
-admitted in the window before the boundary (exactly 1,000 without reserves) and at most
-1,000 in the window after, for a monthly calendar quota and for a session quota (opened
-by the first use)."""
+run (1,200 attempts before it, 1,200 after), reserves on and off, for a monthly calendar
+quota (on one shard, on an entity of 4 shards, and with cascade: the parent's quota
+binds) and for a session quota (opened by the first use; one shard, and with cascade).
+An ideal quota fed the same arrivals admits 1,000 in each window (1,200 arrive in each).
+Without reserves the library admits exactly that before the boundary (on 4 shards a few
+tokens less, see below) and at most it after (999 to 1,000 measured); with reserves,
+never more in either, and what it admits is printed (docs/quotas.md, "Reserves at a
+reset")."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 
 from tests._servers import EngineEndpoint, unique_name
 from tests.engine import _quota_worker as worker
-from zae_limiter import Limit, SyncRateLimiter, SyncRepository
+from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
 
 pytestmark = pytest.mark.engine
 
@@ -28,52 +32,86 @@ FEBRUARY_MS = 1_801_440_000_000
 SPAN_MS = 1000
 MONTHLY = Limit.quota("monthly", CAPACITY, reset="0 0 1 * *", tz="UTC")
 SESSION = Limit.quota("session", CAPACITY, reset_after=timedelta(milliseconds=SPAN_MS))
+SHARDS = 4
+MONTHLY_CHILD = Limit.quota("monthly", 5 * CAPACITY, reset="0 0 1 * *", tz="UTC")
+SESSION_CHILD = Limit.quota("session", 5 * CAPACITY, reset_after=timedelta(milliseconds=SPAN_MS))
 
 
-def _run(url: str, limit: Limit, timing: tuple[int, int, int], reserve: bool) -> dict[str, int]:
+def _prepare(url: str, table: str, limit: Limit, shape: str, start_ms: int) -> int:
+    """Stored limits for `shape`; the tokens taken while preparing (all before the
+    boundary: the session quota's first use opens it at `start_ms`)."""
+    with SyncRepository.open(name=table, endpoint_url=url, clock=lambda: start_ms) as repo:
+        limiter = SyncRateLimiter(repo)
+        if shape == "cascade":
+            # The child could take five times as much: the parent's quota binds.
+            child = MONTHLY_CHILD if limit is MONTHLY else SESSION_CHILD
+            limiter.create_entity("p")
+            limiter.create_entity("e", parent_id="p", cascade=True)
+            limiter.set_limits("e", [child], resource="api")
+            limiter.set_limits("p", [limit], resource="api")
+        elif shape == "sharded":
+            limiter.set_limits("e", [limit], resource="api")
+        stored = shape != "flat"
+        taken = 0
+        if shape == "sharded" or limit is SESSION:
+            with limiter.acquire("e", "api", {limit.name: 1}, limits=None if stored else [limit]):
+                taken = 1
+        if shape == "sharded":
+            shard0 = keys.bucket_key(repo.state.namespace, "e", "api", 0)
+            params = keys.double_shards(table, shard0, 1, SHARDS, start_ms, start_ms)
+            EngineEndpoint("dynamodb-local", url).client().update_item(**params)
+    return taken
+
+
+def _run(url: str, limit: Limit, shape: str, reserve: bool) -> dict[str, int]:
+    half = PROCESSES * ATTEMPTS // 2
+    start = FEBRUARY_MS - SPAN_MS
+    timing = (start, FEBRUARY_MS, half)  # the session opens at `start`: the same boundary
+    table = unique_name()
+    SyncRepository.open(name=table, endpoint_url=url, create_table=True).close()
+    taken = _prepare(url, table, limit, shape, start)
     context = multiprocessing.get_context("spawn")
     counter = context.Value("q", 0)
-    jobs = [(url, _table(url), limit, timing, ATTEMPTS, reserve)] * PROCESSES
-    table = jobs[0][1]
-    if limit is SESSION:
-        # The first use opens the session at the start, known exactly: the boundary.
-        with SyncRepository.open(name=table, endpoint_url=url, clock=lambda: timing[0]) as repo:
-            with SyncRateLimiter(repo).acquire("e", "api", {limit.name: 1}, limits=[limit]):
-                pass
+    jobs = [(url, table, limit, timing, ATTEMPTS, reserve, shape != "flat")] * PROCESSES
     with context.Pool(PROCESSES, initializer=worker.init, initargs=(counter,)) as pool:
         parts = pool.starmap(worker.run, jobs)
     total = {k: sum(p[k] for p in parts) for k in parts[0]}
-    if limit is SESSION:
-        total["before"] += 1
+    total["before"] += taken
+    total["attempts"] = PROCESSES * ATTEMPTS + taken
     return total
 
 
-def _table(url: str) -> str:
-    name = unique_name()
-    SyncRepository.open(name=name, endpoint_url=url, create_table=True).close()
-    return name
+CASES = [
+    pytest.param(MONTHLY, "flat", id="monthly"),
+    pytest.param(MONTHLY, "sharded", id="monthly-4-shards"),
+    pytest.param(MONTHLY, "cascade", id="monthly-cascade"),
+    pytest.param(SESSION, "flat", id="session"),
+    pytest.param(SESSION, "cascade", id="session-cascade"),
+]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("reserve", [True, False], ids=["reserves", "no-reserves"])
-@pytest.mark.parametrize("limit", [MONTHLY, SESSION], ids=["monthly", "session"])
+@pytest.mark.parametrize(("limit", "shape"), CASES)
 def test_exactly_the_quota_before_the_boundary_and_at_most_it_after(
-    dynamodb_local: EngineEndpoint, limit: Limit, reserve: bool
+    dynamodb_local: EngineEndpoint, limit: Limit, shape: str, reserve: bool
 ) -> None:
-    half = PROCESSES * ATTEMPTS // 2
-    start = FEBRUARY_MS - SPAN_MS
-    timing = (start, FEBRUARY_MS, half)  # the session opens at `start`: the same boundary
-    total = _run(dynamodb_local.url, limit, timing, reserve)
-    attempts = PROCESSES * ATTEMPTS + (1 if limit is SESSION else 0)
-    assert sum(total[k] for k in ("before", "after", "rejected", "unavailable")) == attempts
-    # Never more than the quota before the boundary, and exactly it without reserves.
-    # With reserves, what a client still holds as it crosses is lost to the old window
-    # (docs/quotas.md): measured 998 to 1,000 admitted before it.
-    assert total["before"] <= CAPACITY, total
-    if not reserve:
-        assert total["before"] == CAPACITY, total
-    assert total["after"] <= CAPACITY, total
-    # The reset happened (the new window admitted), and reserves were really used.
-    assert total["after"] >= CAPACITY // 2, total
-    if reserve:
+    total = _run(dynamodb_local.url, limit, shape, reserve)
+    print(f"{limit.name} {shape} reserve={reserve}: {total}")
+    counted = sum(total[k] for k in ("before", "after", "rejected", "unavailable"))
+    assert counted == total["attempts"]
+    # The ideal quota fed the same arrivals (1,200 in each window) admits 1,000 in each.
+    ideal = CAPACITY
+    assert total["before"] <= ideal and total["after"] <= ideal, total
+    if not reserve and shape != "sharded":
+        assert total["before"] == ideal, total
+    elif not reserve:
+        # The doubling after the first take splits that take's debt over 4 shares whose
+        # fractions of a token no acquire of 1 can use: a few tokens short (993 to 994
+        # measured), never over.
+        assert total["before"] >= ideal - 10, total
+    else:
         assert total["takes"] > 0 and total["hits"] > 0, total
+        # What reserves held at the reset neither leaves the old window short by more
+        # than they could hold, nor is charged to the new one (docs/quotas.md).
+        assert total["after"] >= ideal * 8 // 10, total

@@ -6,7 +6,12 @@ one rule on purpose and shows that the guarantee's own test fails.
 - a session opened by a faster clock spent as the current one by a slower client (the
   check that a session has begun by this client's clock, dropped from `base`);
 - a give-back not bounded to the window its tokens were taken in (`taken_windows`
-  knowing no window): a rollback after a reset gives the new window tokens.
+  knowing no window): a rollback after a reset gives the new window tokens;
+- a reserve that survives a reset (`ReserveBook.spend` no longer refusing a reserve
+  whose calendar window ended): its holder spends the old window's tokens in the new
+  one, where they are never charged;
+- a reset applied on one shard only (shards other than 0 planned in the window their
+  item was last written in): the new window admits only shard 0's share.
 
 Each test body passes on the real code (tests/integration) and must fail here.
 """
@@ -14,18 +19,26 @@ Each test body passes on the real code (tests/integration) and must fail here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from moto import mock_aws
 
-from tests.conftest import Api
+from tests.conftest import Api, Clock
 from tests.integration import test_quota_boundary as boundary
+from tests.integration import test_quota_reserves as quota_reserves
+from tests.integration import test_quota_shards as quota_shards
 from tests.integration import test_quotas as quotas
 from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrapping
+from zae_limiter import RateLimitExceeded, SyncRateLimiter
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows import charge as charge_flows
+from zae_limiter.flows import plan as plan_module
+from zae_limiter.flows import reserve as reserve_module
 from zae_limiter.keys import takes as takes_module
+from zae_limiter.quota import Window
 
 
 @pytest.fixture
@@ -90,3 +103,71 @@ def test_the_simulator_finds_a_reset_not_conditioned_on_the_window() -> None:
     with mutant_wrapping(takes_module, "_expression", always):
         caught = failing_quota_seeds(found)
     assert caught and all("over-admission" in detail or "ahead" in detail for _s, detail in caught)
+
+
+def spend_past_the_reset(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`ReserveBook.spend` that no longer sees a calendar window's end."""
+
+    def broken(self: Any, key: Any, limits: Any, consume: Any, now_ms: int) -> Any:
+        held = self._reserves.get(key)
+        if held is None or held.window_end_ms is None:
+            return original(self, key, limits, consume, now_ms)
+        end, held.window_end_ms = held.window_end_ms, None
+        try:
+            return original(self, key, limits, consume, now_ms)
+        finally:
+            held.window_end_ms = end
+
+    return broken
+
+
+HELD_AT_THE_RESET = (
+    quota_reserves.test_a_reserve_held_at_the_reset_is_never_spent_and_its_spending_stays_behind
+)
+
+
+def test_reserve_test_catches_a_reserve_that_survives_a_reset(api: Api) -> None:
+    broken = spend_past_the_reset(reserve_module.ReserveBook.spend)
+    with mutant(reserve_module.ReserveBook, "spend", broken):
+        must_fail(HELD_AT_THE_RESET, api, api.repo.clock)
+
+
+def _stuck(window: Window, at_ms: int) -> Window:
+    class Stuck(Window):
+        __slots__ = ()
+
+        def bounds(self, now_ms: int) -> tuple[int, int]:
+            return window.bounds(min(now_ms, at_ms))
+
+    return Stuck(cron=window.cron, tz=window.tz)
+
+
+def reset_on_shard_zero_only(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Shards other than 0 planned in the calendar window their item was last written
+    in: the reset reaches shard 0 alone."""
+
+    def broken(bucket: Any, limit: Any, now_ms: int) -> Any:
+        state, held, rebase = original(bucket, limit, now_ms)
+        window = state.window
+        if bucket.shard_id and window is not None and window.cron and state.full_at:
+            start = state.full_at // state.refill_amount_milli
+            if start < window.bounds(now_ms)[0]:
+                state = replace(state, window=_stuck(window, start))
+        return state, held, rebase
+
+    return broken
+
+
+#: The sharded entity of tests/integration/test_quota_shards.py, as a fixture here too.
+limiter = quota_shards.limiter
+
+
+def test_shard_test_catches_a_reset_applied_on_one_shard_only(
+    limiter: tuple[SyncRateLimiter, Clock],
+) -> None:
+    with mutant_wrapping(plan_module, "current", reset_on_shard_zero_only):
+        must_fail(
+            quota_shards.test_every_shard_of_a_calendar_quota_resets,
+            limiter,
+            also=(RateLimitExceeded,),
+        )

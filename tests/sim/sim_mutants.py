@@ -21,6 +21,7 @@ from typing import Any
 from tests.mutants import mutant, mutant_wrapping
 from tests.mutants import test_exactness_mutants as exactness
 from tests.mutants.test_cascade_mutant import _keeps_everything
+from tests.mutants.test_quota_mutants import reset_on_shard_zero_only, spend_past_the_reset
 from tests.mutants.test_skew_mutant import _set_without_its_condition
 from zae_limiter import drivers
 from zae_limiter.flows import acquire as acquire_flow
@@ -89,7 +90,15 @@ MUTANTS: Mapping[str, Mutant] = {
     "doubling-snapshot-reverted": lambda: mutant_wrapping(
         buckets_module, "_snapshot_after", _no_snapshot
     ),
+    "reserve-survives-a-reset": lambda: mutant_wrapping(
+        reserve_module.ReserveBook, "spend", spend_past_the_reset
+    ),
+    "reset-on-one-shard-only": lambda: mutant_wrapping(
+        plan_module, "current", reset_on_shard_zero_only
+    ),
 }
+#: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
+QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"})
 
 #: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
 FIRST_FAILING: Mapping[str, int] = {
@@ -113,7 +122,9 @@ NOT_FOUND: Mapping[str, int] = {
 }
 
 
-def first_failing(make: Mutant, limit: int = 10_000) -> tuple[int | None, float]:
+def first_failing(
+    make: Mutant, limit: int = 10_000, quotas: bool = False
+) -> tuple[int | None, float]:
     """(the first seed that fails under the mutant, or None within `limit`; seconds)."""
     from zae_limiter.sim.backends import engine_backend
     from zae_limiter.sim.run import run_schedule
@@ -121,7 +132,7 @@ def first_failing(make: Mutant, limit: int = 10_000) -> tuple[int | None, float]
     started = time.monotonic()
     with make():
         for seed in range(limit):
-            if run_schedule(seed, engine_backend).failed:
+            if run_schedule(seed, engine_backend, quotas=quotas).failed:
                 return seed, time.monotonic() - started
     return None, time.monotonic() - started
 
@@ -135,7 +146,7 @@ def main(names: list[str]) -> int:
     if names[:1] == ["--limit"]:
         limit, names = int(names[1]), names[2:]
     for name in names or list(MUTANTS):
-        seed, seconds = first_failing(MUTANTS[name], limit)
+        seed, seconds = first_failing(MUTANTS[name], limit, name in QUOTA_WORLDS)
         found = f"not found in {limit} seeds" if seed is None else str(seed)
         print(f"{name}: {found} ({seconds:.0f} s)", flush=True)
     return 0

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.sim.sim_mutants import FIRST_FAILING, MUTANTS, NOT_FOUND
+from tests.sim.sim_mutants import FIRST_FAILING, MUTANTS, NOT_FOUND, QUOTA_WORLDS
 from zae_limiter.sim.backends import engine_backend
 from zae_limiter.sim.run import run_schedule
 from zae_limiter.sim.shrink import shrink
@@ -64,10 +64,10 @@ def test_a_seed_replays_alike_in_another_process() -> None:
 
 @pytest.mark.parametrize("name", sorted(FIRST_FAILING))
 def test_the_simulator_finds_each_mutant(name: str) -> None:
-    seed = FIRST_FAILING[name]
-    assert not run_schedule(seed, engine_backend).failed, "the seed passes on the real code"
+    seed, quotas = FIRST_FAILING[name], name in QUOTA_WORLDS
+    assert not run_schedule(seed, engine_backend, quotas=quotas).failed, "passes on the real code"
     with MUTANTS[name]():
-        outcome = run_schedule(seed, engine_backend)
+        outcome = run_schedule(seed, engine_backend, quotas=quotas)
     assert outcome.failed, f"{name} survived seed {seed}"
 
 

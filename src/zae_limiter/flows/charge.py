@@ -10,6 +10,7 @@ shard; a failed condition's ALL_OLD picks it again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
@@ -33,12 +34,15 @@ def charge_write(
     held_adds: Mapping[str, int] | None = None,
     held_exact: Mapping[str, int] | None = None,
     windows: Mapping[str, int] | None = None,
+    usage: Mapping[str, int] | None = None,
 ) -> Call:
     """One write to `shard` (entity, resource, shard id) that changes its consumption by
     `delta` (negative gives back) and its held counts by `held_adds`, the forms picked
     from `item` (the shard as last seen; None: not known). `windows`: for a quota, the
     base of the window its tokens were taken in (`taken_windows`): a give-back lands
-    only in that window, and is dropped once `item` shows another."""
+    only in that window, and is dropped once `item` shows another. `usage`: spending
+    counted in `tc` only, in the window that holds `now_ms` (a reserve's report after its
+    quota reset, flows/reserve.py `Reserve.gone`)."""
     entity_id, resource, shard_id = shard
     bucket = keys.decode_bucket(item) if item else None
     count = bucket.shard_count if bucket else state.shard_count(entity_id, resource)
@@ -52,6 +56,11 @@ def charge_write(
                 writes.append(give)
         elif milli:
             writes.append(_limit_charge(bucket, count, limit, milli, now_ms))
+        elif used := (usage or {}).get(limit.name, 0):
+            # Charged nothing, but in the new window: released held counts never give
+            # the old window back what was spent from it.
+            write = _limit_charge(bucket, count, limit, 0, now_ms)
+            writes.append(replace(write, consumed=write.consumed + used))
     key = keys.bucket_key(state.namespace, entity_id, resource, shard_id)
     params = keys.take_write(
         state.table,

@@ -227,7 +227,12 @@ def _limit_write(
     counted = {keys.reserve_attr(name, e) for e in (epoch, epoch - 1)}
     lost = keys.expired_counts(name, reserved, now_ms)
     counted.update(lost)
-    charge = need + (level.flush.spent.get(name, 0) if level.flush else 0)
+    flush = level.flush
+    spent = flush.spent.get(name, 0) if flush else 0
+    # A reserve's spending from a quota window that has ended since: usage only, never
+    # charged to the window this write lands in (flows/reserve.py `Reserve.gone`).
+    uncounted = spent if flush and name in flush.uncharged else 0
+    charge = need + spent - uncounted
     charge += sum(count for attr, count in lost.items() if held_adds.get(attr) == -count)
     # What the write does to the counts the room lacks (held and lost reserves).
     moved = sum(milli for attr, milli in held_adds.items() if attr in counted)
@@ -250,7 +255,7 @@ def _limit_write(
     spare -= slack
     known = tuple((e, reserved.get(e, 0) + (slack if e == epoch else 0)) for e in watching)
     bounded = need > 0 or reserve > 0
-    if not bounded and charge == 0:
+    if not bounded and charge == 0 and not uncounted:
         return keys.LimitWrite(
             name, keys.CHECK, now_ra, bound=base + spare * unit, held=known, config=config
         )
@@ -266,7 +271,7 @@ def _limit_write(
         now_ra,
         amount=amount,
         bound=base + (spare - charge) * unit if bounded else None,
-        consumed=charge,
+        consumed=charge + uncounted,
         held=known if bounded else (),
         config=config,
     )

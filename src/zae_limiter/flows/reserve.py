@@ -111,6 +111,20 @@ class Reserve:
         """Whether a calendar quota of the reserve has reset since it was taken."""
         return self.window_end_ms is not None and now_ms >= self.window_end_ms
 
+    def gone(self, now_ms: int) -> frozenset[str]:
+        """The calendar quotas of the reserve whose window has ended since it was taken:
+        what it spent went with that window, so its report is counted as usage and
+        never charged to the next window (docs/quotas.md, "Reserves at a reset")."""
+        if not self.crossed(now_ms):
+            return frozenset()
+        return frozenset(
+            limit.name
+            for limit in self.limits
+            if limit.window is not None
+            and limit.window.cron is not None
+            and limit.window.bounds(now_ms)[0] >= (self.window_end_ms or 0)
+        )
+
     def taken_total(self) -> dict[str, int]:
         total: dict[str, int] = {}
         for amounts in self.taken.values():
@@ -281,8 +295,8 @@ class ReserveBook:
             held = self._reserves.get(key)
             if held is None or held.shard_id != shard_id:
                 return False
-            if now_ms - held.born_ms >= self.settings.max_age_ms:
-                return False
+            if now_ms - held.born_ms >= self.settings.max_age_ms or held.crossed(now_ms):
+                return False  # a reset since: the change goes to the table's new window
             left = held.left
             if any(milli > 0 and left.get(name, 0) < milli for name, milli in delta.items()):
                 return False
@@ -291,7 +305,7 @@ class ReserveBook:
             held.used_ms = now_ms
             return True
 
-    def flush(self, key: Key, shard_count: int) -> tuple[int, Flush] | None:
+    def flush(self, key: Key, shard_count: int, now_ms: int = 0) -> tuple[int, Flush] | None:
         """What the bucket's reserve spent since its last write, taken off its held counts
         (oldest epoch first), to be reported by the next write to its shard.
 
@@ -317,7 +331,7 @@ class ReserveBook:
                         due -= part
             if not spent:
                 return None
-            return held.shard_id, Flush(spent, released, held.shard_id)
+            return held.shard_id, Flush(spent, released, held.shard_id, uncharged=held.gone(now_ms))
 
     def renew(
         self, key: Key, limits: tuple[Limit, ...], shard_count: int, now_ms: int
@@ -384,7 +398,11 @@ class ReserveBook:
         with self._lock:
             self.stats.takes += 1
             held = self._reserves.get(key)
-            if held is not None and (held.shard_id != shard_id or held.limits != limits):
+            if held is not None and (
+                held.shard_id != shard_id or held.limits != limits or held.crossed(now_ms)
+            ):
+                # A reserve of an ended window is never topped up with the new one's
+                # tokens: its spending is not charged again (`gone`), theirs must be.
                 self._retire(key)
                 held = None
             if held is None:
@@ -435,7 +453,12 @@ class ReserveBook:
         """When the keeper returns a reserve: idle, or aged and not renewed meanwhile."""
         settings = self.settings
         grace = min(RENEW_GRACE_MS, settings.idle_ms)
-        return min(held.used_ms + settings.idle_ms, held.born_ms + settings.max_age_ms + grace)
+        due = min(held.used_ms + settings.idle_ms, held.born_ms + settings.max_age_ms + grace)
+        # At a calendar quota's reset its held count keeps room from the new window:
+        # back with the holder's next write, or the keeper's soon after the reset.
+        if held.window_end_ms is not None:
+            due = min(due, held.window_end_ms + grace)
+        return due
 
     def returned(self, back: Mapping[str, int], renewed: bool = False) -> None:
         with self._lock:
@@ -495,4 +518,4 @@ def _renewal(held: Reserve, now_ms: int) -> Flush:
     """The flush that gives `held` back whole with another write to its shard."""
     spent, back = held.settlement(now_ms)
     released = {epoch: dict(amounts) for epoch, amounts in held.taken.items()}
-    return Flush(spent, released, held.shard_id, back=back)
+    return Flush(spent, released, held.shard_id, back=back, uncharged=held.gone(now_ms))

@@ -58,7 +58,7 @@ def serve(
             rest.append(level if renewal is None else replace(level, flush=renewal))
             continue
         # One flush per write: a renewal goes first, the held reserve's spending waits.
-        flushed = None if renewal is not None else book.flush(key, level.shard_count)
+        flushed = None if renewal is not None else book.flush(key, level.shard_count, now_ms)
         flush = renewal if flushed is None else flushed[1]
         rest.append(replace(level, hold_milli=want, flush=flush))
     return served, rest
@@ -165,7 +165,12 @@ def return_write(
     through the held counts alone)."""
     spent, back = held.settlement(now_ms)
     released = keys.held_deltas({}, 0, keys.Flush({}, held.taken))
-    call = charge_write(state, _shard(key, held), held.limits, spent, now_ms, item, released)
+    gone = held.gone(now_ms)
+    charged = {name: milli for name, milli in spent.items() if name not in gone}
+    usage = {name: milli for name, milli in spent.items() if name in gone and milli > 0}
+    call = charge_write(
+        state, _shard(key, held), held.limits, charged, now_ms, item, released, usage=usage
+    )
     return call, back
 
 

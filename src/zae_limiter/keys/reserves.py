@@ -82,6 +82,10 @@ class Flush:
     #: acquire's own write): the unspent tokens that go back with it. `released` is then
     #: every count the reserve raised, and `spent` what it took less these.
     back: Mapping[str, int] | None = None
+    #: Limits whose `spent` is usage (`tc`) only, never charged to the full-at time: a
+    #: calendar quota whose window ended after the reserve was taken (its spending went
+    #: with that window; charged again, the next window would lose it).
+    uncharged: frozenset[str] = frozenset()
 
 
 def held_deltas(hold: Mapping[str, int], epoch: int, flush: Flush | None = None) -> dict[str, int]:
