@@ -1,10 +1,13 @@
 """The fault simulator with quotas (`run_schedule(..., quotas=True)`: each world's first
 limit a quota resetting every minute, about half the schedules crossing a boundary),
-against the in-memory engine: no seed over-admits, creates tokens or fails otherwise."""
+against the in-memory engine: no seed over-admits, creates tokens or fails otherwise.
+`make check` runs the first 120 seeds, `make test` 600 (the slow slice)."""
 
 from __future__ import annotations
 
 import logging
+
+import pytest
 
 from zae_limiter.sim.backends import engine_backend
 from zae_limiter.sim.run import run_schedule
@@ -24,3 +27,8 @@ def failing_quota_seeds(seeds: range | list[int] = SEEDS) -> list[tuple[int, str
 
 def test_quota_schedules_hold_every_guarantee() -> None:
     assert failing_quota_seeds() == []
+
+
+@pytest.mark.slow
+def test_more_quota_schedules_hold_every_guarantee() -> None:
+    assert failing_quota_seeds(range(120, 600)) == []

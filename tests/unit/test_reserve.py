@@ -376,3 +376,35 @@ def test_a_waiting_return_rides_without_costing_the_held_reserves_flush() -> Non
     assert carried.hold_milli
     assert carried.flush is not None and carried.flush.back == {"rpm": 5000, "tpm": 500_000}
     assert book.flush(key, 1) is not None  # the spending is still there to report
+
+
+MIDNIGHT_MS = 1_800_057_600_000  # 2027-01-16 00:00:00 UTC
+EPOCH = keys.reserve_epoch(MIDNIGHT_MS - 1000)
+QUOTA_LIMITS = (Limit.per_minute("rpm", 6000), Limit.quota("daily", 10_000, reset="0 0 * * *"))
+
+
+def test_a_reserve_whose_quota_reset_is_never_spent_nor_settled_and_is_due_then() -> None:
+    """docs/quotas.md, "Reserves at a reset": past the window it was taken in."""
+    book = ReserveBook()
+    book.install(KEY, 0, QUOTA_LIMITS, {"rpm": 5000, "daily": 5000}, EPOCH, MIDNIGHT_MS - 1000)
+    assert book.spend(KEY, QUOTA_LIMITS, {"rpm": 1000, "daily": 1000}, MIDNIGHT_MS - 500) == 0
+    held = book.holding(KEY)
+    assert held is not None and held.gone(MIDNIGHT_MS - 1) == frozenset()
+    assert held.gone(MIDNIGHT_MS) == {"daily"}, "the rate limit's spending is still charged"
+    assert book.next_due_ms() == MIDNIGHT_MS + RENEW_GRACE_MS
+    assert book.spend(KEY, QUOTA_LIMITS, {"rpm": 1000, "daily": 1000}, MIDNIGHT_MS) is None
+    assert not book.settle(KEY, 0, {"daily": -1000}, MIDNIGHT_MS)
+    renewal = book.renew(KEY, QUOTA_LIMITS, 1, MIDNIGHT_MS)
+    assert renewal is not None and renewal.uncharged == {"daily"}
+    assert renewal.spent == {"rpm": 1000, "daily": 1000}  # usage, all of it
+    assert renewal.back == {"rpm": 4000, "daily": 4000}
+
+
+def test_a_reserve_of_an_ended_window_is_never_topped_up() -> None:
+    book = ReserveBook()
+    book.install(KEY, 0, QUOTA_LIMITS, {"daily": 5000}, EPOCH, MIDNIGHT_MS - 1000)
+    old = book.holding(KEY)
+    book.install(KEY, 0, QUOTA_LIMITS, {"daily": 2000}, EPOCH + 1, MIDNIGHT_MS + 10)
+    new = book.holding(KEY)
+    assert new is not old and new is not None and new.left == {"daily": 2000}
+    assert {id(reserve) for _key, reserve in book.drain()} == {id(old), id(new)}

@@ -110,14 +110,15 @@ class Checker:
         limit = self._limit(level[1])
         ideal = IdealBucket.full(limit, self.start_ms)
         skew = 2 * self.skew_ms * _per_ms(limit) + self.sharded.get(level, Fraction(0))
-        if limit.window is not None and self.skew_ms:
-            # A quota's boundary is seen `d` ms off by a clock `d` ms off: a window may
-            # admit in the next one's first ms (docs/quotas.md, "Clock skew").
-            skew += Fraction(limit.capacity)
         late = Fraction(0)
         worst = Fraction(-1)
         for event in self.events.get(level, ()):
-            if event.kind != "give" and event.at_ms > event.planned_ms:
+            if event.kind != "give" and _near_reset(limit, event.at_ms, 2 * self.skew_ms):
+                # A quota's boundary is seen `d` ms off by a clock `d` ms off: what lands
+                # within 2 x skew of a reset may be the other window's (docs/quotas.md,
+                # "Clock skew"); further from it, every clock agrees on the window.
+                late += event.amount
+            elif event.kind != "give" and event.at_ms > event.planned_ms:
                 late += _late(limit, event)
             if event.kind == "take":
                 ideal.shortfall(event.amount, event.at_ms)
@@ -197,6 +198,15 @@ def _per_ms(limit: Limit) -> Fraction:
     if limit.window is not None:
         return Fraction(0)
     return Fraction(limit.refill_amount, limit.refill_period_seconds * 1000)
+
+
+def _near_reset(limit: Limit, at_ms: int, margin_ms: int) -> bool:
+    """Whether a quota's reset lies within `margin_ms` of `at_ms` (never for a refilling
+    limit, or with no skew)."""
+    if limit.window is None or limit.window.cron is None or not margin_ms:
+        return False
+    start, end = limit.window.bounds(at_ms)
+    return at_ms - start < margin_ms or end - at_ms <= margin_ms
 
 
 def _late(limit: Limit, event: Event) -> Fraction:
