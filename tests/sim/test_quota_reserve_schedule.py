@@ -5,8 +5,8 @@ admissions, judges it.
 A quota of 100 a minute. Client A (reserves on) acquires 10 times in the last 100 ms of a
 window: its bucket is hot, it holds a reserve. The minute turns. A acquires 5 more; B
 (reserves off) acquires 100 times; A's keeper gives everything back; C (reserves off)
-acquires 20 times. The new window must admit at most 100: A's 5 are charged to it (its old reserve is never
-spent there), the old window's spending is not.
+acquires 20 times. The new window must admit exactly 100: A's 5 are charged to it (its
+old reserve is never spent there), the old window's spending is not.
 """
 
 from __future__ import annotations
