@@ -124,7 +124,7 @@ NOT_FOUND: Mapping[str, int] = {
     # In quota worlds: a reserve must be held at a reset and spent after it, in a window
     # that then binds. The directed schedule tests/sim/test_quota_reserve_schedule.py
     # finds it at once.
-    "reserve-survives-a-reset": 3000,
+    "reserve-survives-a-reset": 10_000,
 }
 
 
