@@ -43,11 +43,11 @@ def _unconditional(original: Callable[..., dict[str, Any]]) -> Callable[..., dic
     def broken(*args: Any) -> dict[str, Any]:
         part = original(*args)
         body = part["Update"]
-        # Only the shard count stays required: the values read (":o...") go.
-        body["ConditionExpression"] = "#sc = :sc"
+        # Only the shard count stays required: the values read (":was_...") go.
+        body["ConditionExpression"] = "#shards = :shards"
         values = body["ExpressionAttributeValues"]
         body["ExpressionAttributeValues"] = {
-            k: v for k, v in values.items() if not re.match(r":o", k)
+            k: v for k, v in values.items() if not re.match(r":was_", k)
         }
         return part
 

@@ -45,9 +45,9 @@ def _no_snapshot(original: Callable[..., Any]) -> Callable[..., Any]:
     """The riding doubling's snapshot reverted: none stands (the split then copies the
     donor's full-at time as it finds it)."""
 
-    def broken(update: str, fa_alias: str, fa_attr: str) -> Any:
-        _part, snap = original(update, fa_alias, fa_attr)
-        return f"{snap[0]} = if_not_exists({fa_alias}, :dbl_nosnap)", snap
+    def broken(update: str, full_at: str, fa_attr: str) -> Any:
+        _part, snap = original(update, full_at, fa_attr)
+        return f"{snap[0]} = if_not_exists({full_at}, :no_snapshot)", snap
 
     return broken
 
