@@ -30,6 +30,9 @@ END = "# unasync: end\n"
 
 #: (pattern, replacement), applied in order to the source part.
 RULES: tuple[tuple[str, str], ...] = (
+    (r"\bAsyncExitStack\b", "ExitStack"),
+    (r"\basynchronous=True\b", "asynchronous=False"),
+    (r"\b_async_", "_sync_"),
     (r"\basync def ", "def "),
     (r"\basync with ", "with "),
     (r"\bawait ", ""),

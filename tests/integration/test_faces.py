@@ -98,3 +98,28 @@ async def test_the_async_repository_opens_on_a_client_of_your_own(
         # The repository closed; the client is the caller's, and still works.
         listed = await client.list_tables()
         assert table_name in listed["TableNames"]
+
+
+@pytest.mark.parametrize("face", ["async", "sync"])
+async def test_a_failed_open_leaves_no_exit_hook_behind(
+    moto_http: str, table_name: str, face: str
+) -> None:
+    """A repository that failed to open holds no reserve, and nobody can close it: its
+    keeper's interpreter-exit hook must go with it (the async face once left it)."""
+    import gc
+
+    from zae_limiter.errors import ZaeLimiterError
+    from zae_limiter.reserve_keeper import _AtExit
+
+    def exit_hooks() -> int:
+        # Only the interpreter's exit registry keeps a hook alive once its keeper is gone.
+        gc.collect()
+        return sum(isinstance(o, _AtExit) for o in gc.get_objects())
+
+    before = exit_hooks()
+    with pytest.raises(ZaeLimiterError):  # no such table, and not asked to create it
+        if face == "async":
+            await Repository.open(name=table_name, endpoint_url=moto_http)
+        else:
+            SyncRepository.open(name=table_name, endpoint_url=moto_http)
+    assert exit_hooks() == before
