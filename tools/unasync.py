@@ -22,7 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "zae_limiter"
 #: Modules holding generated faces (relative to the package).
-FILES = ("drivers.py", "identity.py", "lease.py", "limiter.py", "repository.py")
+FILES = (
+    "drivers.py",
+    "identity.py",
+    "lease.py",
+    "limiter.py",
+    "repository.py",
+    "reserve_keeper.py",
+)
 
 SOURCE = "# unasync: source\n"
 GENERATED = "# unasync: generated from the source above by tools/unasync.py; do not edit\n"
