@@ -166,9 +166,17 @@ class _LimitParts:
     sets: tuple[str, ...]
     adds: tuple[str, ...]
     conds: tuple[str, ...]
-    #: (numbered placeholder, unnumbered one) of every name and value the parts use.
+    #: (numbered placeholder, unnumbered one) of every name the parts use.
     names: tuple[tuple[str, str], ...]
-    values: tuple[tuple[str, str], ...]
+    #: (numbered placeholder, what it carries) of every value the parts use.
+    values: tuple[tuple[str, Callable[[LimitWrite], int | None]], ...]
+
+
+def _carried(plain: str) -> Callable[[LimitWrite], int | None]:
+    if plain.startswith(_KNOWN_HELD):
+        j = int(plain[len(_KNOWN_HELD) :])
+        return lambda w: w.held[j][1]
+    return _LIMIT_VALUES[plain]
 
 
 @lru_cache(maxsize=1024)
@@ -182,7 +190,7 @@ def _limit_parts(i: int, shape: tuple[Any, ...]) -> _LimitParts:
         adds,
         conds,
         tuple(pair for pair in pairs if pair[0][0] == "#"),
-        tuple(pair for pair in pairs if pair[0][0] == ":"),
+        tuple((numbered, _carried(plain)) for numbered, plain in pairs if plain[0] == ":"),
     )
 
 
@@ -231,11 +239,9 @@ def _names(parts: _LimitParts, name: str, epochs: tuple[int, ...]) -> dict[str, 
 
 
 def _limit_values(parts: _LimitParts, write: LimitWrite, values: Item) -> None:
-    for placeholder, plain in parts.values:
-        if plain.startswith(_KNOWN_HELD):
-            values[placeholder] = n(write.held[int(plain[len(_KNOWN_HELD) :])][1])
-        else:
-            values[placeholder] = n(_LIMIT_VALUES[plain](write))  # type: ignore[arg-type]
+    for placeholder, carried in parts.values:
+        # Never None: a placeholder is used only where its write has the number.
+        values[placeholder] = n(carried(write))  # type: ignore[arg-type]
 
 
 def take_write(
