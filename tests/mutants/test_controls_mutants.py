@@ -59,3 +59,13 @@ def test_the_in_between_test_catches_a_reset_that_does_not_check_what_it_read(
 ) -> None:
     with mutant_wrapping(controls, "reset_write", _unconditional):
         must_fail(controls_tests.reset_with_an_acquire_in_between, table_name, clock)
+
+
+def test_the_move_test_catches_a_client_that_never_follows_a_move(api: Api) -> None:
+    """Mutant: a client that knew the entity keeps cascading to its old parent after
+    set_parent (what shard 0 shows it is ignored)."""
+    from tests.integration import test_set_parent as set_parent_tests
+    from zae_limiter.flows import memory
+
+    with mutant(memory, "follow_move", lambda *args: None):
+        must_fail(set_parent_tests.test_cascade_follows_the_move_for_every_client, api)

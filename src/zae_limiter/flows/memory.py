@@ -66,13 +66,18 @@ def learn(
     # A few attributes, read directly: decoding the whole item costs more than the rest of
     # a write's client-side work.
     count = max(1, keys.get_n(attributes, keys.A_SHARD_COUNT, 1))
-    meta = state.learn_entity(
-        level.entity_id,
+    cascade, parent = (
         keys.get_bool(attributes, keys.A_CASCADE),
         keys.get_s(attributes, keys.A_PARENT),
+    )
+    meta = state.learn_entity(
+        level.entity_id,
+        cascade,
+        parent,
         of=level.resource,
         bypass=keys.get_bool(attributes, keys.A_BYPASS),
     )
+    follow_move(meta, level, cascade, parent)
     known = meta.shard_counts.get(level.resource, 1)
     # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond
     # its own count (merged away), which proves the count went down.
@@ -121,3 +126,15 @@ def image_of_age(
     if keys.reserve_epoch(now_ms) - keys.reserve_epoch(since) > MAX_IMAGE_EPOCHS:
         return None
     return remembered, since
+
+
+def follow_move(meta: EntityMeta, level: Level, cascade: bool, parent: str | None) -> None:
+    """The entity moved when shard 0 names another parent than this client knows:
+    set_parent relinks its buckets after its record and shard 0 existed then, so what
+    the write just showed is newer, and the next cascade goes to the new parent
+    (docs/controls.md, "Move an entity to a new parent"). A later shard may have been
+    made by a client that had not seen the move, and a bucket made without knowing the
+    entity names no parent: neither is followed."""
+    if parent is not None and meta.parent_id != parent and level.shard_id == 0:
+        meta.parent_id = parent
+        meta.cascade_for[level.resource] = cascade
