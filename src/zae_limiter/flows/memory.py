@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.flows import plan
 from zae_limiter.flows.bucket_write import Level, Rejected
 from zae_limiter.flows.context import EntityMeta, RepoState
 from zae_limiter.models import LimitStatus
@@ -25,7 +26,7 @@ def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | N
     wait = 0
     for limit in level.limits:
         seen = memory.limits.get(limit.name)
-        if seen is None:
+        if seen is None or not plan.enforces(limit):
             continue
         held = memory.held.get(limit.name, 0)
         have = seen.tokens(now_ms, 1, held)
