@@ -81,6 +81,7 @@ def test_the_examples_of_controls_md_run(zae: Zae) -> None:
     limiter.create_entity("acme")
     limiter.create_entity("key-1", parent_id="acme")
     limiter.create_entity("internal-batch")
+    limiter.create_entity("beta-org")
     limits = [Limit.per_minute("rpm", 100), Limit.per_minute("tpm", 100_000)]
     with limiter.acquire("key-1", "gpt-4", {"rpm": 90, "tpm": 50_000}, limits=limits):
         pass
