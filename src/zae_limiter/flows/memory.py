@@ -135,7 +135,10 @@ def follow_move(meta: EntityMeta, level: Level, cascade: bool, parent: str | Non
     the write just showed is newer, and the next cascade goes to the new parent
     (docs/controls.md, "Move an entity to a new parent"). A later shard may have been
     made by a client that had not seen the move, and a bucket made without knowing the
-    entity names no parent: neither is followed."""
-    if parent is not None and meta.parent_id != parent and level.shard_id == 0:
+    entity names no parent: neither is followed. Only a move from one parent to another
+    is: an entity without a parent does not cascade, so moving it changes nothing to
+    follow (its cascade is turned on by an update, which clients learn as before)."""
+    moved = meta.parent_id is not None and parent is not None and meta.parent_id != parent
+    if moved and level.shard_id == 0:
         meta.parent_id = parent
         meta.cascade_for[level.resource] = cascade
