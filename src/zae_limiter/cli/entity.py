@@ -6,7 +6,7 @@ zae-limiter entity list [--parent P]
 zae-limiter entity delete ID [--yes]
 zae-limiter entity update ID [--display-name TEXT] [--parent P | --no-parent] [--[no-]cascade]
 zae-limiter entity shards show ID [--resource R]
-zae-limiter entity reset | top-up ID --resource R ...  (cli/controls.py)
+zae-limiter entity reset | top-up ID --resource R ... ; entity set-parent ID P  (cli/controls.py)
 """
 
 from __future__ import annotations
