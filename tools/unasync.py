@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "zae_limiter"
 #: Modules holding generated faces (relative to the package).
-FILES = ("drivers.py", "lease.py", "limiter.py", "repository.py")
+FILES = ("drivers.py", "lease.py", "limiter.py", "regional.py", "repository.py")
 
 SOURCE = "# unasync: source\n"
 GENERATED = "# unasync: generated from the source above by tools/unasync.py; do not edit\n"
@@ -40,7 +40,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"\basync_principal\b", "sync_principal"),
     (r"\b_Async", "_Sync"),
     (r"\bAsync(Acquiring|Keeper|Runner)\b", r"Sync\1"),
-    (r"\b(RateLimiter|Repository|Lease)\b", r"Sync\1"),
+    (r"\b(RateLimiter|Repository|Lease|GlobalShares)\b", r"Sync\1"),
     (r"\bAsync\b", "Sync"),
     (r"\baiobotocore\b", "boto3"),
 )

@@ -1,0 +1,223 @@
+"""Regional shares: the flows (requests yielded, results received; no I/O here).
+
+`take_share` is the hot path: one UpdateItem on this region's own share item, planned
+from the image this client last saw, or no request at all when that image says the share
+is short. `keep_pass` is one pass of a share keeper: one Query of every region's item in
+the local replica, and at most one write to this region's own item (plus a demand ADD
+when no take carried this client's counted demand).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from zae_limiter import keys
+from zae_limiter.flows import Call, Flow, Result, one, pause
+from zae_limiter.flows import regional as core
+from zae_limiter.keys import regions as rk
+from zae_limiter.limits import Limit
+
+#: Conditional writes a take or a keeper's pass tries before giving up for now.
+MAX_TRIES = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One global limit of one entity and resource, seen from one region."""
+
+    table: str
+    namespace: str
+    entity_id: str
+    resource: str
+    limit: Limit
+    regions: tuple[str, ...]
+    region: str
+
+    @property
+    def key(self) -> keys.Item:
+        return rk.share_key(
+            self.namespace, self.entity_id, self.resource, self.limit.name, self.region
+        )
+
+
+@dataclass(slots=True)
+class Memory:
+    """What this client knows of one target: its region's item as last seen, the time
+    before which it is known short, demand counted and not written yet, and the others'
+    items as the keeper last read them."""
+
+    image: core.ShareImage | None = None
+    short_until_ms: int = 0
+    retry_after_ms: int = 0
+    pending_milli: int = 0
+    demand: core.Demand = field(default_factory=core.Demand)
+    others: dict[str, core.ShareImage] = field(default_factory=dict)
+    transfers: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    admitted: bool
+    retry_after_ms: int = 0
+    tokens_milli: int = 0
+    requests: int = 0
+
+
+def _decoded(result: Result) -> core.ShareImage | None:
+    item = result.attributes if result.ok else result.old
+    return core.decode(item) if item else None
+
+
+def ensure_item(target: Target, memory: Memory) -> Flow[core.ShareImage]:
+    """This region's item: read it, and create it when no client of the region has."""
+    found = yield from one(Call("GetItem", keys.get_consistent(target.table, target.key)))
+    if found.item:
+        image = core.decode(found.item)
+    else:
+        fields = core.new_fields(target.limit, target.regions, target.region)
+        put = rk.create_put(target.table, target.key, fields, target.region)
+        created = yield from one(Call("PutItem", put))
+        image = (
+            core.image_of_fields(fields, target.region)
+            if created.ok
+            else core.decode(created.old or {})
+        )
+    core.check_whole(image, target.limit)
+    memory.image = image
+    return image
+
+
+def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -> Flow[Taken]:
+    """Take `amount_milli` from this region's share: one write, or none when known short."""
+    memory.pending_milli += amount_milli
+    if now_ms < memory.short_until_ms:
+        return Taken(False, memory.short_until_ms - now_ms)
+    requests = 0
+    image = memory.image
+    for _ in range(MAX_TRIES):
+        if image is None:
+            image = yield from ensure_item(target, memory)
+            requests += 1
+        plan = core.plan_take(image, amount_milli, now_ms)
+        if isinstance(plan, core.Short):
+            wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
+            memory.short_until_ms = now_ms + max(1, wait)
+            return Taken(False, max(1, wait), plan.tokens_milli, requests)
+        offered, memory.pending_milli = memory.pending_milli, 0
+        call = rk.take_write(
+            target.table, target.key, image.version, amount_milli, plan.full_at,
+            plan.window, offered,
+        )  # fmt: skip
+        # A lost answer loses the counted demand with it: an ADD is never re-sent.
+        result = yield from one(Call("UpdateItem", call))
+        requests += 1
+        if not result.ok:
+            memory.pending_milli += offered
+        image = _decoded(result)
+        memory.image = image
+        if result.ok and image is not None:
+            return Taken(True, 0, image.tokens(now_ms), requests)
+    return Taken(False, 1, 0, requests)
+
+
+def read_all(target: Target) -> Flow[dict[str, core.ShareImage]]:
+    """Every region's share item in the local replica (what has reached it)."""
+    query = rk.all_regions_query(
+        target.table, target.namespace, target.entity_id, target.resource, target.limit.name
+    )
+    result = yield from one(Call("Query", query))
+    return {image.region: image for image in map(core.decode, result.items)}
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """What one keeper pass saw and did."""
+
+    images: dict[str, core.ShareImage]
+    wanted: dict[str, int]
+    transfer: core.Transfer | None
+    requests: int
+
+
+def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
+    """Read every region's item; absorb what was released to this region and release its
+    excess over what demand says it should hold, in one write to its own item."""
+    images = yield from read_all(target)
+    requests = 1
+    own = images.get(target.region)
+    if own is None:
+        own = yield from ensure_item(target, memory)
+        images[target.region] = own
+        requests += 1
+    for image in images.values():
+        memory.demand.observe(image, now_ms)
+    memory.others = images
+    demand = {r: memory.demand.rate(r, now_ms) for r in target.regions}
+    wanted = core.targets(target.regions, demand)
+    reachable = memory.demand.reachable(target.regions, now_ms)
+    done: core.Transfer | None = None
+    for _ in range(MAX_TRIES):
+        transfer = core.plan_transfer(own, images, wanted, reachable)
+        if transfer is None:
+            break
+        fields = core.reshare_fields(own, transfer, target.limit, now_ms)
+        call = rk.reshare_write(target.table, target.key, own.version, own.full_at, fields)
+        result = yield from one(Call("UpdateItem", call))
+        requests += 1
+        fresh = _decoded(result)
+        if fresh is None:
+            break
+        own = images[target.region] = fresh
+        memory.image = fresh
+        memory.short_until_ms = 0
+        if result.ok:
+            done = transfer
+            memory.transfers += 1
+            break
+    requests += yield from _flush_demand(target, memory)
+    return Pass(images, wanted, done, requests)
+
+
+def _flush_demand(target: Target, memory: Memory) -> Flow[int]:
+    """Demand counted by rejected acquires that no take has written yet."""
+    offered, memory.pending_milli = memory.pending_milli, 0
+    if offered <= 0:
+        return 0
+    yield from one(Call("UpdateItem", rk.demand_write(target.table, target.key, offered)))
+    return 1
+
+
+def keep(
+    target: Target, memory: Memory, now_ms: int, stop: Sequence[bool], ticks: int | None = None
+) -> Flow[int]:
+    """A share keeper: passes every TICK_MS (jittered) until `stop[0]` or `ticks` passes;
+    a pass that fails waits longer (doubling, jittered). The number of passes made."""
+    passes, failures, now = 0, 0, now_ms
+    while not stop[0] and (ticks is None or passes < ticks):
+        try:
+            yield from keep_pass(target, memory, now)
+            failures = 0
+        except Exception:  # a throttle or an outage: back off, keep the share held
+            failures += 1
+        passes += 1
+        wait = core.next_tick_ms(memory.rng) * (2 ** min(failures, 5))
+        woke = yield from pause(wait)
+        now = woke if woke is not None else now + wait
+    return passes
+
+
+__all__ = [
+    "MAX_TRIES",
+    "Memory",
+    "Pass",
+    "Taken",
+    "Target",
+    "ensure_item",
+    "keep",
+    "keep_pass",
+    "read_all",
+    "take_share",
+]

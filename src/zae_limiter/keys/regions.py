@@ -1,0 +1,232 @@
+"""Regional shares of a global limit: the share item of each region, and its writes.
+
+One item per (entity, resource, limit, region), all under one partition key so that one
+Query reads every region's item from the local replica:
+
+    PK  {ns}/GSHARE#{entity}#{resource}#{limit}
+    SK  #REGION#{region}
+
+Only the clients and the share keeper of `region` ever write its item, so last-writer-wins
+replication never has two writers to choose between. The item is the region's bucket
+(the share's capacity and rate, `fa` as in docs/buckets.md) and the region's side of the
+transfer protocol (docs/global.md):
+
+| attribute | meaning |
+|---|---|
+| `pt` | parts of the whole limit this region holds (of `PARTS`) |
+| `vr` | share version: raised by every change of `pt`; every take is conditioned on it |
+| `cp` `ra` `rp` | the share's capacity and refill (millitokens, ms), derived from `pt` |
+| `wc` `wr` `wp` | the whole limit's capacity and refill the parts are of |
+| `fa` | full-at time x `ra` (bucket.py), `tc` millitokens consumed |
+| `dm` | millitokens offered in this region, ever (demand; admitted or not) |
+| `g_{region}` | parts this region has ever given to that region (written by the giver) |
+| `k_{region}` | parts this region has ever taken in from that region (its acknowledgement) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zae_limiter.keys.core import Item, get_n, key, n, s
+
+SHARE_PREFIX = "GSHARE#"
+REGION_SK_PREFIX = "#REGION#"
+#: The whole limit is split into this many parts; a share is a number of parts.
+PARTS = 1_000_000
+
+A_PARTS, A_VERSION = "pt", "vr"
+A_CAPACITY, A_RATE, A_PERIOD = "cp", "ra", "rp"
+A_WHOLE_CAPACITY, A_WHOLE_RATE, A_WHOLE_PERIOD = "wc", "wr", "wp"
+A_FULL_AT, A_CONSUMED, A_DEMAND = "fa", "tc", "dm"
+A_REGION = "region"
+GIVEN_PREFIX, TAKEN_PREFIX = "g_", "k_"
+
+
+def share_pk(ns: str, entity_id: str, resource: str, limit_name: str) -> str:
+    return f"{ns}/{SHARE_PREFIX}{entity_id}#{resource}#{limit_name}"
+
+
+def share_key(ns: str, entity_id: str, resource: str, limit_name: str, region: str) -> Item:
+    return key(share_pk(ns, entity_id, resource, limit_name), f"{REGION_SK_PREFIX}{region}")
+
+
+def given_attr(region: str) -> str:
+    return f"{GIVEN_PREFIX}{region}"
+
+
+def taken_attr(region: str) -> str:
+    return f"{TAKEN_PREFIX}{region}"
+
+
+def counters(item: Mapping[str, Any], prefix: str) -> dict[str, int]:
+    """`g_*` or `k_*` counters of an item: region -> parts."""
+    return {
+        attr[len(prefix) :]: int(value["N"])
+        for attr, value in item.items()
+        if attr.startswith(prefix) and "N" in value
+    }
+
+
+def region_of(item: Mapping[str, Any]) -> str:
+    sk = str(item["SK"]["S"])
+    return sk[len(REGION_SK_PREFIX) :]
+
+
+def number(item: Mapping[str, Any], attr: str) -> int | None:
+    return int(item[attr]["N"]) if attr in item else None
+
+
+def all_regions_query(
+    table: str, ns: str, entity_id: str, resource: str, name: str
+) -> dict[str, Any]:
+    """Every region's share item, as the local replica holds them."""
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": s(share_pk(ns, entity_id, resource, name))},
+        "ConsistentRead": True,
+    }
+
+
+def _returns() -> dict[str, str]:
+    return {"ReturnValues": "ALL_NEW", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+
+
+def take_write(
+    table: str,
+    item_key: Item,
+    version: int,
+    amount_milli: int,
+    full_at: int,
+    window: tuple[int, int | None],
+    offered_milli: int,
+) -> dict[str, Any]:
+    """A take of `amount_milli` from a region's share, planned at share version `version`.
+
+    `window` is (threshold, upper). With an upper bound, the ADD form: the bucket is short
+    of full (`fa > threshold`) and stays in credit (`fa <= upper`); `full_at` is the amount
+    added. Without, the SET form: the bucket is full (`fa` absent or `<= threshold`) and
+    `fa` is set to `full_at`. `offered_milli`: demand this client counted since its last
+    write (rejected acquires included), carried by the take at no extra request.
+    """
+    threshold, upper = window
+    names = {"#v": A_VERSION, "#f": A_FULL_AT, "#c": A_CONSUMED, "#d": A_DEMAND}
+    values = {
+        ":v": n(version), ":a": n(amount_milli), ":d": n(offered_milli),
+        ":t": n(threshold), ":x": n(full_at),
+    }  # fmt: skip
+    if upper is not None:
+        values[":u"] = n(upper)
+        update = "ADD #f :x, #c :a, #d :d"
+        condition = "#v = :v AND #f > :t AND #f <= :u"
+    else:
+        update = "SET #f = :x ADD #c :a, #d :d"
+        condition = "#v = :v AND (attribute_not_exists(#f) OR #f <= :t)"
+    return {
+        "TableName": table,
+        "Key": item_key,
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        **_returns(),
+    }
+
+
+def demand_write(table: str, item_key: Item, offered_milli: int) -> dict[str, Any]:
+    """Demand seen by a client that made no take since: an ADD to `dm`, only if the item
+    exists (the keeper creates it). Never re-sent: an ADD applied twice counts twice."""
+    return {
+        "TableName": table,
+        "Key": item_key,
+        "UpdateExpression": "ADD #d :d",
+        "ConditionExpression": "attribute_exists(#v)",
+        "ExpressionAttributeNames": {"#d": A_DEMAND, "#v": A_VERSION},
+        "ExpressionAttributeValues": {":d": n(offered_milli)},
+    }
+
+
+def create_put(
+    table: str, item_key: Item, fields: Mapping[str, int], region: str
+) -> dict[str, Any]:
+    """A region's share item as first written (by a take or by its keeper)."""
+    item: Item = {**item_key, A_REGION: s(region), **{a: n(v) for a, v in fields.items()}}
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(#v)",
+        "ExpressionAttributeNames": {"#v": A_VERSION},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def reshare_write(
+    table: str,
+    item_key: Item,
+    seen_version: int,
+    seen_full_at: int | None,
+    fields: Mapping[str, int],
+) -> dict[str, Any]:
+    """The keeper's one write of a transfer: new parts, share config, re-expressed `fa`,
+    raised `g_*` / `k_*` counters and the next version, exactly over the image it planned
+    from (its version and full-at time), so no take lands between its read and its write."""
+    names = {"#v": A_VERSION, "#f": A_FULL_AT}
+    values: dict[str, Any] = {":v": n(seen_version)}
+    sets = []
+    for i, (attr, value) in enumerate(sorted(fields.items())):
+        names[f"#s{i}"] = attr
+        values[f":s{i}"] = n(value)
+        sets.append(f"#s{i} = :s{i}")
+    if seen_full_at is None:
+        condition = "#v = :v AND attribute_not_exists(#f)"
+    else:
+        values[":o"] = n(seen_full_at)
+        condition = "#v = :v AND #f = :o"
+    return {
+        "TableName": table,
+        "Key": item_key,
+        "UpdateExpression": "SET " + ", ".join(sets),
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        **_returns(),
+    }
+
+
+def get_number(item: Mapping[str, Any], attr: str) -> int:
+    return get_n(item, attr)
+
+
+__all__ = [
+    "A_CAPACITY",
+    "A_CONSUMED",
+    "A_DEMAND",
+    "A_FULL_AT",
+    "A_PARTS",
+    "A_PERIOD",
+    "A_RATE",
+    "A_REGION",
+    "A_VERSION",
+    "A_WHOLE_CAPACITY",
+    "A_WHOLE_PERIOD",
+    "A_WHOLE_RATE",
+    "GIVEN_PREFIX",
+    "PARTS",
+    "REGION_SK_PREFIX",
+    "SHARE_PREFIX",
+    "TAKEN_PREFIX",
+    "all_regions_query",
+    "counters",
+    "create_put",
+    "demand_write",
+    "get_number",
+    "given_attr",
+    "number",
+    "region_of",
+    "reshare_write",
+    "share_key",
+    "share_pk",
+    "take_write",
+    "taken_attr",
+]

@@ -1,0 +1,89 @@
+"""Regional shares (docs/global.md, "Why it cannot over-admit") hold because the giver
+lowers first, the receiver raises only by what it has seen released, and a raise brings
+no token. Each mutant below breaks one of the three; the model of three regions under lag,
+reordering and partitions (tests/unit/test_regional_shares.py) must catch it, and the
+engine test on the local multi-region engine must catch the first two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.mutants import must_fail, mutant, mutant_wrapping
+from tests.unit.test_regional_shares import broken_seeds, burst_model, run_model
+from zae_limiter.flows import regional as core
+
+
+def _all_seeds() -> None:
+    broken_seeds(run_model)
+    broken_seeds(burst_model, range(6))
+
+
+def _raise_before_release(original: Any) -> Any:
+    """The receiver raises by what its target says it is owed, before any release."""
+
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any) -> Any:
+        transfer = original(own, images, wanted, reachable)
+        owed = wanted[own.region] - own.parts
+        if owed > core.HYSTERESIS and (transfer is None or not transfer.released):
+            base = transfer or core.Transfer(own.parts, own.given, own.taken, 0, {})
+            return core.Transfer(base.parts + owed, base.given, base.taken, owed, {})
+        return transfer
+
+    return broken
+
+
+def _give_without_lowering(original: Any) -> Any:
+    """The giver raises `g_receiver` but keeps its parts (it would lower them later)."""
+
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any) -> Any:
+        transfer = original(own, images, wanted, reachable)
+        if transfer is None or not transfer.released:
+            return transfer
+        kept = transfer.parts + sum(transfer.released.values())
+        return core.Transfer(kept, transfer.given, transfer.taken, transfer.absorbed, {})
+
+    return broken
+
+
+def _raise_brings_tokens(original: Any) -> Any:
+    """A raise credits the raised capacity as tokens (the bucket jumps by the increase)."""
+
+    def broken(own: Any, transfer: Any, limit: Any, now_ms: int) -> Any:
+        fields = original(own, transfer, limit, now_ms)
+        cp = fields[core.rk.A_CAPACITY]
+        if cp > own.capacity_milli:
+            after = core.LimitState(
+                capacity_milli=cp,
+                refill_amount_milli=fields[core.rk.A_RATE],
+                refill_period_ms=fields[core.rk.A_PERIOD],
+            )
+            tokens = own.tokens(now_ms) + cp - own.capacity_milli
+            fields[core.rk.A_FULL_AT] = after.with_tokens(tokens, now_ms)
+        return fields
+
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("plan_transfer", _raise_before_release),
+        ("plan_transfer", _give_without_lowering),
+        ("reshare_fields", _raise_brings_tokens),
+    ],
+    ids=["receiver-raises-first", "giver-does-not-lower", "raise-brings-tokens"],
+)
+def test_the_model_catches_each_broken_transfer(name: str, make: Any) -> None:
+    _all_seeds()  # passes on the real code
+    with mutant_wrapping(core, name, make):
+        killed = must_fail(_all_seeds)
+    assert "past" in str(killed), killed
+
+
+def test_the_model_catches_a_floor_of_zero_tokens_ignored() -> None:
+    """A take that ignores the share (plans as if always full) is caught too."""
+    with mutant(core, "plan_take", lambda image, amount, now: core.TakePlan(0, (0, None))):
+        must_fail(_all_seeds)
