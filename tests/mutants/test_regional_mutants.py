@@ -12,11 +12,17 @@ from typing import Any
 import pytest
 
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from tests.unit.test_regional_shares import broken_seeds, burst_model, run_model
+from tests.unit.test_regional_shares import (
+    broken_seeds,
+    burst_model,
+    drained_then_moved,
+    run_model,
+)
 from zae_limiter.flows import regional as core
 
 
 def _all_seeds() -> None:
+    drained_then_moved()
     broken_seeds(run_model)
     broken_seeds(burst_model, range(6))
 
@@ -67,14 +73,27 @@ def _raise_brings_tokens(original: Any) -> Any:
     return broken
 
 
+def _full_at_kept(original: Any) -> Any:
+    """A share change keeps `fa` as it was, written for the old rate (not re-expressed)."""
+
+    def broken(own: Any, transfer: Any, limit: Any, now_ms: int) -> Any:
+        fields = original(own, transfer, limit, now_ms)
+        if own.full_at is not None:
+            fields[core.rk.A_FULL_AT] = own.full_at
+        return fields
+
+    return broken
+
+
 @pytest.mark.parametrize(
     ("name", "make"),
     [
         ("plan_transfer", _raise_before_release),
         ("plan_transfer", _give_without_lowering),
         ("reshare_fields", _raise_brings_tokens),
+        ("reshare_fields", _full_at_kept),
     ],
-    ids=["receiver-raises-first", "giver-does-not-lower", "raise-brings-tokens"],
+    ids=["receiver-raises-first", "giver-does-not-lower", "raise-brings-tokens", "fa-kept"],
 )
 def test_the_model_catches_each_broken_transfer(name: str, make: Any) -> None:
     _all_seeds()  # passes on the real code
@@ -83,7 +102,30 @@ def test_the_model_catches_each_broken_transfer(name: str, make: Any) -> None:
     assert "past" in str(killed), killed
 
 
+def _room_ignores_reserves(original: Any) -> Any:
+    """A take plans as if reserves held nothing: the room is the whole share."""
+
+    def broken(image: Any, amount: int, now_ms: int, extra: int = 0) -> Any:
+        plan = original(core.replace(image, held=0, held_before=0), amount, now_ms, extra)
+        if isinstance(plan, core.TakePlan):  # the held counts still written as they were
+            return core.replace(plan, held=image.held_seen(extra, now_ms))
+        return plan
+
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [("plan_take", _room_ignores_reserves)],
+    ids=["room-ignores-reserves"],
+)
+def test_the_model_catches_reserves_forgotten(name: str, make: Any) -> None:
+    with mutant_wrapping(core, name, make):
+        killed = must_fail(_all_seeds)
+    assert "past" in str(killed), killed
+
+
 def test_the_model_catches_a_floor_of_zero_tokens_ignored() -> None:
     """A take that ignores the share (plans as if always full) is caught too."""
-    with mutant(core, "plan_take", lambda image, amount, now: core.TakePlan(0, (0, None))):
+    with mutant(core, "plan_take", lambda image, amount, now, extra=0: core.TakePlan(0, (0, None))):
         must_fail(_all_seeds)

@@ -19,6 +19,7 @@ import pytest
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import regional as core
+from zae_limiter.flows.regional_run import RESERVE_LIFE_MS
 from zae_limiter.keys import regions as rk
 from zae_limiter.limits import Limit
 
@@ -68,6 +69,8 @@ class Model:
     partitioned: set[str] = field(default_factory=set)
     max_lag_ms: int = 1500
     admitted: dict[str, int] = field(default_factory=dict)
+    #: region -> (millitokens left, spendable until): one client's reserve per region.
+    reserves: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for region in REGIONS:
@@ -104,9 +107,19 @@ class Model:
             self.own[region] = _apply(own, core.reshare_fields(own, transfer, self.limit, now_ms))
             self.publish(region, now_ms)
 
-    def take(self, region: str, amount: int, now_ms: int, ideal: IdealBucket) -> None:
+    def take(
+        self, region: str, amount: int, now_ms: int, ideal: IdealBucket, extra: int = 0
+    ) -> None:
+        left, until = self.reserves.get(region, (0, 0))
+        if left >= amount and now_ms < until:  # served from the reserve: no write
+            self.reserves[region] = (left - amount, until)
+            self.admitted[region] += amount
+            ideal.admit(amount, now_ms)
+            return
         image = self.own[region]
-        plan = core.plan_take(image, amount, now_ms)
+        plan = core.plan_take(image, amount, now_ms, extra)
+        if extra and isinstance(plan, core.Short):
+            extra, plan = 0, core.plan_take(image, amount, now_ms)
         if isinstance(plan, core.Short):
             return
         if plan.window[1] is None:
@@ -114,7 +127,17 @@ class Model:
         else:
             assert image.full_at is not None
             full_at = image.full_at + plan.full_at
-        self.own[region] = replace(image, full_at=full_at)
+        image = replace(image, full_at=full_at)
+        roll = plan.held
+        if roll is not None and roll.rolls:  # what keys.regions' held counts write does
+            if roll.seen_epoch == roll.epoch:
+                image = replace(image, held=image.held + roll.milli)
+            else:
+                before = image.held if roll.seen_epoch == roll.epoch - 1 else 0
+                image = replace(image, held_epoch=roll.epoch, held=roll.milli, held_before=before)
+        if extra:
+            self.reserves[region] = (extra, now_ms + RESERVE_LIFE_MS)
+        self.own[region] = image
         self.admitted[region] += amount
         ideal.admit(amount, now_ms)
 
@@ -123,7 +146,11 @@ class Model:
 
 
 def run_model(
-    seed: int, steps: int = 3000, limit: Limit | None = None, max_lag_ms: int = 1500
+    seed: int,
+    steps: int = 3000,
+    limit: Limit | None = None,
+    max_lag_ms: int = 1500,
+    reserves: bool = True,
 ) -> Model:
     rng = random.Random(seed)
     limit = limit or Limit.per_second("rps", 300)
@@ -144,7 +171,8 @@ def run_model(
         if rng.random() < 0.1:
             model.keeper(region, core.targets(REGIONS, demand), now)
         else:
-            model.take(region, rng.choice((1000, 1000, 5000, 20_000)), now, ideal)
+            extra = rng.choice((0, 0, 10_000, 40_000)) if reserves else 0
+            model.take(region, rng.choice((1000, 1000, 5000, 20_000)), now, ideal, extra)
         assert model.parts_sum() <= core.PARTS, f"shares sum past the whole at step {_}"
     return model
 
@@ -169,6 +197,41 @@ def burst_model(seed: int) -> Model:
 @pytest.mark.parametrize("seed", range(6))
 def test_with_a_long_burst_and_a_short_lag(seed: int) -> None:
     burst_model(seed)
+
+
+def test_without_reserves() -> None:
+    for seed in range(4):
+        run_model(seed, reserves=False)
+
+
+def drained_then_moved(seed: int = 0) -> Model:
+    """Every region drained at once, then a transfer from us-east-1 to ap-southeast-1
+    (no lag), then every region drained again: the ideal bucket is empty, so anything a
+    transfer created would be admitted past it."""
+    limit = Limit.per_second("rps", 300)
+    model = Model(limit, random.Random(seed), max_lag_ms=0)
+    ideal = IdealBucket(Fraction(limit.capacity_milli), Fraction(limit.refill_amount_milli, 1000))
+    model.deliver(1000)
+
+    def drain(now_ms: int) -> None:
+        for region in REGIONS:
+            tokens = model.own[region].tokens(now_ms) // 1000 * 1000
+            if tokens > 0:
+                model.take(region, tokens, now_ms, ideal)
+
+    drain(1000)
+    wanted = {"us-east-1": core.MIN_PARTS, "eu-west-1": 300_000, "ap-southeast-1": 680_000}
+    model.keeper("us-east-1", wanted, 1000)
+    model.deliver(1000)
+    model.keeper("ap-southeast-1", wanted, 1000)
+    assert model.own["ap-southeast-1"].parts > core.PARTS // 2, "the transfer did not happen"
+    drain(1000)
+    drain(1001)
+    return model
+
+
+def test_a_transfer_between_drained_buckets_creates_no_token() -> None:
+    drained_then_moved()
 
 
 def test_parts_are_initial_less_given_plus_taken() -> None:

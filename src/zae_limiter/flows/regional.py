@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
@@ -103,6 +103,15 @@ class ShareImage:
     demand_milli: int = 0
     given: Mapping[str, int] = field(default_factory=dict)
     taken: Mapping[str, int] = field(default_factory=dict)
+    held_epoch: int | None = None
+    held: int = 0
+    held_before: int = 0
+
+    @property
+    def held_total(self) -> int:
+        """Millitokens taken into this region's reserves and not yet rolled into `fa`:
+        out of the bucket, whether spent, still held, or lost."""
+        return self.held + self.held_before
 
     def state(self) -> LimitState:
         return LimitState(
@@ -113,7 +122,13 @@ class ShareImage:
         )
 
     def tokens(self, now_ms: int) -> int:
-        return self.state().tokens(now_ms)
+        """Millitokens in the bucket (its room is the share less the held counts)."""
+        return self.state().tokens(now_ms, 1, self.held_total)
+
+    def held_seen(self, milli: int, now_ms: int) -> rk.Held:
+        return rk.Held(
+            self.held_epoch, self.held, self.held_before, milli, now_ms // rk.HELD_EPOCH_MS
+        )
 
 
 def decode(item: Mapping[str, object]) -> ShareImage:
@@ -133,6 +148,9 @@ def decode(item: Mapping[str, object]) -> ShareImage:
         demand_milli=num(rk.A_DEMAND),
         given=rk.counters(item, rk.GIVEN_PREFIX),
         taken=rk.counters(item, rk.TAKEN_PREFIX),
+        held_epoch=rk.number(item, rk.A_HELD_EPOCH),
+        held=num(rk.A_HELD),
+        held_before=num(rk.A_HELD_BEFORE),
     )
 
 
@@ -177,6 +195,7 @@ class TakePlan:
 
     full_at: int
     window: tuple[int, int | None]
+    held: rk.Held | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,16 +206,25 @@ class Short:
     retry_after_ms: int
 
 
-def plan_take(image: ShareImage, amount_milli: int, now_ms: int) -> TakePlan | Short:
-    state = image.state()
-    tokens = state.tokens(now_ms)
-    if tokens < amount_milli:
-        return Short(tokens, state.ms_until(amount_milli, now_ms))
+def plan_take(
+    image: ShareImage, amount_milli: int, now_ms: int, extra_milli: int = 0
+) -> TakePlan | Short:
+    """A take of `amount_milli`, and `extra_milli` into a reserve, from `image`: the room
+    is the share's capacity less the held counts, and the write's condition says they have
+    not grown since. The full-at time moves by the amount and by the held counts the take
+    rolls out of the item (spent reserves, charged now); the reserve itself is held."""
+    state, held = image.state(), image.held_total
+    need = amount_milli + extra_milli
+    tokens = state.tokens(now_ms, 1, held)
+    if tokens < need:
+        return Short(tokens, state.ms_until(need, now_ms, 1, held))
+    roll = image.held_seen(extra_milli, now_ms)
+    charge = amount_milli + roll.dropped
     threshold = state.threshold(now_ms)
     if state.is_full(now_ms):
-        return TakePlan(state.charged(amount_milli, now_ms), (threshold, None))
-    upper = threshold + (state.capacity_milli - amount_milli) * state.unit()
-    return TakePlan(amount_milli * state.unit(), (threshold, upper))
+        return TakePlan(state.charged(charge, now_ms), (threshold, None), roll)
+    upper = threshold + (state.room(1, held) - need) * state.unit()
+    return TakePlan(charge * state.unit(), (threshold, upper), roll)
 
 
 # ---------------------------------------------------------------- transfers
@@ -300,15 +328,16 @@ def reshare_fields(
     own: ShareImage, transfer: Transfer, limit: Limit, now_ms: int
 ) -> dict[str, int]:
     """The item's fields after `transfer`: the share's config from its parts, and `fa`
-    re-expressed so the bucket holds what it held, clamped to the new capacity. A raise
-    brings no token; a lowering leaves no token above the new capacity."""
+    re-expressed so the bucket holds what it held, clamped to the new capacity less what
+    reserves may still hold. A raise brings no token; after a lowering, the bucket and
+    the region's reserves together hold no more than the new capacity."""
     cp, ra, rp = share_config(limit, transfer.parts)
-    before = own.state()
+    held = own.held_total
     after = LimitState(capacity_milli=cp, refill_amount_milli=ra, refill_period_ms=rp)
-    tokens = min(before.tokens(now_ms), cp)
+    tokens = min(own.tokens(now_ms), cp - held)
     fields = {
         rk.A_PARTS: transfer.parts, rk.A_VERSION: own.version + 1, rk.A_CAPACITY: cp,
-        rk.A_RATE: ra, rk.A_PERIOD: rp, rk.A_FULL_AT: after.with_tokens(tokens, now_ms),
+        rk.A_RATE: ra, rk.A_PERIOD: rp, rk.A_FULL_AT: after.with_tokens(tokens, now_ms, 1, held),
     }  # fmt: skip
     fields.update({rk.given_attr(r): v for r, v in transfer.given.items()})
     fields.update({rk.taken_attr(r): v for r, v in transfer.taken.items()})
@@ -376,6 +405,7 @@ __all__ = [
     "plan_take",
     "plan_transfer",
     "release",
+    "replace",
     "reshare_fields",
     "share_config",
     "targets",

@@ -10,6 +10,7 @@ when no take carried this client's counted demand).
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,14 @@ from zae_limiter.limits import Limit
 
 #: Conditional writes a take or a keeper's pass tries before giving up for now.
 MAX_TRIES = 6
+#: A reserve is sized to last this long at the client's own recent rate, is spent for at
+#: most RESERVE_LIFE_MS after it was taken (what is left is lost, never returned: it was
+#: counted as held, and rolls into the full-at time as spent), and never holds more than
+#: a quarter of the share.
+RESERVE_TARGET_MS = 100
+RESERVE_LIFE_MS = 250
+#: Under this many tokens a reserve is not worth taking: the take is exact.
+MIN_RESERVE_MILLI = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,23 @@ class Memory:
     others: dict[str, core.ShareImage] = field(default_factory=dict)
     transfers: int = 0
     rng: random.Random = field(default_factory=random.Random)
+    reserve_milli: int = 0
+    reserve_until_ms: int = 0
+    arrivals: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
+    reserve: bool = True
+
+    def rate_milli_per_s(self, now_ms: int) -> int:
+        """Millitokens a second this client asked for over the last second."""
+        while self.arrivals and self.arrivals[0] <= now_ms - 1000:
+            self.arrivals.popleft()
+        return len(self.arrivals) * 1000
+
+    def spend(self, amount_milli: int, now_ms: int) -> bool:
+        if self.reserve_milli >= amount_milli and now_ms < self.reserve_until_ms:
+            self.reserve_milli -= amount_milli
+            return True
+        self.reserve_milli = 0  # an aged reserve is lost, never returned
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +99,13 @@ def _decoded(result: Result) -> core.ShareImage | None:
 
 def ensure_item(target: Target, memory: Memory) -> Flow[core.ShareImage]:
     """This region's item: read it, and create it when no client of the region has."""
-    found = yield from one(Call("GetItem", keys.get_consistent(target.table, target.key)))
+    found = yield from one(Call("get_item", keys.get_consistent(target.table, target.key)))
     if found.item:
         image = core.decode(found.item)
     else:
         fields = core.new_fields(target.limit, target.regions, target.region)
         put = rk.create_put(target.table, target.key, fields, target.region)
-        created = yield from one(Call("PutItem", put))
+        created = yield from one(Call("put_item", put))
         image = (
             core.image_of_fields(fields, target.region)
             if created.ok
@@ -90,9 +116,22 @@ def ensure_item(target: Target, memory: Memory) -> Flow[core.ShareImage]:
     return image
 
 
+def reserve_size(memory: Memory, image: core.ShareImage, amount_milli: int, now_ms: int) -> int:
+    """Extra millitokens to take into a reserve (whole tokens; 0: take exactly)."""
+    if not memory.reserve:
+        return 0
+    wanted = memory.rate_milli_per_s(now_ms) * RESERVE_TARGET_MS // 1000 - amount_milli
+    extra = min(wanted, image.capacity_milli // 4) // 1000 * 1000
+    return extra if extra >= MIN_RESERVE_MILLI else 0
+
+
 def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -> Flow[Taken]:
-    """Take `amount_milli` from this region's share: one write, or none when known short."""
+    """Take `amount_milli` from this region's share: from this client's reserve, else one
+    write (taking a reserve with it when this client is busy), or none when known short."""
     memory.pending_milli += amount_milli
+    memory.arrivals.append(now_ms)
+    if memory.spend(amount_milli, now_ms):
+        return Taken(True, 0, memory.reserve_milli)
     if now_ms < memory.short_until_ms:
         return Taken(False, memory.short_until_ms - now_ms)
     requests = 0
@@ -101,7 +140,10 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         if image is None:
             image = yield from ensure_item(target, memory)
             requests += 1
-        plan = core.plan_take(image, amount_milli, now_ms)
+        extra = reserve_size(memory, image, amount_milli, now_ms)
+        plan = core.plan_take(image, amount_milli, now_ms, extra)
+        if extra and isinstance(plan, core.Short):
+            extra, plan = 0, core.plan_take(image, amount_milli, now_ms)
         if isinstance(plan, core.Short):
             wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
             memory.short_until_ms = now_ms + max(1, wait)
@@ -109,16 +151,17 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         offered, memory.pending_milli = memory.pending_milli, 0
         call = rk.take_write(
             target.table, target.key, image.version, amount_milli, plan.full_at,
-            plan.window, offered,
+            plan.window, offered, plan.held,
         )  # fmt: skip
         # A lost answer loses the counted demand with it: an ADD is never re-sent.
-        result = yield from one(Call("UpdateItem", call))
+        result = yield from one(Call("update_item", call))
         requests += 1
         if not result.ok:
             memory.pending_milli += offered
         image = _decoded(result)
         memory.image = image
         if result.ok and image is not None:
+            memory.reserve_milli, memory.reserve_until_ms = extra, now_ms + RESERVE_LIFE_MS
             return Taken(True, 0, image.tokens(now_ms), requests)
     return Taken(False, 1, 0, requests)
 
@@ -128,7 +171,7 @@ def read_all(target: Target) -> Flow[dict[str, core.ShareImage]]:
     query = rk.all_regions_query(
         target.table, target.namespace, target.entity_id, target.resource, target.limit.name
     )
-    result = yield from one(Call("Query", query))
+    result = yield from one(Call("query", query))
     return {image.region: image for image in map(core.decode, result.items)}
 
 
@@ -165,7 +208,7 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
             break
         fields = core.reshare_fields(own, transfer, target.limit, now_ms)
         call = rk.reshare_write(target.table, target.key, own.version, own.full_at, fields)
-        result = yield from one(Call("UpdateItem", call))
+        result = yield from one(Call("update_item", call))
         requests += 1
         fresh = _decoded(result)
         if fresh is None:
@@ -186,7 +229,7 @@ def _flush_demand(target: Target, memory: Memory) -> Flow[int]:
     offered, memory.pending_milli = memory.pending_milli, 0
     if offered <= 0:
         return 0
-    yield from one(Call("UpdateItem", rk.demand_write(target.table, target.key, offered)))
+    yield from one(Call("update_item", rk.demand_write(target.table, target.key, offered)))
     return 1
 
 

@@ -19,6 +19,7 @@ transfer protocol (docs/global.md):
 | `wc` `wr` `wp` | the whole limit's capacity and refill the parts are of |
 | `fa` | full-at time x `ra` (bucket.py), `tc` millitokens consumed |
 | `dm` | millitokens offered in this region, ever (demand; admitted or not) |
+| `he` `hc` `hp` | reserves: epoch of `hc`; millitokens taken into reserves in it, and before |
 | `g_{region}` | parts this region has ever given to that region (written by the giver) |
 | `k_{region}` | parts this region has ever taken in from that region (its acknowledgement) |
 """
@@ -26,6 +27,7 @@ transfer protocol (docs/global.md):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zae_limiter.keys.core import Item, get_n, key, n, s
@@ -40,6 +42,9 @@ A_CAPACITY, A_RATE, A_PERIOD = "cp", "ra", "rp"
 A_WHOLE_CAPACITY, A_WHOLE_RATE, A_WHOLE_PERIOD = "wc", "wr", "wp"
 A_FULL_AT, A_CONSUMED, A_DEMAND = "fa", "tc", "dm"
 A_REGION = "region"
+A_HELD_EPOCH, A_HELD, A_HELD_BEFORE = "he", "hc", "hp"
+#: A reserve epoch (ms): held counts roll into the full-at time an epoch or two after.
+HELD_EPOCH_MS = 1_000
 GIVEN_PREFIX, TAKEN_PREFIX = "g_", "k_"
 
 
@@ -93,6 +98,58 @@ def _returns() -> dict[str, str]:
     return {"ReturnValues": "ALL_NEW", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Reserves on a share item as a take saw them: `he` (None: never taken), `hc`, `hp`;
+    and what the take records: `milli` taken into a reserve in `epoch`. Every held count
+    on the item keeps its tokens out of the bucket until a take rolls it into `fa` (as
+    spent): a take in a later epoch moves `hc` to `hp` and drops the old `hp` (or both,
+    after two epochs), and the caller adds what it drops to the full-at time. The take is
+    conditioned on the counts being no higher than seen (its room was reduced by them)."""
+
+    seen_epoch: int | None
+    seen_held: int
+    seen_before: int
+    milli: int
+    epoch: int
+
+    @property
+    def rolls(self) -> bool:
+        """Whether this take writes the counts (it adds to them, or old ones drop)."""
+        old = self.seen_epoch is not None and self.seen_epoch != self.epoch
+        return self.milli > 0 or (old and (self.seen_held > 0 or self.seen_before > 0))
+
+    @property
+    def dropped(self) -> int:
+        """Millitokens this take's roll moves from the held counts into `fa`."""
+        if not self.rolls or self.seen_epoch is None or self.seen_epoch == self.epoch:
+            return 0
+        if self.seen_epoch == self.epoch - 1:
+            return self.seen_before
+        return self.seen_held + self.seen_before
+
+
+def _held_parts(held: Held, names: dict[str, str], values: dict[str, Any]) -> tuple[str, str, str]:
+    """(SET part, ADD part, condition part) for the held counts."""
+    names.update({"#he": A_HELD_EPOCH, "#hc": A_HELD, "#hp": A_HELD_BEFORE})
+    if held.seen_epoch is None:
+        condition = "attribute_not_exists(#he)"
+    else:
+        values.update({
+            ":hs": n(held.seen_epoch), ":sc": n(held.seen_held), ":sp": n(held.seen_before),
+        })  # fmt: skip
+        condition = "#he = :hs AND #hc <= :sc AND #hp <= :sp"
+    if not held.rolls:
+        return "", "", condition
+    values.update({":he": n(held.epoch), ":hm": n(held.milli)})
+    if held.seen_epoch == held.epoch:
+        return "", "#hc :hm", condition
+    if held.seen_epoch == held.epoch - 1:
+        return "#he = :he, #hc = :hm, #hp = #hc", "", condition
+    values[":z"] = n(0)
+    return "#he = :he, #hc = :hm, #hp = :z", "", condition
+
+
 def take_write(
     table: str,
     item_key: Item,
@@ -101,6 +158,7 @@ def take_write(
     full_at: int,
     window: tuple[int, int | None],
     offered_milli: int,
+    held: Held | None = None,
 ) -> dict[str, Any]:
     """A take of `amount_milli` from a region's share, planned at share version `version`.
 
@@ -108,7 +166,8 @@ def take_write(
     of full (`fa > threshold`) and stays in credit (`fa <= upper`); `full_at` is the amount
     added. Without, the SET form: the bucket is full (`fa` absent or `<= threshold`) and
     `fa` is set to `full_at`. `offered_milli`: demand this client counted since its last
-    write (rejected acquires included), carried by the take at no extra request.
+    write (rejected acquires included), carried by the take at no extra request. `held`:
+    the part of the amount that goes into a reserve, counted for the share keeper.
     """
     threshold, upper = window
     names = {"#v": A_VERSION, "#f": A_FULL_AT, "#c": A_CONSUMED, "#d": A_DEMAND}
@@ -116,13 +175,20 @@ def take_write(
         ":v": n(version), ":a": n(amount_milli), ":d": n(offered_milli),
         ":t": n(threshold), ":x": n(full_at),
     }  # fmt: skip
+    sets, adds = [], ["#c :a", "#d :d"]
     if upper is not None:
         values[":u"] = n(upper)
-        update = "ADD #f :x, #c :a, #d :d"
+        adds.insert(0, "#f :x")
         condition = "#v = :v AND #f > :t AND #f <= :u"
     else:
-        update = "SET #f = :x ADD #c :a, #d :d"
+        sets.append("#f = :x")
         condition = "#v = :v AND (attribute_not_exists(#f) OR #f <= :t)"
+    if held is not None:
+        held_set, held_add, held_condition = _held_parts(held, names, values)
+        sets += [held_set] if held_set else []
+        adds += [held_add] if held_add else []
+        condition += f" AND {held_condition}"
+    update = ("SET " + ", ".join(sets) + " " if sets else "") + "ADD " + ", ".join(adds)
     return {
         "TableName": table,
         "Key": item_key,
@@ -203,6 +269,9 @@ __all__ = [
     "A_CONSUMED",
     "A_DEMAND",
     "A_FULL_AT",
+    "A_HELD",
+    "A_HELD_BEFORE",
+    "A_HELD_EPOCH",
     "A_PARTS",
     "A_PERIOD",
     "A_RATE",
@@ -212,10 +281,12 @@ __all__ = [
     "A_WHOLE_PERIOD",
     "A_WHOLE_RATE",
     "GIVEN_PREFIX",
+    "HELD_EPOCH_MS",
     "PARTS",
     "REGION_SK_PREFIX",
     "SHARE_PREFIX",
     "TAKEN_PREFIX",
+    "Held",
     "all_regions_query",
     "counters",
     "create_put",
