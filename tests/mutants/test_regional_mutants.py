@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.engine.conftest import moto_server  # noqa: F401  (a fixture)
+from tests.engine.test_regional_shares import global_table  # noqa: F401  (a fixture)
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit.test_regional_shares import (
     broken_seeds,
@@ -129,3 +131,16 @@ def test_the_model_catches_a_floor_of_zero_tokens_ignored() -> None:
     """A take that ignores the share (plans as if always full) is caught too."""
     with mutant(core, "plan_take", lambda image, amount, now, extra=0: core.TakePlan(0, (0, None))):
         must_fail(_all_seeds)
+
+
+@pytest.mark.engine
+def test_the_engine_test_catches_a_giver_that_does_not_lower(
+    moto_server: Any,  # noqa: F811  (the fixtures imported above)
+    global_table: Any,  # noqa: F811
+) -> None:
+    """On the local multi-region engine: the counters check of the three regions' own
+    items fails when the giver raises `g_receiver` without lowering its parts."""
+    from tests.engine import test_regional_shares as engine_test
+
+    with mutant_wrapping(core, "plan_transfer", _give_without_lowering):
+        must_fail(engine_test.test_one_global_limit_across_three_regions, moto_server, global_table)

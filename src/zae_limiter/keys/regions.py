@@ -131,7 +131,9 @@ class Held:
 
 def _held_parts(held: Held, names: dict[str, str], values: dict[str, Any]) -> tuple[str, str, str]:
     """(SET part, ADD part, condition part) for the held counts."""
-    names.update({"#he": A_HELD_EPOCH, "#hc": A_HELD, "#hp": A_HELD_BEFORE})
+    names["#he"] = A_HELD_EPOCH
+    if held.seen_epoch is not None or held.rolls:
+        names.update({"#hc": A_HELD, "#hp": A_HELD_BEFORE})
     if held.seen_epoch is None:
         condition = "attribute_not_exists(#he)"
     else:
@@ -141,9 +143,10 @@ def _held_parts(held: Held, names: dict[str, str], values: dict[str, Any]) -> tu
         condition = "#he = :hs AND #hc <= :sc AND #hp <= :sp"
     if not held.rolls:
         return "", "", condition
-    values.update({":he": n(held.epoch), ":hm": n(held.milli)})
+    values[":hm"] = n(held.milli)
     if held.seen_epoch == held.epoch:
         return "", "#hc :hm", condition
+    values[":he"] = n(held.epoch)
     if held.seen_epoch == held.epoch - 1:
         return "#he = :he, #hc = :hm, #hp = #hc", "", condition
     values[":z"] = n(0)
