@@ -27,6 +27,7 @@ from zae_limiter.flows.regional_run import (
     keep,
     keep_pass,
     read_all,
+    read_items,
     take_share,
 )
 from zae_limiter.limits import Limit
@@ -78,6 +79,17 @@ def describe_shares(
             )
         )
     return out
+
+
+def shares_flow(
+    repo: Any, entity_id: str, resource: str, limit_name: str
+) -> Flow[list[RegionShare]]:
+    """Every region's share of a global limit as `repo`'s replica shows it, without the
+    limit's definition or the region list (`entity shares show`): what the items say."""
+    keys.validate_id("entity_id", entity_id)
+    keys.validate_resource(resource)
+    images = yield from read_items(repo.table_name, repo.namespace, entity_id, resource, limit_name)
+    return describe_shares(images, sorted(images), repo.now_ms())
 
 
 def _region_of(repo: Any, region: str | None) -> str:
@@ -197,7 +209,9 @@ class SyncGlobalShares(_Shares):
         taken = self.repo.run(self.take_flow(entity_id, resource, limit, consume))
         return self.settle(self.target(entity_id, resource, limit), taken, consume)
 
-    def keep(self, entity_id: str, resource: str, limit: Limit, ticks: int | None = None) -> int:
+    def keep(
+        self, entity_id: str, resource: str, limit: Limit, ticks: int | None = None
+    ) -> int:
         """Run this process's share keeper for `limit` until `close()` (or `ticks` passes)."""
         target = self.target(entity_id, resource, limit)
         flow = keep(target, self.memory(target), self.repo.now_ms(), self.stop, ticks)

@@ -154,3 +154,28 @@ def test_a_keeper_pass_and_the_shares_view(
         assert [s.region for s in seen] == ["eu-west-1"]
         assert seen[0].capacity == pytest.approx(10.0, abs=0.01)
         assert shares.keep_once(ENTITY, "view", limit).requests >= 1
+
+
+def test_entity_shares_show(
+    moto_server: EngineEndpoint, global_table: tuple[str, Replicating]
+) -> None:
+    from click.testing import CliRunner
+
+    from zae_limiter.cli import cli
+
+    table, _ = global_table
+    limit = Limit.per_second("rps", 30)
+    for region in REGIONS[:2]:
+        with SyncRepository.open(name=table, endpoint_url=moto_server.url, region=region) as repo:
+            SyncGlobalShares(repo, REGIONS).acquire(ENTITY, "cli", limit)
+    base = ["--name", table, "--endpoint-url", moto_server.url, "--region", "us-east-1"]
+    show = ["entity", "shares", "show", ENTITY, "--resource", "cli", "--limit", "rps"]
+    result = CliRunner().invoke(cli, [*show, *base])
+    assert result.exit_code == 0, result.output
+    assert "us-east-1" in result.output and "33.3%" in result.output
+    assert "sum of shares" in result.output
+    as_json = CliRunner().invoke(cli, [*show, *base, "--output", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert '"in_flight_to": 0' in as_json.output
+    missing = CliRunner().invoke(cli, [*show[:3], "nobody", "-r", "cli", "-l", "rps", *base])
+    assert missing.exit_code == 0 and "no regional shares yet" in missing.output

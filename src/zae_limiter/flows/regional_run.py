@@ -168,9 +168,17 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
 
 def read_all(target: Target) -> Flow[dict[str, core.ShareImage]]:
     """Every region's share item in the local replica (what has reached it)."""
-    query = rk.all_regions_query(
-        target.table, target.namespace, target.entity_id, target.resource, target.limit.name
+    return (
+        yield from read_items(
+            target.table, target.namespace, target.entity_id, target.resource, target.limit.name
+        )
     )
+
+
+def read_items(
+    table: str, namespace: str, entity_id: str, resource: str, limit_name: str
+) -> Flow[dict[str, core.ShareImage]]:
+    query = rk.all_regions_query(table, namespace, entity_id, resource, limit_name)
     result = yield from one(Call("query", query))
     return {image.region: image for image in map(core.decode, result.items)}
 
@@ -262,5 +270,6 @@ __all__ = [
     "keep",
     "keep_pass",
     "read_all",
+    "read_items",
     "take_share",
 ]
