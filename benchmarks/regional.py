@@ -97,10 +97,12 @@ def _open(url: str, region: str, table: str, clock: _Clock) -> SyncRepository:
     )
 
 
-def _acquirer(mode: str, repo: SyncRepository, scenario: Scenario, region: str) -> Any:
+def _acquirer(mode: str, repo: SyncRepository, scenario: Scenario, region: str, shared: Any) -> Any:
     limit = scenario.limit
     if mode == "shares":
-        shares = SyncGlobalShares(repo, scenario.regions, region=region)
+        # One GlobalShares per region, shared by its threads: one server process with a
+        # pool of workers, whose reserves are sized to the whole process's rate.
+        shares = shared or SyncGlobalShares(repo, scenario.regions, region=region)
         return lambda: shares.acquire(ENTITY, RESOURCE, limit), shares
     limiter = SyncRateLimiter(repository=repo)
     entity = f"{ENTITY}-{region}" if mode == "independent" else ENTITY
@@ -175,14 +177,17 @@ def run_scenario(
     keepers: list[SyncGlobalShares] = []
     for region in scenario.regions:
         where = home or region
+        shared = None
         for _ in range(scenario.threads_per_region):
-            repo = _open(endpoints[where], where, table, clock)
-            opened.append(repo)
-            repos.setdefault(region, repo)
-            take, shares = _acquirer(mode, repo, scenario, region)
+            if shared is None or mode != "shares":
+                repo = _open(endpoints[where], where, table, clock)
+                opened.append(repo)
+                repos.setdefault(region, repo)
+            take, shares = _acquirer(mode, repo, scenario, region, shared)
             workers.append((region, take))
-            if shares is not None and len(keepers) < len(repos):
+            if shares is not None and shared is None:
                 keepers.append(shares)
+            shared = shares
     run = Run(scenario, mode, time.time_ns() // 1_000_000)
     stop = run.started_ms / 1000 + scenario.seconds
     threads = [

@@ -10,6 +10,7 @@ when no take carried this client's counted demand).
 from __future__ import annotations
 
 import random
+import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class Memory:
     reserve_until_ms: int = 0
     arrivals: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
     reserve: bool = True
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def rate_milli_per_s(self, now_ms: int) -> int:
         """Millitokens a second this client asked for over the last second."""
@@ -77,11 +79,17 @@ class Memory:
         return len(self.arrivals) * 1000
 
     def spend(self, amount_milli: int, now_ms: int) -> bool:
-        if self.reserve_milli >= amount_milli and now_ms < self.reserve_until_ms:
-            self.reserve_milli -= amount_milli
-            return True
-        self.reserve_milli = 0  # an aged reserve is lost, never returned
-        return False
+        # Threads of one process may share a memory: a token is spent once.
+        with self.lock:
+            if self.reserve_milli >= amount_milli and now_ms < self.reserve_until_ms:
+                self.reserve_milli -= amount_milli
+                return True
+            self.reserve_milli = 0  # an aged reserve is lost, never returned
+            return False
+
+    def hold(self, milli: int, until_ms: int) -> None:
+        with self.lock:
+            self.reserve_milli, self.reserve_until_ms = milli, until_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +169,7 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         image = _decoded(result)
         memory.image = image
         if result.ok and image is not None:
-            memory.reserve_milli, memory.reserve_until_ms = extra, now_ms + RESERVE_LIFE_MS
+            memory.hold(extra, now_ms + RESERVE_LIFE_MS)
             return Taken(True, 0, image.tokens(now_ms), requests)
     return Taken(False, 1, 0, requests)
 
