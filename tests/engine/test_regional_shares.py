@@ -135,7 +135,7 @@ def test_a_table_without_a_global_limit_makes_no_extra_request(
             pass
         assert repo.get_capacity_stats().calls - before == 1  # one write, as ever
         items = repo.client.scan(TableName=table)["Items"]
-        assert not [i for i in items if rk.SHARE_PREFIX in i["PK"]["S"]]
+        assert not [i for i in items if rk.ShareAttr.SHARE_PREFIX in i["PK"]["S"]]
 
 
 def test_a_keeper_pass_and_the_shares_view(

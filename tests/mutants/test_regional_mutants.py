@@ -61,15 +61,15 @@ def _raise_brings_tokens(original: Any) -> Any:
 
     def broken(own: Any, transfer: Any, limit: Any, now_ms: int) -> Any:
         fields = original(own, transfer, limit, now_ms)
-        cp = fields[core.rk.A_CAPACITY]
+        cp = fields[core.rk.ShareAttr.CAPACITY]
         if cp > own.capacity_milli:
             after = core.LimitState(
                 capacity_milli=cp,
-                refill_amount_milli=fields[core.rk.A_RATE],
-                refill_period_ms=fields[core.rk.A_PERIOD],
+                refill_amount_milli=fields[core.rk.ShareAttr.RATE],
+                refill_period_ms=fields[core.rk.ShareAttr.PERIOD],
             )
             tokens = own.tokens(now_ms) + cp - own.capacity_milli
-            fields[core.rk.A_FULL_AT] = after.with_tokens(tokens, now_ms)
+            fields[core.rk.ShareAttr.FULL_AT] = after.with_tokens(tokens, now_ms)
         return fields
 
     return broken
@@ -81,7 +81,7 @@ def _full_at_kept(original: Any) -> Any:
     def broken(own: Any, transfer: Any, limit: Any, now_ms: int) -> Any:
         fields = original(own, transfer, limit, now_ms)
         if own.full_at is not None:
-            fields[core.rk.A_FULL_AT] = own.full_at
+            fields[core.rk.ShareAttr.FULL_AT] = own.full_at
         return fields
 
     return broken

@@ -27,15 +27,15 @@ REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-1")
 
 
 def _apply(image: core.ShareImage, fields: dict[str, int]) -> core.ShareImage:
-    given = {a[2:]: v for a, v in fields.items() if a.startswith(rk.GIVEN_PREFIX)}
-    taken = {a[2:]: v for a, v in fields.items() if a.startswith(rk.TAKEN_PREFIX)}
+    given = {a[2:]: v for a, v in fields.items() if a.startswith(rk.ShareAttr.GIVEN_PREFIX)}
+    taken = {a[2:]: v for a, v in fields.items() if a.startswith(rk.ShareAttr.TAKEN_PREFIX)}
     return replace(
         image,
-        parts=fields[rk.A_PARTS],
-        version=fields[rk.A_VERSION],
-        capacity_milli=fields[rk.A_CAPACITY],
-        rate_milli=fields[rk.A_RATE],
-        full_at=fields[rk.A_FULL_AT],
+        parts=fields[rk.ShareAttr.PARTS_HELD],
+        version=fields[rk.ShareAttr.VERSION],
+        capacity_milli=fields[rk.ShareAttr.CAPACITY],
+        rate_milli=fields[rk.ShareAttr.RATE],
+        full_at=fields[rk.ShareAttr.FULL_AT],
         given={**image.given, **given},
         taken={**image.taken, **taken},
     )
@@ -121,7 +121,17 @@ class Model:
         if extra and isinstance(plan, core.Short):
             extra, plan = 0, core.plan_take(image, amount, now_ms)
         if isinstance(plan, core.Short):
+            if plan.rolls_milli:
+                self.apply(region, core.plan_roll(image, now_ms), image)
             return
+        self.apply(region, plan, image)
+        if extra:
+            self.reserves[region] = (extra, now_ms + RESERVE_LIFE_MS)
+        self.admitted[region] += amount
+        ideal.admit(amount, now_ms)
+
+    def apply(self, region: str, plan: core.TakePlan, image: core.ShareImage) -> None:
+        """What keys.regions' take write does to the item."""
         if plan.window[1] is None:
             full_at = plan.full_at
         else:
@@ -129,17 +139,13 @@ class Model:
             full_at = image.full_at + plan.full_at
         image = replace(image, full_at=full_at)
         roll = plan.held
-        if roll is not None and roll.rolls:  # what keys.regions' held counts write does
+        if roll is not None and roll.rolls:
             if roll.seen_epoch == roll.epoch:
                 image = replace(image, held=image.held + roll.milli)
             else:
                 before = image.held if roll.seen_epoch == roll.epoch - 1 else 0
                 image = replace(image, held_epoch=roll.epoch, held=roll.milli, held_before=before)
-        if extra:
-            self.reserves[region] = (extra, now_ms + RESERVE_LIFE_MS)
         self.own[region] = image
-        self.admitted[region] += amount
-        ideal.admit(amount, now_ms)
 
     def parts_sum(self) -> int:
         return sum(image.parts for image in self.own.values())
@@ -232,6 +238,28 @@ def drained_then_moved(seed: int = 0) -> Model:
 
 def test_a_transfer_between_drained_buckets_creates_no_token() -> None:
     drained_then_moved()
+
+
+def test_held_counts_that_fill_the_room_roll_out_and_the_share_refills() -> None:
+    limit = Limit.per_second("rps", 300)
+    model = Model(limit, random.Random(3))
+    ideal = IdealBucket(Fraction(limit.capacity_milli), Fraction(limit.refill_amount_milli, 1000))
+    region = "us-east-1"
+    # Reserves taken until the held counts fill the room: nothing more can be taken.
+    for i in range(4):
+        model.take(region, 1000, 10 + i, ideal, extra=24_000)
+        model.reserves.clear()
+    assert isinstance(core.plan_take(model.own[region], 80_000, 20), core.Short)
+    assert model.own[region].held_total == 96_000
+    # Two epochs on, a take that cannot be served rolls the counts out (one write) ...
+    later = 10 + 2 * rk.HELD_EPOCH_MS
+    short = core.plan_take(model.own[region], 99_000, later)
+    assert isinstance(short, core.Short) and short.rolls_milli == 96_000
+    assert 0 < short.retry_after_ms <= rk.HELD_EPOCH_MS
+    model.take(region, 99_000, later, ideal)
+    assert model.own[region].held_total == 0
+    # ... and the share refills: a full share again a second after.
+    assert model.own[region].tokens(later + 1000) == model.own[region].capacity_milli
 
 
 def test_parts_are_initial_less_given_plus_taken() -> None:

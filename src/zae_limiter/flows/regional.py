@@ -34,6 +34,8 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.keys import regions as rk
 from zae_limiter.limits import Limit
 
+A = rk.ShareAttr
+
 PARTS = rk.PARTS
 #: Every region keeps at least this many parts (1%): a share's rate never reaches 0,
 #: and a region whose demand comes back is served at once, if slowly.
@@ -133,24 +135,28 @@ class ShareImage:
 
 def decode(item: Mapping[str, object]) -> ShareImage:
     def num(attr: str) -> int:
-        return rk.get_number(item, attr)
+        return keys.get_n(item, attr)
 
     return ShareImage(
-        region=rk.region_of(item),
-        parts=num(rk.A_PARTS),
-        version=num(rk.A_VERSION),
-        capacity_milli=num(rk.A_CAPACITY),
-        rate_milli=num(rk.A_RATE),
-        period_ms=num(rk.A_PERIOD),
-        whole=(num(rk.A_WHOLE_CAPACITY), num(rk.A_WHOLE_RATE), num(rk.A_WHOLE_PERIOD)),
-        full_at=rk.number(item, rk.A_FULL_AT),
-        consumed_milli=num(rk.A_CONSUMED),
-        demand_milli=num(rk.A_DEMAND),
-        given=rk.counters(item, rk.GIVEN_PREFIX),
-        taken=rk.counters(item, rk.TAKEN_PREFIX),
-        held_epoch=rk.number(item, rk.A_HELD_EPOCH),
-        held=num(rk.A_HELD),
-        held_before=num(rk.A_HELD_BEFORE),
+        region=rk.share_region(item),
+        parts=num(A.PARTS_HELD),
+        version=num(A.VERSION),
+        capacity_milli=num(A.CAPACITY),
+        rate_milli=num(A.RATE),
+        period_ms=num(A.PERIOD),
+        whole=(
+            num(A.WHOLE_CAPACITY),
+            num(A.WHOLE_RATE),
+            num(A.WHOLE_PERIOD),
+        ),
+        full_at=(keys.get_n(item, A.FULL_AT) if A.FULL_AT in item else None),
+        consumed_milli=num(A.CONSUMED),
+        demand_milli=num(A.DEMAND),
+        given=rk.share_counters(item, A.GIVEN_PREFIX),
+        taken=rk.share_counters(item, A.TAKEN_PREFIX),
+        held_epoch=(keys.get_n(item, A.HELD_EPOCH) if A.HELD_EPOCH in item else None),
+        held=num(A.HELD),
+        held_before=num(A.HELD_BEFORE),
     )
 
 
@@ -173,15 +179,15 @@ def new_fields(limit: Limit, regions: Sequence[str], region: str) -> dict[str, i
     cp, ra, rp = share_config(limit, parts)
     wc, wr, wp = whole_of(limit)
     return {
-        rk.A_PARTS: parts, rk.A_VERSION: 1, rk.A_CAPACITY: cp, rk.A_RATE: ra,
-        rk.A_PERIOD: rp, rk.A_WHOLE_CAPACITY: wc, rk.A_WHOLE_RATE: wr,
-        rk.A_WHOLE_PERIOD: wp, rk.A_CONSUMED: 0, rk.A_DEMAND: 0,
+        A.PARTS_HELD: parts, A.VERSION: 1, A.CAPACITY: cp, A.RATE: ra,
+        A.PERIOD: rp, A.WHOLE_CAPACITY: wc, A.WHOLE_RATE: wr,
+        A.WHOLE_PERIOD: wp, A.CONSUMED: 0, A.DEMAND: 0,
     }  # fmt: skip
 
 
 def image_of_fields(fields: Mapping[str, int], region: str) -> ShareImage:
     item = {attr: keys.n(value) for attr, value in fields.items()}
-    item["SK"] = keys.s(f"{rk.REGION_SK_PREFIX}{region}")
+    item["SK"] = keys.s(f"{A.REGION_SK_PREFIX}{region}")
     return decode(item)
 
 
@@ -200,10 +206,12 @@ class TakePlan:
 
 @dataclass(frozen=True, slots=True)
 class Short:
-    """Not enough tokens: when they will be there (-1: never, more than the share)."""
+    """Not enough tokens: when they will be there (-1: never, more than the share), and
+    the held counts a write now would roll into the full-at time (`roll_only`)."""
 
     tokens_milli: int
     retry_after_ms: int
+    rolls_milli: int = 0
 
 
 def plan_take(
@@ -216,15 +224,31 @@ def plan_take(
     state, held = image.state(), image.held_total
     need = amount_milli + extra_milli
     tokens = state.tokens(now_ms, 1, held)
-    if tokens < need:
-        return Short(tokens, state.ms_until(need, now_ms, 1, held))
     roll = image.held_seen(extra_milli, now_ms)
+    if tokens < need:
+        wait = state.ms_until(need, now_ms, 1, held)
+        if held > 0:  # the counts roll into the full-at time, which then refills
+            next_epoch = (now_ms // rk.HELD_EPOCH_MS + 1) * rk.HELD_EPOCH_MS - now_ms
+            wait = next_epoch if wait < 0 else min(wait, next_epoch)
+        return Short(tokens, wait, roll.dropped)
     charge = amount_milli + roll.dropped
     threshold = state.threshold(now_ms)
     if state.is_full(now_ms):
         return TakePlan(state.charged(charge, now_ms), (threshold, None), roll)
     upper = threshold + (state.room(1, held) - need) * state.unit()
     return TakePlan(charge * state.unit(), (threshold, upper), roll)
+
+
+def plan_roll(image: ShareImage, now_ms: int) -> TakePlan:
+    """A write that takes nothing and only rolls old held counts into the full-at time: a
+    share whose room the counts fill can refill again (no token bound: it admits none)."""
+    state = image.state()
+    roll = image.held_seen(0, now_ms)
+    threshold = state.threshold(now_ms)
+    if state.is_full(now_ms):
+        return TakePlan(state.charged(roll.dropped, now_ms), (threshold, None), roll)
+    # No token bound: an upper bound no full-at time reaches (DynamoDB holds 38 digits).
+    return TakePlan(roll.dropped * state.unit(), (threshold, threshold + 10**30), roll)
 
 
 # ---------------------------------------------------------------- transfers
@@ -336,8 +360,8 @@ def reshare_fields(
     after = LimitState(capacity_milli=cp, refill_amount_milli=ra, refill_period_ms=rp)
     tokens = min(own.tokens(now_ms), cp - held)
     fields = {
-        rk.A_PARTS: transfer.parts, rk.A_VERSION: own.version + 1, rk.A_CAPACITY: cp,
-        rk.A_RATE: ra, rk.A_PERIOD: rp, rk.A_FULL_AT: after.with_tokens(tokens, now_ms, 1, held),
+        A.PARTS_HELD: transfer.parts, A.VERSION: own.version + 1, A.CAPACITY: cp,
+        A.RATE: ra, A.PERIOD: rp, A.FULL_AT: after.with_tokens(tokens, now_ms, 1, held),
     }  # fmt: skip
     fields.update({rk.given_attr(r): v for r, v in transfer.given.items()})
     fields.update({rk.taken_attr(r): v for r, v in transfer.taken.items()})
@@ -402,6 +426,7 @@ __all__ = [
     "initial_parts",
     "new_fields",
     "next_tick_ms",
+    "plan_roll",
     "plan_take",
     "plan_transfer",
     "release",

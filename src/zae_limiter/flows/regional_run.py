@@ -153,11 +153,13 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         if extra and isinstance(plan, core.Short):
             extra, plan = 0, core.plan_take(image, amount_milli, now_ms)
         if isinstance(plan, core.Short):
+            if plan.rolls_milli > 0:
+                requests += yield from _roll(target, image, now_ms)
             wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
             memory.short_until_ms = now_ms + max(1, wait)
             return Taken(False, max(1, wait), plan.tokens_milli, requests)
         offered, memory.pending_milli = memory.pending_milli, 0
-        call = rk.take_write(
+        call = rk.share_take_write(
             target.table, target.key, image.version, amount_milli, plan.full_at,
             plan.window, offered, plan.held,
         )  # fmt: skip
@@ -172,6 +174,17 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
             memory.hold(extra, now_ms + RESERVE_LIFE_MS)
             return Taken(True, 0, image.tokens(now_ms), requests)
     return Taken(False, 1, 0, requests)
+
+
+def _roll(target: Target, image: core.ShareImage, now_ms: int) -> Flow[int]:
+    """Roll old held counts into the full-at time (one write, taking nothing); a failed
+    condition means another client wrote since, which rolled them or will."""
+    plan = core.plan_roll(image, now_ms)
+    call = rk.share_take_write(
+        target.table, target.key, image.version, 0, plan.full_at, plan.window, 0, plan.held
+    )
+    yield from one(Call("update_item", call))
+    return 1
 
 
 def read_all(target: Target) -> Flow[dict[str, core.ShareImage]]:

@@ -30,41 +30,49 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zae_limiter.keys.core import Item, get_n, key, n, s
+from zae_limiter.keys.core import Item, key, n, s
 
-SHARE_PREFIX = "GSHARE#"
-REGION_SK_PREFIX = "#REGION#"
 #: The whole limit is split into this many parts; a share is a number of parts.
 PARTS = 1_000_000
 
-A_PARTS, A_VERSION = "pt", "vr"
-A_CAPACITY, A_RATE, A_PERIOD = "cp", "ra", "rp"
-A_WHOLE_CAPACITY, A_WHOLE_RATE, A_WHOLE_PERIOD = "wc", "wr", "wp"
-A_FULL_AT, A_CONSUMED, A_DEMAND = "fa", "tc", "dm"
-A_REGION = "region"
-A_HELD_EPOCH, A_HELD, A_HELD_BEFORE = "he", "hc", "hp"
+
+class ShareAttr:
+    """A share item's key prefixes and attribute names (the table above)."""
+
+    SHARE_PREFIX = "GSHARE#"
+    REGION_SK_PREFIX = "#REGION#"
+    PARTS_HELD, VERSION = "pt", "vr"
+    CAPACITY, RATE, PERIOD = "cp", "ra", "rp"
+    WHOLE_CAPACITY, WHOLE_RATE, WHOLE_PERIOD = "wc", "wr", "wp"
+    FULL_AT, CONSUMED, DEMAND = "fa", "tc", "dm"
+    REGION = "region"
+    HELD_EPOCH, HELD, HELD_BEFORE = "he", "hc", "hp"
+    GIVEN_PREFIX, TAKEN_PREFIX = "g_", "k_"
+
+
 #: A reserve epoch (ms): held counts roll into the full-at time an epoch or two after.
-HELD_EPOCH_MS = 1_000
-GIVEN_PREFIX, TAKEN_PREFIX = "g_", "k_"
+HELD_EPOCH_MS = 500
 
 
 def share_pk(ns: str, entity_id: str, resource: str, limit_name: str) -> str:
-    return f"{ns}/{SHARE_PREFIX}{entity_id}#{resource}#{limit_name}"
+    return f"{ns}/{ShareAttr.SHARE_PREFIX}{entity_id}#{resource}#{limit_name}"
 
 
 def share_key(ns: str, entity_id: str, resource: str, limit_name: str, region: str) -> Item:
-    return key(share_pk(ns, entity_id, resource, limit_name), f"{REGION_SK_PREFIX}{region}")
+    return key(
+        share_pk(ns, entity_id, resource, limit_name), f"{ShareAttr.REGION_SK_PREFIX}{region}"
+    )
 
 
 def given_attr(region: str) -> str:
-    return f"{GIVEN_PREFIX}{region}"
+    return f"{ShareAttr.GIVEN_PREFIX}{region}"
 
 
 def taken_attr(region: str) -> str:
-    return f"{TAKEN_PREFIX}{region}"
+    return f"{ShareAttr.TAKEN_PREFIX}{region}"
 
 
-def counters(item: Mapping[str, Any], prefix: str) -> dict[str, int]:
+def share_counters(item: Mapping[str, Any], prefix: str) -> dict[str, int]:
     """`g_*` or `k_*` counters of an item: region -> parts."""
     return {
         attr[len(prefix) :]: int(value["N"])
@@ -73,13 +81,9 @@ def counters(item: Mapping[str, Any], prefix: str) -> dict[str, int]:
     }
 
 
-def region_of(item: Mapping[str, Any]) -> str:
+def share_region(item: Mapping[str, Any]) -> str:
     sk = str(item["SK"]["S"])
-    return sk[len(REGION_SK_PREFIX) :]
-
-
-def number(item: Mapping[str, Any], attr: str) -> int | None:
-    return int(item[attr]["N"]) if attr in item else None
+    return sk[len(ShareAttr.REGION_SK_PREFIX) :]
 
 
 def all_regions_query(
@@ -131,9 +135,9 @@ class Held:
 
 def _held_parts(held: Held, names: dict[str, str], values: dict[str, Any]) -> tuple[str, str, str]:
     """(SET part, ADD part, condition part) for the held counts."""
-    names["#he"] = A_HELD_EPOCH
+    names["#he"] = ShareAttr.HELD_EPOCH
     if held.seen_epoch is not None or held.rolls:
-        names.update({"#hc": A_HELD, "#hp": A_HELD_BEFORE})
+        names.update({"#hc": ShareAttr.HELD, "#hp": ShareAttr.HELD_BEFORE})
     if held.seen_epoch is None:
         condition = "attribute_not_exists(#he)"
     else:
@@ -153,7 +157,7 @@ def _held_parts(held: Held, names: dict[str, str], values: dict[str, Any]) -> tu
     return "#he = :he, #hc = :hm, #hp = :z", "", condition
 
 
-def take_write(
+def share_take_write(
     table: str,
     item_key: Item,
     version: int,
@@ -173,7 +177,12 @@ def take_write(
     the part of the amount that goes into a reserve, counted for the share keeper.
     """
     threshold, upper = window
-    names = {"#v": A_VERSION, "#f": A_FULL_AT, "#c": A_CONSUMED, "#d": A_DEMAND}
+    names = {
+        "#v": ShareAttr.VERSION,
+        "#f": ShareAttr.FULL_AT,
+        "#c": ShareAttr.CONSUMED,
+        "#d": ShareAttr.DEMAND,
+    }
     values = {
         ":v": n(version), ":a": n(amount_milli), ":d": n(offered_milli),
         ":t": n(threshold), ":x": n(full_at),
@@ -211,7 +220,7 @@ def demand_write(table: str, item_key: Item, offered_milli: int) -> dict[str, An
         "Key": item_key,
         "UpdateExpression": "ADD #d :d",
         "ConditionExpression": "attribute_exists(#v)",
-        "ExpressionAttributeNames": {"#d": A_DEMAND, "#v": A_VERSION},
+        "ExpressionAttributeNames": {"#d": ShareAttr.DEMAND, "#v": ShareAttr.VERSION},
         "ExpressionAttributeValues": {":d": n(offered_milli)},
     }
 
@@ -220,12 +229,12 @@ def create_put(
     table: str, item_key: Item, fields: Mapping[str, int], region: str
 ) -> dict[str, Any]:
     """A region's share item as first written (by a take or by its keeper)."""
-    item: Item = {**item_key, A_REGION: s(region), **{a: n(v) for a, v in fields.items()}}
+    item: Item = {**item_key, ShareAttr.REGION: s(region), **{a: n(v) for a, v in fields.items()}}
     return {
         "TableName": table,
         "Item": item,
         "ConditionExpression": "attribute_not_exists(#v)",
-        "ExpressionAttributeNames": {"#v": A_VERSION},
+        "ExpressionAttributeNames": {"#v": ShareAttr.VERSION},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
 
@@ -240,7 +249,7 @@ def reshare_write(
     """The keeper's one write of a transfer: new parts, share config, re-expressed `fa`,
     raised `g_*` / `k_*` counters and the next version, exactly over the image it planned
     from (its version and full-at time), so no take lands between its read and its write."""
-    names = {"#v": A_VERSION, "#f": A_FULL_AT}
+    names = {"#v": ShareAttr.VERSION, "#f": ShareAttr.FULL_AT}
     values: dict[str, Any] = {":v": n(seen_version)}
     sets = []
     for i, (attr, value) in enumerate(sorted(fields.items())):
@@ -263,44 +272,20 @@ def reshare_write(
     }
 
 
-def get_number(item: Mapping[str, Any], attr: str) -> int:
-    return get_n(item, attr)
-
-
 __all__ = [
-    "A_CAPACITY",
-    "A_CONSUMED",
-    "A_DEMAND",
-    "A_FULL_AT",
-    "A_HELD",
-    "A_HELD_BEFORE",
-    "A_HELD_EPOCH",
-    "A_PARTS",
-    "A_PERIOD",
-    "A_RATE",
-    "A_REGION",
-    "A_VERSION",
-    "A_WHOLE_CAPACITY",
-    "A_WHOLE_PERIOD",
-    "A_WHOLE_RATE",
-    "GIVEN_PREFIX",
     "HELD_EPOCH_MS",
     "PARTS",
-    "REGION_SK_PREFIX",
-    "SHARE_PREFIX",
-    "TAKEN_PREFIX",
     "Held",
+    "ShareAttr",
     "all_regions_query",
-    "counters",
     "create_put",
     "demand_write",
-    "get_number",
     "given_attr",
-    "number",
-    "region_of",
     "reshare_write",
+    "share_counters",
     "share_key",
     "share_pk",
-    "take_write",
+    "share_region",
+    "share_take_write",
     "taken_attr",
 ]
