@@ -47,6 +47,11 @@ DEMAND_WINDOW_MS = 1_000
 #: A region whose item has not changed for this long (as this replica shows it) gets
 #: nothing: parts released to a region that cannot see them sit idle in flight.
 SILENT_AFTER_MS = 5_000
+#: A take that finds its item frozen waits this long (a transfer takes two writes).
+FROZEN_WAIT_MS = 20
+#: A freeze older than this is a keeper that died between its two writes: any keeper of
+#: the region thaws it (its second write, with nothing moved).
+THAW_AFTER_MS = 2_000
 #: A share keeper's pass, and its jitter (ms).
 TICK_MS = 250
 TICK_JITTER_MS = 100
@@ -108,6 +113,8 @@ class ShareImage:
     held_epoch: int | None = None
     held: int = 0
     held_before: int = 0
+    #: When a keeper froze the item for a transfer (None: not frozen).
+    frozen_at: int | None = None
 
     @property
     def held_total(self) -> int:
@@ -157,6 +164,7 @@ def decode(item: Mapping[str, object]) -> ShareImage:
         held_epoch=(keys.get_n(item, A.HELD_EPOCH) if A.HELD_EPOCH in item else None),
         held=num(A.HELD),
         held_before=num(A.HELD_BEFORE),
+        frozen_at=num(A.FROZEN) if A.FROZEN in item else None,
     )
 
 
@@ -221,6 +229,8 @@ def plan_take(
     is the share's capacity less the held counts, and the write's condition says they have
     not grown since. The full-at time moves by the amount and by the held counts the take
     rolls out of the item (spent reserves, charged now); the reserve itself is held."""
+    if image.frozen_at is not None:  # a transfer is being written: wait for it
+        return Short(0, FROZEN_WAIT_MS)
     state, held = image.state(), image.held_total
     need = amount_milli + extra_milli
     tokens = state.tokens(now_ms, 1, held)
@@ -410,9 +420,11 @@ def next_tick_ms(rng: random.Random) -> int:
 
 __all__ = [
     "DEMAND_WINDOW_MS",
+    "FROZEN_WAIT_MS",
     "HYSTERESIS",
     "MIN_PARTS",
     "PARTS",
+    "THAW_AFTER_MS",
     "Demand",
     "ShareImage",
     "Short",

@@ -65,6 +65,9 @@ class Memory:
     demand: core.Demand = field(default_factory=core.Demand)
     others: dict[str, core.ShareImage] = field(default_factory=dict)
     transfers: int = 0
+    #: Keeper passes that failed (throttled, unreachable), and the last error.
+    failures: int = 0
+    last_error: str = ""
     rng: random.Random = field(default_factory=random.Random)
     reserve_milli: int = 0
     reserve_until_ms: int = 0
@@ -216,7 +219,7 @@ class Pass:
 
 def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
     """Read every region's item; absorb what was released to this region and release its
-    excess over what demand says it should hold, in one write to its own item."""
+    excess over what demand says it should hold, in one transfer on its own item."""
     images = yield from read_all(target)
     requests = 1
     own = images.get(target.region)
@@ -230,27 +233,52 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
     demand = {r: memory.demand.rate(r, now_ms) for r in target.regions}
     wanted = core.targets(target.regions, demand)
     reachable = memory.demand.reachable(target.regions, now_ms)
-    done: core.Transfer | None = None
-    for _ in range(MAX_TRIES):
-        transfer = core.plan_transfer(own, images, wanted, reachable)
-        if transfer is None:
-            break
-        fields = core.reshare_fields(own, transfer, target.limit, now_ms)
-        call = rk.reshare_write(target.table, target.key, own.version, own.full_at, fields)
-        result = yield from one(Call("update_item", call))
-        requests += 1
-        fresh = _decoded(result)
-        if fresh is None:
-            break
-        own = images[target.region] = fresh
-        memory.image = fresh
-        memory.short_until_ms = 0
-        if result.ok:
-            done = transfer
-            memory.transfers += 1
-            break
+    done, written = yield from _transfer(target, memory, own, images, wanted, reachable, now_ms)
+    requests += written
     requests += yield from _flush_demand(target, memory)
     return Pass(images, wanted, done, requests)
+
+
+def _transfer(
+    target: Target,
+    memory: Memory,
+    own: core.ShareImage,
+    images: dict[str, core.ShareImage],
+    wanted: dict[str, int],
+    reachable: frozenset[str],
+    now_ms: int,
+) -> Flow[tuple[core.Transfer | None, int]]:
+    """Freeze this region's item, then write the transfer planned from the frozen image
+    (exact: no take lands on a frozen item); or thaw a freeze whose keeper died."""
+    requests = 0
+    if own.frozen_at is not None:
+        if now_ms - own.frozen_at < core.THAW_AFTER_MS:
+            return None, 0  # another keeper of the region is writing its transfer
+        frozen = own
+    else:
+        if core.plan_transfer(own, images, wanted, reachable) is None:
+            return None, 0
+        freeze = rk.freeze_write(target.table, target.key, own.version, now_ms)
+        result = yield from one(Call("update_item", freeze))
+        requests += 1
+        if not result.ok:
+            return None, requests  # another keeper of the region moved first
+        frozen = core.decode(result.attributes)
+    images = {**images, target.region: frozen}
+    transfer = core.plan_transfer(frozen, images, wanted, reachable) or core.Transfer(
+        frozen.parts, frozen.given, frozen.taken, 0, {}
+    )
+    fields = core.reshare_fields(frozen, transfer, target.limit, now_ms)
+    call = rk.reshare_write(target.table, target.key, frozen.version, fields)
+    result = yield from one(Call("update_item", call))
+    requests += 1
+    fresh = _decoded(result)
+    if fresh is not None:
+        memory.image, memory.short_until_ms = fresh, 0
+    if not result.ok or not (transfer.absorbed or transfer.released):
+        return None, requests
+    memory.transfers += 1
+    return transfer, requests
 
 
 def _flush_demand(target: Target, memory: Memory) -> Flow[int]:
@@ -272,8 +300,10 @@ def keep(
         try:
             yield from keep_pass(target, memory, now)
             failures = 0
-        except Exception:  # a throttle or an outage: back off, keep the share held
+        except Exception as error:  # a throttle or an outage: back off, keep the share held
             failures += 1
+            memory.failures += 1
+            memory.last_error = f"{type(error).__name__}: {error}"
         passes += 1
         wait = core.next_tick_ms(memory.rng) * (2 ** min(failures, 5))
         woke = yield from pause(wait)

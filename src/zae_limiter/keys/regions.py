@@ -20,6 +20,7 @@ transfer protocol (docs/global.md):
 | `fa` | full-at time x `ra` (bucket.py), `tc` millitokens consumed |
 | `dm` | millitokens offered in this region, ever (demand; admitted or not) |
 | `he` `hc` `hp` | reserves: epoch of `hc`; millitokens taken into reserves in it, and before |
+| `fz` | set while a transfer is written: when its keeper froze the item |
 | `g_{region}` | parts this region has ever given to that region (written by the giver) |
 | `k_{region}` | parts this region has ever taken in from that region (its acknowledgement) |
 """
@@ -48,6 +49,7 @@ class ShareAttr:
     REGION = "region"
     HELD_EPOCH, HELD, HELD_BEFORE = "he", "hc", "hp"
     GIVEN_PREFIX, TAKEN_PREFIX = "g_", "k_"
+    FROZEN = "fz"
 
 
 #: A reserve epoch (ms): held counts roll into the full-at time an epoch or two after.
@@ -239,33 +241,43 @@ def create_put(
     }
 
 
+def freeze_write(table: str, item_key: Item, seen_version: int, now_ms: int) -> dict[str, Any]:
+    """The first of a transfer's two writes: the next version, marked frozen (`fz`, when).
+    Every take planned on the version before fails from now on, and a take never plans
+    on a frozen image: the item's bucket stands still until the keeper's second write,
+    which therefore reads it exactly (this write's ALL_NEW) without racing the takes."""
+    return {
+        "TableName": table,
+        "Key": item_key,
+        "UpdateExpression": "SET #v = :n, #z = :t",
+        "ConditionExpression": "#v = :v",
+        "ExpressionAttributeNames": {"#v": ShareAttr.VERSION, "#z": ShareAttr.FROZEN},
+        "ExpressionAttributeValues": {
+            ":v": n(seen_version),
+            ":n": n(seen_version + 1),
+            ":t": n(now_ms),
+        },  # fmt: skip
+        **_returns(),
+    }
+
+
 def reshare_write(
-    table: str,
-    item_key: Item,
-    seen_version: int,
-    seen_full_at: int | None,
-    fields: Mapping[str, int],
+    table: str, item_key: Item, frozen_version: int, fields: Mapping[str, int]
 ) -> dict[str, Any]:
-    """The keeper's one write of a transfer: new parts, share config, re-expressed `fa`,
-    raised `g_*` / `k_*` counters and the next version, exactly over the image it planned
-    from (its version and full-at time), so no take lands between its read and its write."""
-    names = {"#v": ShareAttr.VERSION, "#f": ShareAttr.FULL_AT}
-    values: dict[str, Any] = {":v": n(seen_version)}
+    """The second write of a transfer: new parts, share config, re-expressed `fa`, raised
+    `g_*` / `k_*` counters and the next version, unfrozen, over the frozen image."""
+    names = {"#v": ShareAttr.VERSION, "#z": ShareAttr.FROZEN}
+    values: dict[str, Any] = {":v": n(frozen_version)}
     sets = []
     for i, (attr, value) in enumerate(sorted(fields.items())):
         names[f"#s{i}"] = attr
         values[f":s{i}"] = n(value)
         sets.append(f"#s{i} = :s{i}")
-    if seen_full_at is None:
-        condition = "#v = :v AND attribute_not_exists(#f)"
-    else:
-        values[":o"] = n(seen_full_at)
-        condition = "#v = :v AND #f = :o"
     return {
         "TableName": table,
         "Key": item_key,
-        "UpdateExpression": "SET " + ", ".join(sets),
-        "ConditionExpression": condition,
+        "UpdateExpression": "SET " + ", ".join(sets) + " REMOVE #z",
+        "ConditionExpression": "#v = :v AND attribute_exists(#z)",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         **_returns(),
@@ -280,6 +292,7 @@ __all__ = [
     "all_regions_query",
     "create_put",
     "demand_write",
+    "freeze_write",
     "given_attr",
     "reshare_write",
     "share_counters",
