@@ -245,18 +245,20 @@ class Analysis:
 
 
 def over_admission(scenario: Scenario, admitted_ms: Sequence[int], start_ms: int) -> float:
-    """Largest debt an ideal bucket (full at the start) would run into, fed every
-    admission at its take's clock: 0 means no window ever admitted past C + Q x T."""
+    """Tokens admitted past one ideal bucket of the whole limit (full at the start), fed
+    every admission at its take's clock: what it would have refused. 0 means no window
+    ever admitted past C + Q x T."""
     capacity = Fraction(scenario.limit.capacity)
     rate = Fraction(scenario.limit_per_second, 1000)
-    tokens, at, worst = capacity, start_ms, Fraction(0)
+    tokens, at, past = capacity, start_ms, Fraction(0)
     for t in sorted(admitted_ms):
-        tokens = min(capacity, tokens + (t - at) * rate) - 1
+        tokens = min(capacity, tokens + (t - at) * rate)
         at = t
-        if tokens < 0:
-            worst = max(worst, -tokens)
-            tokens = Fraction(0)  # count each excess once
-    return float(worst)
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            past += 1  # the ideal bucket refuses it and keeps its tokens
+    return float(past)
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
