@@ -256,7 +256,7 @@ def freeze_write(table: str, item_key: Item, seen_version: int, now_ms: int) -> 
             ":v": n(seen_version),
             ":n": n(seen_version + 1),
             ":t": n(now_ms),
-        },  # fmt: skip
+        },
         **_returns(),
     }
 
