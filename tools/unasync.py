@@ -27,6 +27,7 @@ FILES = (
     "identity.py",
     "lease.py",
     "limiter.py",
+    "regional.py",
     "repository.py",
     "reserve_keeper.py",
 )
@@ -50,7 +51,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"\basync_principal\b", "sync_principal"),
     (r"\b_Async", "_Sync"),
     (r"\bAsync(Acquiring|Keeper|Runner)\b", r"Sync\1"),
-    (r"\b(RateLimiter|Repository|Lease)\b", r"Sync\1"),
+    (r"\b(RateLimiter|Repository|Lease|GlobalShares)\b", r"Sync\1"),
     (r"\bAsync\b", "Sync"),
     (r"\baiobotocore\b", "boto3"),
 )
