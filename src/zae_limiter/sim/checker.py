@@ -80,6 +80,9 @@ class Checker:
     into_reserves: dict[Level, Fraction] = field(default_factory=dict)
     #: Allowance for debt the table cannot see (see `allow`), per level.
     sharded: dict[Level, Fraction] = field(default_factory=dict)
+    #: Entities where a write charged expired held counts: tokens lost by design (a
+    #: reserve its client did not give back in time), so `kept_all` does not judge them.
+    lossy: set[str] = field(default_factory=set)
 
     def allow(self, entity: str, name: str, milli: int) -> None:
         """Debt the table cannot see where it admits (docs/guarantees.md, "Known
@@ -183,6 +186,23 @@ class Checker:
                 "tokens created",
                 f"{entity}/{limit.name}: the table offers {tokens}, the ideal bucket holds "
                 f"{float(level):.3f} (allowance {float(allowed):.3f})",
+            )
+
+    def kept_all(self, entity: str, limit: Limit, kept_milli: int, at_ms: int) -> None:
+        """No tokens lost, on a schedule without a fault that loses them by design: what
+        the table holds plus what reserves still hold (`kept_milli`) is all the ideal
+        bucket holds. Judged for limits that do not refill within a schedule (refill
+        would hide a loss, and rounding in the limiter's favour is a loss there), with
+        half a token of slack for the year's refill of a schedule's minutes."""
+        if entity in self.lossy:
+            return
+        ideal, _worst, _allowed = self.replay((entity, limit.name))
+        level = ideal.level(at_ms)
+        if Fraction(kept_milli, 1000) < level - Fraction(1, 2):
+            self.fail(
+                "tokens lost",
+                f"{entity}/{limit.name}: the table and reserves keep {kept_milli / 1000:g}, "
+                f"the ideal bucket holds {float(level):.3f} (no fault lost any)",
             )
 
     def fail(self, kind: str, detail: str) -> None:

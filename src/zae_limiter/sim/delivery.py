@@ -36,6 +36,8 @@ class Delivery(Machine):
     def _deliver(self, thread: Thread, p: Pending) -> None:
         fault = self._fault() if self.faults_on else None
         client = thread.client
+        if fault is not None:
+            self._may_lose(p)
         if fault in (kinds.THROTTLED, kinds.THROTTLED_BARE):
             outcome: Any = _throttle(self.table, fault == kinds.THROTTLED)
             self._record(thread, p.call, "throttled", fault)
@@ -70,6 +72,16 @@ class Delivery(Machine):
             self._answer(thread, p.index, _unavailable("read timeout", "ReadTimeoutError"))
             return
         self._answer(thread, p.index, outcome)
+
+    def _may_lose(self, p: Pending) -> None:
+        """A fault on a write that gives tokens back (a compensation, a rollback, a
+        reserve's return) loses them by design: the checker does not judge the entity's
+        loss (`Checker.kept_all`). A take that fails only fails to take."""
+        key = _pk(p.call)
+        if key is None or _BUCKET not in key or p.call.op not in WRITES:
+            return
+        if not p.what.startswith("acquire") or any(v < 0 for v in _consumed(p.call).values()):
+            self.checker.lossy.add(_entity_of(key))
 
     def _retries(self, client: SimClient, call: Call, applied: bool, attempt: int) -> bool:
         """Whether the client's SDK sends the request again by itself (botocore's retries on
@@ -114,6 +126,9 @@ class Delivery(Machine):
         return Result(response), applied
 
     def _time_out(self, thread: Thread, index: int, p: Pending) -> None:
+        # Only held requests time out (time passes under requests in flight only then):
+        # each counts as the fault it is, applied later or never.
+        self.counts.fault(kinds.LATE)
         if self.faults_on and self.spec.faults.of(kinds.LATE) and self.c.chance(300):
             self.orphans.append(Orphan(thread.client.name, p.call, thread.tid, p.serial, p.what))
         self._answer(thread, index, _unavailable("timed out", CALL_TIMEOUT))
@@ -130,11 +145,18 @@ class Delivery(Machine):
             return
         entity = _entity_of(key)
         held = keys.decode_reserved(before) if before else {}
+        # Any client's write may charge held counts it sees expired (its clock ahead).
+        horizon = self.true_ms + self.spec.skew_ms
+        if any(keys.lost_milli(counts, horizon) for counts in held.values()):
+            self.checker.lossy.add(entity)
         for limit in self.spec.limits:
             sf = keys.limit_attr(limit.name, "sf")
             if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
                 live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
                 self.checker.allow(entity, limit.name, live)
+                # A split rounds each shard's share in the limiter's favour: it may lose
+                # a fraction of a token (seed 438 lost half of one), never create one.
+                self.checker.lossy.add(entity)
 
     def _compensated(self, key: str, call: Call) -> None:
         """A give-back an acquire sent for a level it took from, the acquire being refused

@@ -17,7 +17,17 @@ from zae_limiter.operations import Operations
 from zae_limiter.repository import _state
 from zae_limiter.sim.checker import Checker, Violation
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.spec import FAULT_KINDS, RESOURCE, YEAR_S, WorldSpec, draw_world
+from zae_limiter.sim.spec import (
+    CRASH,
+    FAULT_KINDS,
+    LATE,
+    LOST,
+    PAUSE,
+    RESOURCE,
+    YEAR_S,
+    WorldSpec,
+    draw_world,
+)
 from zae_limiter.sim.threads import Counts, EngineCall
 from zae_limiter.sim.trace import Trace
 from zae_limiter.sim.world import World
@@ -137,9 +147,15 @@ def _recovery_ms(world: World) -> int:
     return wait
 
 
+#: Faults that lose tokens by design (docs/reserves.md): a schedule with none is judged
+#: for loss as well (`Checker.kept_all`).
+LOSING = frozenset({LOST, LATE, CRASH, PAUSE})
+
+
 def _judge(world: World, state: RepoState, recovered: bool) -> None:
     checker = world.checker
     now = world.true_ms
+    lossless = not recovered and not LOSING & set(world.counts.faults)
     for entity in world.spec.entities:
         shards = world.settle_all(read.read_shards(state, entity, RESOURCE))
         offered = world.settle_all(
@@ -147,8 +163,22 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
         )
         for limit in world.spec.limits:
             checker.holds_at_most_ideal(entity, limit, offered[limit.name], now)
+            if lossless and limit.refill_period_seconds == YEAR_S:
+                checker.kept_all(entity, limit, _kept(shards, limit, now), now)
             if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None:
                 _came_back(checker, entity, limit, shards, now)
+
+
+def _kept(shards: Any, limit: Any, now: int) -> int:
+    """Millitokens the table holds for a limit, and its held counts (reserves out); a
+    bucket with no item is full."""
+    if not shards:
+        return int(limit.capacity) * 1000
+    kept = 0
+    for shard, shares in read_shares(shards):
+        kept += tokens_now(shard, limit, now, shares)
+        kept += sum(v for v in shard.reserved.get(limit.name, {}).values() if v > 0)
+    return kept
 
 
 def _came_back(checker: Checker, entity: str, limit: Any, shards: Any, now: int) -> None:

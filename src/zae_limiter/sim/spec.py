@@ -73,11 +73,25 @@ class WorldSpec:
     #: Bound on any client's clock offset from true time (ms); skews are drawn within it.
     skew_ms: int
     start_ms: int
+    #: How time passes between requests (`TEMPOS`).
+    tempo: str = "mixed"
 
     @property
     def leaves(self) -> list[str]:
         parents = {p for p in self.entities.values() if p is not None}
         return [e for e in self.entities if e not in parents]
+
+
+#: How time passes when the world lets it (`World._pass_time`): weights of three bands of
+#: (low ms, high ms). "mixed" is mostly milliseconds, with seconds and long idles;
+#: "steady" never idles as long as a reserve's `idle_ms` (2 s), so reserves age in use
+#: and are renewed; "bursty" is bursts within milliseconds between idles long enough to
+#: fill buckets, expire held counts and outlive images.
+TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "mixed": ((70, 1, 50), (20, 100, 3000), (10, 15_000, 65_000)),
+    "steady": ((60, 1, 50), (40, 100, 1500)),
+    "bursty": ((85, 1, 5), (15, 20_000, 130_000)),
+}
 
 
 def as_quota(limit: Limit) -> Limit:
@@ -171,4 +185,5 @@ def draw_world(
     )
     # Anywhere in a reserve epoch (20 s): schedules cross epoch boundaries at every phase.
     start = 1_767_225_600_000 + c.below(20_000)
-    return WorldSpec(limits, entities, clients, faults, skew, start)
+    tempo = ("mixed", "mixed", "steady", "bursty")[c.below(4)]
+    return WorldSpec(limits, entities, clients, faults, skew, start, tempo)

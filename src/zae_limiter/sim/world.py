@@ -102,17 +102,16 @@ class World(Delivery):
         if not held and any(t.pending for t in self._threads()):
             self.advance(self.c.between(1, 50))
             return
-        band = self.c.weighted([70, 20, 10])
-        ms = (self.c.between(1, 50), self.c.between(100, 3000), self.c.between(15_000, 65_000))[
-            band
-        ]
-        self.advance(ms)
+        bands = kinds.TEMPOS[self.spec.tempo]
+        _weight, low, high = bands[self.c.weighted([w for w, _, _ in bands])]
+        self.advance(self.c.between(low, high))
 
     def advance(self, ms: int) -> None:
         self.true_ms += ms
         self.trace.note(self.true_ms, f"time +{ms} ms")
         for client in self.clients:
             client.true_now = self.true_ms
+        self._expired_reserves()
         for thread in self._threads():
             for index, p in list(thread.pending.items()):
                 if self.true_ms >= p.timeout_at and index in thread.pending:
@@ -120,6 +119,15 @@ class World(Delivery):
                         self._answer(thread, index, thread.client.now())
                     else:
                         self._time_out(thread, index, p)
+
+    def _expired_reserves(self) -> None:
+        """Time passed beyond a reserve's return (its client's keeper did not run in
+        time, as in a pause): its tokens left are lost by design, and the checker does
+        not judge its entity's loss."""
+        for client in self._live():
+            if client.state.reserves is not None:
+                for entity, _resource in client.state.reserves.unreturnable(client.now()):
+                    self.checker.lossy.add(entity)
 
     def _wake(self) -> None:
         for client in self.clients:
@@ -197,6 +205,8 @@ class _Observer:
         self.world = world
         self.client = client
         self.limits = world.spec.limits
+        #: Per bucket PK a lease end is about to change: its reserve's tokens left then.
+        self._left_before: dict[str, dict[str, int] | None] = {}
 
     def refused(self, op: Any, error: BaseException) -> None:
         self.world.trace.note(self.world.true_ms, f"{self.client.name} refused: {_short(error)}")
@@ -223,23 +233,42 @@ class _Observer:
             change = {n: v for n, v in change.items() if v and n in names}
             if change:
                 thread.next_intents[self.world.checker.bucket_pk(taken)] = (taken, change)
+                self._left_before[self.world.checker.bucket_pk(taken)] = self._left(taken)
+
+    def _left(self, taken: Any) -> dict[str, int] | None:
+        """What the client's reserve of the bucket holds now (None: no reserve there)."""
+        book = self.client.state.reserves
+        held = None if book is None else book.holding((taken.entity_id, taken.resource))
+        if held is None or held.shard_id != taken.shard_id:
+            return None
+        return dict(held.left)
+
+    def _settled_here(self, pk: str, taken: Any, change: dict[str, int]) -> bool:
+        """Whether the lease's end settled `change` in the client's reserve (no write):
+        the reserve's tokens left moved by exactly the change."""
+        before, after = self._left_before.pop(pk, None), self._left(taken)
+        if before is None or after is None:
+            return False
+        return all(after.get(n, 0) == before.get(n, 0) - v for n, v in change.items())
 
     def ended(self) -> None:
         """The lease's end ran: what it settled in a reserve (no request) counts from its
-        start; what it wrote counted when applied; what it sent and was not applied (yet)
-        is usage the library could not record."""
+        start; what it wrote counted when applied; what it sent and was not applied (yet),
+        or never sent (the end gave up before it), is usage the library could not record."""
         thread = self._current()
+        checker = self.world.checker
         intents = self.world.intents.get((thread.tid, thread.serial), {})
         for pk, intent in list(intents.items()):
-            if pk not in thread.attempted:
-                at = (intent.planned_ms, intent.tick)
-                self.world.checker.change(intent.taken, intent.change, at, intent.planned_ms)
-                for name, milli in intent.change.items():
-                    if milli < 0:
-                        self.world.checker.settled_back(intent.taken.entity_id, name, -milli)
-                del intents[pk]
-            else:
-                self.world.checker.unrecorded += 1
+            settled = self._settled_here(pk, intent.taken, intent.change)
+            if pk in thread.attempted or not settled:
+                checker.unrecorded += 1
+                continue
+            at = (intent.planned_ms, intent.tick)
+            checker.change(intent.taken, intent.change, at, intent.planned_ms)
+            for name, milli in intent.change.items():
+                if milli < 0:
+                    checker.settled_back(intent.taken.entity_id, name, -milli)
+            del intents[pk]
 
     def lost(self, error: BaseException) -> None:
         self.world.trace.note(self.world.true_ms, f"{self.client.name} lease end failed: {error}")
