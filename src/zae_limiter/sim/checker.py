@@ -48,7 +48,7 @@ class Violation:
 @dataclass(frozen=True, slots=True)
 class Event:
     """One change to a level, as the ideal bucket takes it: `take` (an admission),
-    `charge` (usage after the fact) or `give` (tokens back)."""
+    `charge` (usage after the fact), `give` (tokens back) or `reset` (deleted: full)."""
 
     at_ms: int
     seq: int
@@ -128,6 +128,9 @@ class Checker:
                 worst = max(worst, -ideal.tokens - skew - late)
             elif event.kind == "charge":
                 ideal.charge(event.amount, event.at_ms)
+            elif event.kind == "reset":
+                ideal.refill(event.at_ms)
+                ideal.tokens = ideal.capacity
             else:
                 ideal.give_back(event.amount, event.at_ms)
         return ideal, worst, skew + late
@@ -166,6 +169,16 @@ class Checker:
             else:
                 continue
             self._add(taken.entity_id, limit, event)
+
+    def reset(self, entity: str, at: tuple[int, int], held: Mapping[str, int]) -> None:
+        """The entity's buckets were deleted at `at` (an operator deleted the entity): its
+        usage is forgotten, and the ideal bucket starts full again. Reserves that clients
+        held of the deleted buckets (`held`, per limit) can still be spent for a while:
+        each adds what it held to the level's allowance. Its loss is not judged."""
+        self.lossy.add(entity)
+        for limit in self.limits:
+            self.allow(entity, limit.name, held.get(limit.name, 0))
+            self._add(entity, limit, self._event(at, "reset", 0, at[0]))
 
     def settled_back(self, entity: str, name: str, milli: int) -> None:
         """Tokens given back into a client's reserve: fed to the ideal bucket then, they

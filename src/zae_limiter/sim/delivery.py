@@ -61,7 +61,8 @@ class Delivery(Machine):
             self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial, p.what))
             self._answer(thread, p.index, _unavailable("timed out", CALL_TIMEOUT))
             return
-        outcome, applied = self._execute(p.call, thread, p.serial, what=p.what)
+        region = client.spec.region
+        outcome, applied = self._execute(p.call, thread, p.serial, what=p.what, region=region)
         if fault == kinds.LOST:
             self._record(
                 thread, p.call, "applied, answer lost" if applied else "answer lost", fault
@@ -97,23 +98,33 @@ class Delivery(Machine):
         return None if index == 0 else delivery[index - 1]
 
     def _execute(
-        self, call: Call, thread: Thread | None, serial: int = 0, tid: int = 0, what: str = ""
+        self,
+        call: Call,
+        thread: Thread | None,
+        serial: int = 0,
+        tid: int = 0,
+        what: str = "",
+        region: str = "",
     ) -> tuple[Any, bool]:
-        """Apply one request to the engine: (the flow's outcome, whether it changed state)."""
+        """Apply one request to the engine (of `region`, when the world has several):
+        (the flow's outcome, whether it changed state)."""
         self.counts.operations += 1
         self.tick += 1
+        engine, peek = self.engines.get(region, self.engine), self.peeks.get(region, self.peek)
         key = _pk(call)
         bucket = key if key is not None and _BUCKET in key and call.op in WRITES else None
-        before = None if bucket is None else self.peek(bucket)
+        before = None if bucket is None else peek(bucket)
+        deleted = self._deleting(call)
         try:
-            response = self.engine(call.op, dict(call.params))
+            response = engine(call.op, dict(call.params))
         except ClientError as error:
             outcome = error_outcome(error, self.table)
             self._record(thread, call, _short(outcome), None, self.trace.image(key), key)
             return outcome, False
+        self._deleted(deleted)
         applied = call.op in WRITES
         if bucket is not None:
-            self._sharding(bucket, before, self.peek(bucket))
+            self._sharding(bucket, before, peek(bucket))
             if what.startswith("acquire"):
                 self._compensated(bucket, call)
         if applied and key is not None:
@@ -124,6 +135,26 @@ class Delivery(Machine):
             self._intended(tid, serial, key)
         self._record(thread, call, "ok", None, before if self.trace.on else None, key)
         return Result(response), applied
+
+    def _deleting(self, call: Call) -> dict[str, dict[str, int]]:
+        """Bucket items a batch write deletes: entity -> limit -> held counts live now."""
+        if call.op != "batch_write_item":
+            return {}
+        out: dict[str, dict[str, int]] = {}
+        for chunk in call.params.get("RequestItems", {}).values():
+            for request in chunk:
+                pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
+                item = self.peek(pk) if _BUCKET in pk else None
+                if item is not None:
+                    held = out.setdefault(_entity_of(pk), {})
+                    for name, counts in keys.decode_reserved(item).items():
+                        held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
+        return out
+
+    def _deleted(self, deleted: dict[str, dict[str, int]]) -> None:
+        for entity, held in deleted.items():
+            self.trace.note(self.true_ms, f"{entity}'s buckets deleted")
+            self.checker.reset(entity, (self.true_ms, self.tick), held)
 
     def _time_out(self, thread: Thread, index: int, p: Pending) -> None:
         # Only held requests time out (time passes under requests in flight only then):
@@ -136,7 +167,8 @@ class Delivery(Machine):
     def _deliver_orphan(self) -> None:
         orphan = self.orphans.pop(self.c.below(len(self.orphans)))
         self.trace.note(self.true_ms, f"{orphan.client} late request arrives")
-        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what)
+        region = next((c.spec.region for c in self.clients if c.name == orphan.client), "")
+        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what, region)
 
     def _sharding(self, key: str, before: Any, after: Any) -> None:
         """Tell the checker of what sharding cannot see: held counts on a shard that

@@ -14,14 +14,21 @@ from collections.abc import Callable
 from typing import Any
 
 from zae_limiter.flows import Call, Flow, Sleep
+from zae_limiter.operations import Operations
+from zae_limiter.sim import background
 from zae_limiter.sim import spec as kinds
+from zae_limiter.sim.background import Stream
 from zae_limiter.sim.client import SimClient, Thread, acquire_program, keeper_program
 from zae_limiter.sim.delivery import Delivery, _short
+from zae_limiter.sim.spec import ClientSpec
 from zae_limiter.sim.threads import Orphan
 
 
 class World(Delivery):
     """The whole schedule: which step comes next, time, and the faults that strike a client."""
+
+    #: Where the aggregator is in the table's stream (made on its first run).
+    stream: Stream | None = None
 
     # ------------------------------------------------------------------ the loop
     def run(self, max_steps: int = 2000) -> None:
@@ -51,10 +58,14 @@ class World(Delivery):
             options.append((5, lambda: self._keeper(self.c.pick(keepers))))
         if self.orphans:
             options.append((4, self._deliver_orphan))
+        if self.replication is not None:
+            options.append((10, self._replicate))
         rates = self.spec.faults
         if self.faults_on:
             for kind, act in ((kinds.CRASH, self._crash), (kinds.PAUSE, self._pause),
-                              (kinds.JUMP, self._jump)):  # fmt: skip
+                              (kinds.JUMP, self._jump), (kinds.AGGREGATE, self._aggregate),
+                              (kinds.DELETE, self._delete),
+                              (kinds.PARTITION, self._partition)):  # fmt: skip
                 if rates.of(kind):
                     options.append((max(1, rates.of(kind) // 40), act))
         if not pending and not idle and not self._busy():
@@ -108,6 +119,8 @@ class World(Delivery):
 
     def advance(self, ms: int) -> None:
         self.true_ms += ms
+        if self.tell_time is not None:
+            self.tell_time(self.true_ms)
         self.trace.note(self.true_ms, f"time +{ms} ms")
         for client in self.clients:
             client.true_now = self.true_ms
@@ -139,6 +152,69 @@ class World(Delivery):
                 if isinstance(p.call, Sleep) and p.timeout_at <= self.true_ms:
                     self._answer(thread, index, thread.client.now())
             self._advance(thread)
+
+    # ------------------------------------------------------------------ beside the clients
+    def _beside(self, spec: ClientSpec) -> SimClient | None:
+        """The live process that runs `spec`'s work (started on first use; after a crash,
+        the restarted one), None while it is busy or paused."""
+        mine = [cl for cl in self.clients if cl.spec is spec]
+        live = [cl for cl in mine if cl.alive]
+        if not mine:
+            live = [SimClient(spec, self.table, seed=self.spec.start_ms)]
+            live[0].true_now = self.true_ms
+            self.clients.append(live[0])
+        if not live:
+            return None
+        who = live[0]
+        if self._paused(who) or any(not t.done for t in who.threads):
+            return None
+        return who
+
+    def _aggregate(self) -> None:
+        if self.records is None:
+            return
+        if self.stream is None:
+            self.stream = Stream(self.records)
+        pending = self.stream.pending()
+        who = self._beside(background.AGGREGATOR)
+        if not pending or who is None:
+            return
+        batch = pending[: self.c.between(1, min(len(pending), 100))]
+        self.counts.fault(kinds.AGGREGATE)
+        config = background.aggregator_config(self.table)
+        program = background.aggregator_program(self.stream, batch, config, self.true_ms)
+        self._spawn(who, program, f"aggregator on {len(batch)} records")
+
+    def _delete(self) -> None:
+        who = self._beside(background.OPERATOR)
+        if who is None:
+            return
+        entity = self.c.pick(self.spec.leaves)
+        self.counts.fault(kinds.DELETE)
+        ops = Operations(background.Admin(who.state, who.now))  # type: ignore[arg-type]
+        note = lambda ok: self.trace.note(  # noqa: E731
+            self.true_ms, f"operator {'deleted' if ok else 'could not delete'} {entity}"
+        )
+        self._spawn(who, background.delete_program(ops, entity, note), f"delete {entity}")
+
+    def _replicate(self) -> None:
+        written = self.replication.deliver(self.true_ms)
+        if written:
+            self.trace.note(self.true_ms, f"replicator writes {written} changes")
+
+    def _partition(self) -> None:
+        """A region is cut off from the others, or a cut-off one heals."""
+        replication = self.replication
+        if replication is None:
+            return
+        region = self.c.pick(list(self.spec.regions))
+        self.counts.fault(kinds.PARTITION)
+        if region in replication.partitioned:
+            replication.partitioned.discard(region)
+            self.trace.note(self.true_ms, f"region {region} heals")
+        else:
+            replication.partitioned.add(region)
+            self.trace.note(self.true_ms, f"region {region} PARTITIONED")
 
     # ------------------------------------------------------------------ faults
     def _crash(self) -> None:
@@ -180,8 +256,9 @@ class World(Delivery):
         self.counts.fault(kinds.JUMP)
         self.trace.note(self.true_ms, f"{client.name} clock jumps to offset {client.offset_ms} ms")
 
-    def settle_all(self, flow: Flow[Any]) -> Any:
-        """Run a flow to its end with no faults and no interleaving (setup, final reads)."""
+    def settle_all(self, flow: Flow[Any], region: str = "") -> Any:
+        """Run a flow to its end with no faults and no interleaving (setup, final reads),
+        against `region`'s engine when the world has several."""
         send: Any = None
         while True:
             try:
@@ -194,7 +271,7 @@ class World(Delivery):
                 if isinstance(step, Sleep):
                     results.append(self.true_ms)
                     continue
-                results.append(self._execute(step, None)[0])
+                results.append(self._execute(step, None, region=region)[0])
             send = tuple(results) if isinstance(request, tuple) else results[0]
 
 
