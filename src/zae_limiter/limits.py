@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.quota import Window, calendar_window, session_window
+from zae_limiter.schedule import Override, check_schedule, override
 
 #: Names the library keeps for itself. `wcu` tracks the write pressure of one
 #: DynamoDB partition and must never be confused with an application limit.
@@ -55,10 +56,22 @@ class Limit:
     refill_amount: int
     refill_period_seconds: int
     window: Window | None = field(default=None, kw_only=True)
+    #: Scheduled overrides (schedule.py): the limit in force changes at cron instants.
+    schedule: tuple[Override, ...] = field(default=(), kw_only=True)
+    #: On a limit `schedule.active` chose: the instant it took over (not compared: the
+    #: same numbers are the same limit).
+    since_ms: int | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
         validate_limit_name(self.name)
         _positive_int("capacity", self.capacity, self.name)
+        if self.schedule:
+            check_schedule(self.name, self.schedule)
+            if self.window is not None:
+                raise ValidationError(
+                    f"limit {self.name!r}: a quota cannot be scheduled; schedule a "
+                    "refilling limit, or store another quota when it should change"
+                )
         if self.window is not None or (self.refill_amount, self.refill_period_seconds) == (0, 0):
             self._check_quota()
             return
@@ -114,6 +127,27 @@ class Limit:
             window = calendar_window("0 0 1 * *" if reset is None else reset, tz)
         return cls(name, amount, 0, 0, window=window)
 
+    def during(self, start: str, end: str, limit: Limit, *, tz: str = "UTC") -> Limit:
+        """This limit, with `limit`'s numbers in force from each instant of the cron
+        expression `start` to the next instant of `end` (read in time zone `tz`), e.g.
+        `Limit.per_minute("rpm", 100).during("0 22 * * *", "0 6 * * *",
+        Limit.per_minute("rpm", 500))`. Chain it for several overrides; where two
+        apply, the one that started last wins."""
+        if limit.name != self.name:
+            raise ValidationError(
+                f"limit {self.name!r}: a scheduled override changes this limit's numbers; "
+                f"it must have the same name, got {limit.name!r}"
+            )
+        added = override(start, end, tz, limit)
+        return Limit(
+            self.name,
+            self.capacity,
+            self.refill_amount,
+            self.refill_period_seconds,
+            window=self.window,
+            schedule=(*self.schedule, added),
+        )
+
     @classmethod
     def custom(
         cls, name: str, capacity: int, refill_amount: int, refill_period_seconds: int
@@ -167,13 +201,17 @@ class Limit:
         `1000 per window, resets at '0 0 1 * *' UTC`."""
         if self.window is not None:
             return f"{self.capacity} per window, {self.window.describe()}"
-        unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(self.refill_period_seconds)
-        rate = (
-            f"{self.refill_amount}/{unit}"
-            if unit
-            else f"{self.refill_amount}/{self.refill_period_seconds}s"
-        )
-        return rate if self.capacity == self.refill_amount else f"{rate} burst {self.capacity}"
+        text = _rate_text(self.capacity, self.refill_amount, self.refill_period_seconds)
+        for item in self.schedule:
+            numbers = (item.capacity, item.refill_amount, item.refill_period_seconds)
+            text += f"; {_rate_text(*numbers)} {item.describe()}"
+        return text
+
+
+def _rate_text(capacity: int, refill_amount: int, refill_period_seconds: int) -> str:
+    unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(refill_period_seconds)
+    rate = f"{refill_amount}/{unit}" if unit else f"{refill_amount}/{refill_period_seconds}s"
+    return rate if capacity == refill_amount else f"{rate} burst {capacity}"
 
 
 def validate_limits(limits: object) -> tuple[Limit, ...]:

@@ -163,7 +163,8 @@ def set_command(level: Level, limits: tuple[Limit, ...], target: Target) -> None
 @_level_options
 @target_options
 def get_command(level: Level, target: Target) -> None:
-    """Show the limits stored at one level (not resolved: see `entity show`)."""
+    """Show the limits stored at one level (not resolved: see `entity show`), with
+    the next change of each scheduled limit (when, and to what)."""
     with render.open_limiter(target) as limiter:
         _check_level(limiter, level)
         limits = read_level(limiter, level)
@@ -252,6 +253,11 @@ def _change_json(change: LevelChange) -> dict[str, Any]:
     }
 
 
+def _shown(limit: Limit) -> str:
+    # A schedule-only change must show in the plan: the spec alone is the base numbers.
+    return limit.describe() if limit.schedule else format_limit(limit)
+
+
 def _plan_table(the_plan: Plan) -> Any:
     table = render.new_table("plan", ["action", "what", "before", "after"])
     for spec in the_plan.create:
@@ -264,8 +270,8 @@ def _plan_table(the_plan: Plan) -> Any:
         table.add_row(
             change.action,
             change.level.describe(),
-            ", ".join(format_limit(x) for x in change.before) or "-",
-            ", ".join(format_limit(x) for x in change.after) or "-",
+            ", ".join(_shown(x) for x in change.before) or "-",
+            ", ".join(_shown(x) for x in change.after) or "-",
         )
     return table
 
@@ -329,6 +335,10 @@ def apply_command(file: Any, dry_run: bool, prune: bool, yes: bool, target: Targ
         render.echo(
             f"applied {count} change(s)" if apply else f"dry run: {count} change(s) not applied"
         )
+
+
+# `limits show` is `limits get`: the stored limits, with each schedule's next change.
+limits_group.add_command(get_command, "show")
 
 
 def register(root: click.Group) -> None:

@@ -28,6 +28,7 @@ from zae_limiter.flows.memory import image_of_age, local_rejection
 from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
+from zae_limiter.schedule import in_force
 
 log = logging.getLogger("zae_limiter")
 
@@ -170,7 +171,7 @@ def acquire(
     amounts = validate_amounts("consume", consume)
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
-    override = validate_limits(limits) if limits is not None else None
+    override = in_force(validate_limits(limits), now_ms) if limits is not None else None
     if _bypassed(state, entity_id):
         return Acquired((), amounts, entity_id, bypassed=True)
     parent = _parent_of(state, entity_id, resource)

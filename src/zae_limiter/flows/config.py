@@ -20,6 +20,7 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.version import read_version
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
+from zae_limiter.schedule import in_force
 
 FailurePolicy = Literal["block", "allow"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("block", "allow")
@@ -138,7 +139,9 @@ def resolve_and_fetch(
         for source, cache_key in _levels(entity_id, resource):
             limits = known.get(cache_key)
             if limits:
-                out[(entity_id, resource)] = ResolvedLimits(limits, source)
+                # The stored schedule picks the limit in force from the time passed in:
+                # a boundary needs no read, each client switches by its own clock.
+                out[(entity_id, resource)] = ResolvedLimits(in_force(limits, now_ms), source)
                 break
     return out, found
 
@@ -168,15 +171,23 @@ def validate_level(entity_id: str | None, resource: str | None) -> None:
         keys.validate_resource(resource)
 
 
-def _quotas_allowed(state: RepoState) -> Flow[None]:
-    """A quota is stored only in a table at schema 4 or later: the version record then
-    keeps out every client that would read it as a refilling limit."""
+def _quotas_allowed(state: RepoState, scheduled: bool = False) -> Flow[None]:
+    """A quota is stored only in a table at schema 4 or later, a scheduled limit at 5 or
+    later: the version record then keeps out every client that would misread it (a quota
+    as a refilling limit, a schedule as its base numbers at all hours)."""
     record = yield from read_version(state)
-    if record is not None and record.schema_version < schema.QUOTA_SCHEMA_VERSION:
+    needed = schema.SCHEDULE_SCHEMA_VERSION if scheduled else schema.QUOTA_SCHEMA_VERSION
+    what = (
+        "scheduled limits need {v}, which keeps out clients that would enforce the base "
+        "numbers at all hours"
+        if scheduled
+        else "quotas need {v}, which keeps out clients that would read a quota as a "
+        "refilling limit"
+    ).format(v=needed)
+    if record is not None and record.schema_version < needed:
         raise SchemaVersionError(
-            f"table {state.table!r} has schema version {record.schema_version}: quotas need "
-            f"{schema.QUOTA_SCHEMA_VERSION}, which keeps out clients that would read a quota "
-            f"as a refilling limit: run `zae-limiter migrate --name {state.table}` first"
+            f"table {state.table!r} has schema version {record.schema_version}: {what}: "
+            f"run `zae-limiter migrate --name {state.table}` first"
         )
 
 
@@ -200,7 +211,9 @@ def set_limits(
         if entity_id is not None or resource is not None:
             raise ValidationError("on_unavailable is stored with the system defaults only")
     checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
-    if any(limit.window is not None for limit in checked):
+    if any(limit.schedule for limit in checked):
+        yield from _quotas_allowed(state, scheduled=True)
+    elif any(limit.window is not None for limit in checked):
         yield from _quotas_allowed(state)
     kind = (
         "entity_config"

@@ -36,6 +36,7 @@ from zae_limiter.keys.core import (
 from zae_limiter.limits import Limit
 from zae_limiter.models import Entity
 from zae_limiter.quota import parse_spec
+from zae_limiter.schedule import Override
 
 
 # ---------------------------------------------------------------- entities
@@ -163,14 +164,43 @@ def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
 
 
 def _encode_limit(limit: Limit) -> dict[str, Any]:
-    fields = {
+    fields: dict[str, Any] = {
         "cp": n(limit.capacity),
         "ra": n(limit.refill_amount),
         "rp": n(limit.refill_period_seconds),
     }
     if limit.window is not None:
         fields[A_LIMIT_RESET] = s(limit.window.spec())
+    if limit.schedule:
+        fields[A_LIMIT_SCHEDULE] = {"L": [{"M": _encode_override(o)} for o in limit.schedule]}
     return fields
+
+
+#: A scheduled limit's overrides in a stored limit config (schema v5): a list of maps
+#: with the start and end cron expressions, the zone, and the numbers in force between.
+A_LIMIT_SCHEDULE = "sd"
+
+
+def _encode_override(item: Override) -> dict[str, Any]:
+    return {
+        "on": s(item.start),
+        "off": s(item.end),
+        "tz": s(item.tz),
+        "cp": n(item.capacity),
+        "ra": n(item.refill_amount),
+        "rp": n(item.refill_period_seconds),
+    }
+
+
+def _decode_override(fields: Mapping[str, Any]) -> Override:
+    return Override(
+        fields["on"]["S"],
+        fields["off"]["S"],
+        fields["tz"]["S"],
+        int(fields["cp"]["N"]),
+        int(fields["ra"]["N"]),
+        int(fields["rp"]["N"]),
+    )
 
 
 def decode_limits(item: Mapping[str, Any]) -> tuple[Limit, ...]:
@@ -186,6 +216,9 @@ def _decode_limit(name: str, fields: Mapping[str, Any]) -> Limit:
         int(fields["ra"]["N"]),
         int(fields["rp"]["N"]),
         window=None if reset is None else parse_spec(reset["S"]),
+        schedule=tuple(
+            _decode_override(o["M"]) for o in fields.get(A_LIMIT_SCHEDULE, {}).get("L", ())
+        ),
     )
 
 
@@ -213,6 +246,7 @@ __all__ = [
     "A_BYPASS",
     "A_CASCADE_FOR",
     "A_LIMIT_RESET",
+    "A_LIMIT_SCHEDULE",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
     "config_item",
