@@ -24,6 +24,7 @@ from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.memory import image_of_age, local_rejection
 from zae_limiter.flows.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
@@ -112,9 +113,7 @@ def _resolve_levels(
     if override is not None:
         return _given(entity_ids, override), {}
     # Entities this client does not know, and buckets it has no image of it may plan from.
-    unknown = [
-        e for e in entity_ids if image_of_age(state, e, (resource, 0), now_ms) is None
-    ]
+    unknown = [e for e in entity_ids if image_of_age(state, e, (resource, 0), now_ms) is None]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(
         state, [(e, resource) for e in entity_ids], now_ms, list(bucket_keys.values())
@@ -132,9 +131,13 @@ def _level(
     resource: str,
     limits: tuple[Limit, ...],
     amounts: Mapping[str, int],
+    bucket_ttl_s: int | None = None,
 ) -> Level:
     names = {limit.name for limit in limits}
     meta = state.entities.get(entity_id)
+    ttl = DEFAULT_BUCKET_TTL_S if bucket_ttl_s is None else bucket_ttl_s
+    if ttl != DEFAULT_BUCKET_TTL_S or (entity_id, resource) in state.bucket_ttls:
+        state.bucket_ttls[(entity_id, resource)] = ttl  # for this bucket's later charges
     return Level(
         entity_id=entity_id,
         resource=resource,
@@ -144,6 +147,7 @@ def _level(
         shard_count=state.shard_count(entity_id, resource),
         cascade=bool(meta and meta.cascades(resource)),
         parent_id=meta.parent_id if meta else None,
+        bucket_ttl_s=ttl,
     )
 
 
@@ -182,9 +186,10 @@ def acquire(
         resolved, prefetched = yield from _resolve_levels(state, ids, resource, None, now_ms)
         if _bypassed(state, entity_id):  # learned from the record just read
             return Acquired((), amounts, entity_id, bypassed=True)
-    child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
+    child = require_limits(resolved[entity_id], entity_id, resource)
+    child_limits = child.limits
     _check_fits(amounts, child_limits, entity_id, resource)
-    levels = [_level(state, entity_id, resource, child_limits, amounts)]
+    levels = [_level(state, entity_id, resource, child_limits, amounts, child.bucket_ttl_s)]
     parent = _parent_of(state, entity_id, resource)
     if parent is not None and entity_id in state.entities:
         if parent not in resolved:
@@ -193,7 +198,16 @@ def acquire(
             prefetched.update(fetched)
         parent_limits = resolved[parent]
         if parent_limits is not None:
-            levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
+            levels.append(
+                _level(
+                    state,
+                    parent,
+                    resource,
+                    parent_limits.limits,
+                    amounts,
+                    parent_limits.bucket_ttl_s,
+                )
+            )
     served, rest = reserve_ops.serve(state, levels, now_ms)
     if not rest:
         return Acquired(tuple(served), amounts, entity_id)
@@ -259,7 +273,9 @@ def _take_parent(
     parent_limits = resolved[parent]
     if parent_limits is None:
         return None
-    level = _level(state, parent, resource, parent_limits.limits, amounts)
+    level = _level(
+        state, parent, resource, parent_limits.limits, amounts, parent_limits.bucket_ttl_s
+    )
     known = local_rejection(state, level, now_ms)
     if known is not None:
         return known

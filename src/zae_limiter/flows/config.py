@@ -120,6 +120,8 @@ def resolve_and_fetch(
             limits = keys.decode_limits(item) if item is not None else None
             known[cache_key] = limits or None
             cache.store(cache_key, limits or None, now_ms)
+            # Refetched with the limits, so it is as fresh as their cache entry.
+            state.level_ttls[cache_key] = keys.bucket_ttl_of(item)
         for entity_id, _resource in wanted:
             meta_item = found.get(keys.key_id(keys.entity_key(state.namespace, entity_id)))
             # No META: an implicit entity, which never cascades. That is not cached, so
@@ -136,14 +138,26 @@ def resolve_and_fetch(
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None
+        ttl = _bucket_ttl(state, entity_id, resource)
         for source, cache_key in _levels(entity_id, resource):
             limits = known.get(cache_key)
             if limits:
                 # The stored schedule picks the limit in force from the time passed in:
                 # a boundary needs no read, each client switches by its own clock.
-                out[(entity_id, resource)] = ResolvedLimits(in_force(limits, now_ms), source)
+                out[(entity_id, resource)] = ResolvedLimits(
+                    in_force(limits, now_ms), source, ttl
+                )
                 break
     return out, found
+
+
+def _bucket_ttl(state: RepoState, entity_id: str, resource: str) -> int | None:
+    """The bucket TTL of the most specific level that stores one (flows/bucket_ttl.py)."""
+    for _source, cache_key in _levels(entity_id, resource):
+        seconds = state.level_ttls.get(cache_key)
+        if seconds is not None:
+            return seconds
+    return None
 
 
 def evict(state: RepoState, entity_id: str | None, resource: str | None) -> None:
@@ -239,7 +253,9 @@ def set_limits(
             before=_config_json(before),
             after=_config_json(item),
         )
-        put = keys.tx_put(state.table, item, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
+        # The level's bucket TTL is not a limit: replacing the limits keeps it.
+        kept = keys.with_bucket_ttl(item, keys.bucket_ttl_of(before))
+        put = keys.tx_put(state.table, kept, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
         return [put, event]
 
     yield from audited_change(state, item_key, _limits_at(item_key), plan)

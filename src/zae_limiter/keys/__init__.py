@@ -133,12 +133,14 @@ from zae_limiter.keys.core import (
     version_key,
 )
 from zae_limiter.keys.entities import (
+    A_BUCKET_TTL,
     A_BYPASS,
     A_CASCADE_FOR,
     A_LIMIT_RESET,
     A_LIMIT_SCHEDULE,
     A_ON_UNAVAILABLE,
     bucket_query_for_entity,
+    bucket_ttl_of,
     config_item,
     decode_entity,
     decode_limits,
@@ -148,7 +150,9 @@ from zae_limiter.keys.entities import (
     entity_query_items,
     namespace_query_entities,
     put_new,
+    with_bucket_ttl,
 )
+from zae_limiter.keys.expiry import expiry_of, item_with_expiry, with_expiry
 from zae_limiter.keys.namespace_index import (
     index_kind,
     index_namespace,
@@ -261,6 +265,7 @@ __all__ = [
     "A_AFTER",
     "A_AT",
     "A_BEFORE",
+    "A_BUCKET_TTL",
     "A_BYPASS",
     "A_CASCADE",
     "A_CASCADE_FOR",
@@ -366,6 +371,7 @@ __all__ = [
     "bucket_pk",
     "bucket_query_for_entity",
     "bucket_relink",
+    "bucket_ttl_of",
     "clear_quiet",
     "config_item",
     "config_level",
@@ -388,6 +394,7 @@ __all__ = [
     "expire_old_bucket",
     "expired_audit_image",
     "expired_counts",
+    "expiry_of",
     "get_bool",
     "get_consistent",
     "get_n",
@@ -401,6 +408,7 @@ __all__ = [
     "index_namespace",
     "is_bucket_pk",
     "item_key",
+    "item_with_expiry",
     "key",
     "key_id",
     "legacy_bucket_scan",
@@ -462,6 +470,8 @@ __all__ = [
     "validate_resource",
     "version_key",
     "window_parts",
+    "with_bucket_ttl",
     "with_doubling",
+    "with_expiry",
     "write_rate",
 ]

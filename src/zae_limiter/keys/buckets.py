@@ -34,6 +34,7 @@ from zae_limiter.keys.core import (
     s,
 )
 from zae_limiter.keys.entities import put_new
+from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
@@ -248,31 +249,35 @@ def double_shards(
     spread over the count it produced, or a burst would double again and again.
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
-    return {
-        "TableName": table,
-        "Key": shard0_key,
-        "UpdateExpression": "SET "
-        + ", ".join(["#sc = :new", "#sd = :now", "#ws = :now", "#wn = :zero", *snap_sets])
-        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
-        "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :since)",
-        "ExpressionAttributeNames": {
-            "#sc": A_SHARD_COUNT,
-            "#sd": A_SHARD_DOUBLED,
-            "#ws": A_WINDOW_START,
-            "#wn": A_WINDOW_WRITES,
-            **snap_names,
+    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    return with_expiry(
+        {
+            "TableName": table,
+            "Key": shard0_key,
+            "UpdateExpression": "SET "
+            + ", ".join(["#sc = :new", "#sd = :now", "#ws = :now", "#wn = :zero", *snap_sets])
+            + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
+            "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :since)",
+            "ExpressionAttributeNames": {
+                "#sc": A_SHARD_COUNT,
+                "#sd": A_SHARD_DOUBLED,
+                "#ws": A_WINDOW_START,
+                "#wn": A_WINDOW_WRITES,
+                **snap_names,
+            },
+            "ExpressionAttributeValues": {
+                ":new": n(new_count),
+                ":old": n(old_count),
+                ":now": n(now_ms),
+                ":since": n(measured_since),
+                ":zero": n(0),
+                **snap_values,
+            },
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         },
-        "ExpressionAttributeValues": {
-            ":new": n(new_count),
-            ":old": n(old_count),
-            ":now": n(now_ms),
-            ":since": n(measured_since),
-            ":zero": n(0),
-            **snap_values,
-        },
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+        None,
+    )
 
 
 def with_doubling(

@@ -241,14 +241,32 @@ def config_item(
 #: On the system config item: what acquire does when DynamoDB is unavailable.
 A_ON_UNAVAILABLE = "on_unavailable"
 
+#: On any config item: the idle seconds after which a full bucket's item expires
+#: (flows/expiry.py; 0: never), for the entities and resources the level covers.
+A_BUCKET_TTL = "bucket_ttl"
+
+
+def bucket_ttl_of(item: Mapping[str, Any] | None) -> int | None:
+    value = (item or {}).get(A_BUCKET_TTL)
+    return None if value is None else int(value["N"])
+
+
+def with_bucket_ttl(item: Item, seconds: int | None) -> Item:
+    out = {k: v for k, v in item.items() if k != A_BUCKET_TTL}
+    if seconds is not None:
+        out[A_BUCKET_TTL] = n(seconds)
+    return out
+
 
 __all__ = [
+    "A_BUCKET_TTL",
     "A_BYPASS",
     "A_CASCADE_FOR",
     "A_LIMIT_RESET",
     "A_LIMIT_SCHEDULE",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
+    "bucket_ttl_of",
     "config_item",
     "decode_entity",
     "decode_limits",
@@ -258,4 +276,5 @@ __all__ = [
     "entity_query_items",
     "namespace_query_entities",
     "put_new",
+    "with_bucket_ttl",
 ]
