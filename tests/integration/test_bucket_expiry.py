@@ -189,3 +189,33 @@ def test_below_schema_5_no_ttl_is_written_and_no_schedule_stored(api: Api) -> No
         older.set_limits("e", [night], resource="api")
     # What a reader sees of a bucket does not depend on its ttl.
     assert keys.decode_bucket({**item, keys.TTL: {"N": "1"}}) == keys.decode_bucket(item)
+
+
+# docs/operations.md, "Idle buckets and storage": the sizes it computes from.
+STORED_BYTES = {"rpm": (416, 649), "rpm+tpm": (486, 649)}
+DYNAMODB_ITEM_OVERHEAD = 100  # bytes per item, in the table and in each index
+
+
+def test_the_item_sizes_operations_md_computes_from(api: Api) -> None:
+    """A bucket item as written (an entity id of 21 characters, resource `gpt-4o`), sized
+    by DynamoDB's rules, and its entries in the three KEYS_ONLY indexes it sits in."""
+    from zae_limiter.sim.engine.values import item_bytes
+
+    cases = {
+        "rpm": [Limit.per_minute("rpm", 1000)],
+        "rpm+tpm": [Limit.per_minute("rpm", 1000), Limit.per_minute("tpm", 100_000)],
+    }
+    for label, limits in cases.items():
+        entity = f"user-{label.replace('+', '-')}-0001234"[:21].ljust(21, "x")
+        with api.acquire(entity, "gpt-4o", {limits[0].name: 1}, limits=limits):
+            pass
+        item = _item(api, entity, "gpt-4o")
+        assert item is not None and keys.TTL in item
+        indexes = sum(
+            item_bytes({k: item[k] for k in ("PK", "SK", f"{gsi}PK", f"{gsi}SK")})
+            + DYNAMODB_ITEM_OVERHEAD
+            for gsi in ("GSI2", "GSI3", "GSI4")
+        )
+        measured = (item_bytes(item), indexes)
+        print(label, measured, "ttl:", item_bytes({keys.TTL: item[keys.TTL]}))
+        assert measured == STORED_BYTES[label], label

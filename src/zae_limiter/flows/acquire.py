@@ -113,7 +113,9 @@ def _resolve_levels(
     if override is not None:
         return _given(entity_ids, override), {}
     # Entities this client does not know, and buckets it has no image of it may plan from.
-    unknown = [e for e in entity_ids if image_of_age(state, e, (resource, 0), now_ms) is None]
+    unknown = [
+        e for e in entity_ids if image_of_age(state, e, (resource, 0), now_ms) is None
+    ]
     bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
     resolved, found = yield from resolve_and_fetch(
         state, [(e, resource) for e in entity_ids], now_ms, list(bucket_keys.values())
