@@ -12,7 +12,14 @@ from datetime import timedelta
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.quota import Window, calendar_window, session_window
-from zae_limiter.schedule import Override, check_schedule, override
+from zae_limiter.schedule import (
+    LOOKAHEAD,
+    Override,
+    check_schedule,
+    next_instant_of,
+    override,
+    pick,
+)
 
 #: Names the library keeps for itself. `wcu` tracks the write pressure of one
 #: DynamoDB partition and must never be confused with an application limit.
@@ -138,7 +145,12 @@ class Limit:
                 f"limit {self.name!r}: a scheduled override changes this limit's numbers; "
                 f"it must have the same name, got {limit.name!r}"
             )
-        added = override(start, end, tz, limit)
+        if limit.window is not None or limit.schedule:
+            raise ValidationError(
+                f"limit {self.name!r}: a scheduled override is a refilling limit "
+                "(Limit.per_minute(...) and the like), not a quota or another schedule"
+            )
+        added = override(self.name, start, end, tz, _numbers(limit))
         return Limit(
             self.name,
             self.capacity,
@@ -206,6 +218,42 @@ class Limit:
             numbers = (item.capacity, item.refill_amount, item.refill_period_seconds)
             text += f"; {_rate_text(*numbers)} {item.describe()}"
         return text
+
+
+def _numbers(limit: Limit) -> tuple[int, int, int]:
+    return limit.capacity, limit.refill_amount, limit.refill_period_seconds
+
+
+def active(limit: Limit, now_ms: int) -> Limit:
+    """The limit in force at `now_ms` (itself when not scheduled). It carries `since_ms`,
+    the instant it took over, at which a bucket under the previous numbers is rebased
+    (flows/shares.py). Instants are whole minutes: one answer per minute, cached."""
+    if not limit.schedule:
+        return limit
+    numbers, since = pick(limit.schedule, _numbers(limit), now_ms // 60_000)
+    return Limit(limit.name, *numbers, since_ms=since)
+
+
+def in_force(limits: tuple[Limit, ...], now_ms: int) -> tuple[Limit, ...]:
+    """`limits` with each scheduled one replaced by the limit in force at `now_ms`."""
+    if not any(limit.schedule for limit in limits):
+        return limits
+    return tuple(active(limit, now_ms) for limit in limits)
+
+
+def next_change(limit: Limit, now_ms: int) -> tuple[int, Limit] | None:
+    """(when, the limit from then) of the next instant that changes the limit in force;
+    None without a schedule (or when its instants change nothing for a long while)."""
+    if not limit.schedule:
+        return None
+    current = _numbers(active(limit, now_ms))
+    at = now_ms
+    for _ in range(LOOKAHEAD):
+        at = next_instant_of(limit.schedule, at)
+        then = active(limit, at)
+        if _numbers(then) != current:
+            return at, then
+    return None
 
 
 def _rate_text(capacity: int, refill_amount: int, refill_period_seconds: int) -> str:

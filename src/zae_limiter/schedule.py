@@ -9,26 +9,26 @@ client computes the active limit from the time it is given, and the config cache
 no read at a boundary: each client switches when its own clock passes the instant.
 
 Instants fall on whole minutes (quota.calendar_bounds, cached per minute), so the active
-limit is the same for every ms of a minute and is cached per (limit, minute).
+limit is the same for every ms of a minute and is cached per (schedule, minute).
+The Limit-level functions (`active`, `in_force`, `next_change`) are in limits.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.quota import calendar_bounds, calendar_window
 
-if TYPE_CHECKING:
-    from zae_limiter.limits import Limit
+#: (capacity, refill amount, refill period in seconds): the numbers a schedule changes.
+Numbers = tuple[int, int, int]
 
 _MINUTE_MS = 60_000
 #: A schedule is short: each override costs a cron evaluation per minute per client.
 MAX_OVERRIDES = 8
-#: How many instants `next_change` looks through for one that changes the active limit.
-_LOOKAHEAD = 64
+#: How many instants `limits.next_change` looks through for one that changes the limit.
+LOOKAHEAD = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,28 +53,16 @@ class Override:
         return f"from '{self.start}' to '{self.end}' {self.tz}"
 
 
-def override(start: object, end: object, tz: object, limit: Limit) -> Override:
-    """An override checked: valid cron expressions and zone, a refilling limit."""
+def override(name: str, start: object, end: object, tz: object, numbers: Numbers) -> Override:
+    """An override checked: valid cron expressions and zone, different instants."""
     start_window = calendar_window(start, tz)
     end_window = calendar_window(end, tz)
     if start_window.cron == end_window.cron:
         raise ValidationError(
-            f"limit {limit.name!r}: a scheduled override needs different start and end "
+            f"limit {name!r}: a scheduled override needs different start and end "
             f"instants, got {start!r} for both"
         )
-    if limit.window is not None or limit.schedule:
-        raise ValidationError(
-            f"limit {limit.name!r}: a scheduled override is a refilling limit "
-            "(Limit.per_minute(...) and the like), not a quota or another schedule"
-        )
-    return Override(
-        start_window.cron or "",
-        end_window.cron or "",
-        start_window.tz,
-        limit.capacity,
-        limit.refill_amount,
-        limit.refill_period_seconds,
-    )
+    return Override(start_window.cron or "", end_window.cron or "", start_window.tz, *numbers)
 
 
 def latest_instant(cron: str, tz: str, now_ms: int) -> int:
@@ -87,55 +75,29 @@ def next_instant(cron: str, tz: str, now_ms: int) -> int:
     return calendar_bounds(cron, tz, now_ms // _MINUTE_MS)[1]
 
 
-def active(limit: Limit, now_ms: int) -> Limit:
-    """The limit in force at `now_ms`: the base, or the override that started last
-    among those that apply. It carries `since_ms`, the instant it took over, which a
-    bucket under the previous numbers is rebased at (flows/shares.py)."""
-    if not limit.schedule:
-        return limit
-    return _active(limit, now_ms // _MINUTE_MS)
-
-
 @lru_cache(maxsize=1024)
-def _active(limit: Limit, minute: int) -> Limit:
-    from zae_limiter.limits import Limit
-
+def pick(schedule: tuple[Override, ...], base: Numbers, minute: int) -> tuple[Numbers, int]:
+    """(the numbers in force during `minute`, the instant they took over): the base, or
+    the override that started last among those that apply."""
     now_ms = minute * _MINUTE_MS
     chosen: Override | None = None
-    since = None
-    for item in limit.schedule:
+    since = 0
+    for item in schedule:
         applies, changed = item.state_at(now_ms)
-        if applies and (chosen is None or changed > (since or 0)):
+        if applies and (chosen is None or changed > since):
             chosen, since = item, changed
     if chosen is None:
         # The base took over when the last override ended.
-        since = max(item.state_at(now_ms)[1] for item in limit.schedule)
-        numbers = (limit.capacity, limit.refill_amount, limit.refill_period_seconds)
-    else:
-        numbers = (chosen.capacity, chosen.refill_amount, chosen.refill_period_seconds)
-    return Limit(limit.name, *numbers, since_ms=since)
+        return base, max(item.state_at(now_ms)[1] for item in schedule)
+    return (chosen.capacity, chosen.refill_amount, chosen.refill_period_seconds), since
 
 
-def numbers(limit: Limit) -> tuple[int, int, int]:
-    return limit.capacity, limit.refill_amount, limit.refill_period_seconds
-
-
-def next_change(limit: Limit, now_ms: int) -> tuple[int, Limit] | None:
-    """(when, the limit from then) of the next instant that changes the limit in force;
-    None for a limit without a schedule (or one whose instants change nothing soon)."""
-    if not limit.schedule:
-        return None
-    current = numbers(active(limit, now_ms))
-    at = now_ms
-    for _ in range(_LOOKAHEAD):
-        at = min(
-            min(next_instant(o.start, o.tz, at), next_instant(o.end, o.tz, at))
-            for o in limit.schedule
-        )
-        then = active(limit, at)
-        if numbers(then) != current:
-            return at, then
-    return None
+def next_instant_of(schedule: tuple[Override, ...], now_ms: int) -> int:
+    """The first instant after `now_ms` at which some override starts or ends."""
+    return min(
+        min(next_instant(o.start, o.tz, now_ms), next_instant(o.end, o.tz, now_ms))
+        for o in schedule
+    )
 
 
 def check_schedule(name: str, schedule: object) -> tuple[Override, ...]:
@@ -146,10 +108,3 @@ def check_schedule(name: str, schedule: object) -> tuple[Override, ...]:
             f"limit {name!r}: at most {MAX_OVERRIDES} scheduled overrides, got {len(schedule)}"
         )
     return schedule
-
-
-def in_force(limits: tuple[Limit, ...], now_ms: int) -> tuple[Limit, ...]:
-    """`limits` with each scheduled one replaced by the limit in force at `now_ms`."""
-    if not any(limit.schedule for limit in limits):
-        return limits
-    return tuple(active(limit, now_ms) for limit in limits)

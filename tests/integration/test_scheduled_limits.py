@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import Api, Clock
 from tests.exactness_model import IdealBucket
 from zae_limiter import Limit, RateLimitExceeded
-from zae_limiter.schedule import next_change
+from zae_limiter.limits import next_change
 
 # The test clock starts at 1_800_000_000_000 ms, 2027-01-15 08:00:00 UTC.
 NINE_MS = 1_800_003_600_000  # 09:00 UTC

@@ -59,7 +59,7 @@ def test_switch_test_catches_a_schedule_frozen_by_the_config_cache(api: Api, clo
     frozen_at: dict[int, int] = {}
 
     def frozen(limits: Any, now_ms: int) -> Any:
-        from zae_limiter.schedule import in_force
+        from zae_limiter.limits import in_force
 
         return in_force(limits, frozen_at.setdefault(id(limits), now_ms))
 

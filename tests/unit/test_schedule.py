@@ -9,7 +9,8 @@ import pytest
 
 from zae_limiter import Limit
 from zae_limiter.errors import ValidationError
-from zae_limiter.schedule import MAX_OVERRIDES, active, in_force, next_change
+from zae_limiter.limits import active, in_force, next_change
+from zae_limiter.schedule import MAX_OVERRIDES
 
 
 def _ms(*args: int, tz: object = UTC) -> int:

@@ -12,8 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from zae_limiter.errors import ValidationError
-from zae_limiter.limits import Limit
-from zae_limiter.schedule import next_change
+from zae_limiter.limits import Limit, next_change
 
 #: The keys of one override in a limits file.
 OVERRIDE_KEYS = frozenset({"from", "to", "tz", "limit"})

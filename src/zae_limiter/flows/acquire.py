@@ -27,9 +27,8 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.memory import image_of_age, local_rejection
 from zae_limiter.flows.take import NOT_FETCHED
-from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
+from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
-from zae_limiter.schedule import in_force
 
 log = logging.getLogger("zae_limiter")
 

@@ -18,9 +18,8 @@ from zae_limiter.flows.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.version import read_version
-from zae_limiter.limits import Limit, validate_limits
+from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
-from zae_limiter.schedule import in_force
 
 FailurePolicy = Literal["block", "allow"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("block", "allow")

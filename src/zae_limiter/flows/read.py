@@ -14,9 +14,8 @@ from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.config import require_limits, resolve
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.shares import read_shares, stored_config, tokens_now
-from zae_limiter.limits import Limit, validate_limits
+from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import BucketState
-from zae_limiter.schedule import in_force
 
 
 def read_shards(state: RepoState, entity_id: str, resource: str) -> Flow[list[BucketState]]:
