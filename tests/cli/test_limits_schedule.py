@@ -75,3 +75,19 @@ def test_bad_schedules_are_refused_with_what_to_fix(zae: Zae, tmp_path: Path) ->
         assert done.code == 2, (text, done.stdout)
         assert message in done.stderr, (message, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_bucket_ttl_per_level(zae: Zae) -> None:
+    zae("entity", "create", "acme")
+    done = zae("limits", "bucket-ttl", "--resource", "gpt-4", "3600")
+    assert done.code == 0, done.stderr
+    assert done.stdout.strip() == "bucket TTL at resource gpt-4 (resource default): 3600 s"
+    shown = zae("limits", "bucket-ttl", "-e", "acme", "-o", "json").json()
+    assert shown["bucket_ttl"] is None
+    zae("limits", "bucket-ttl", "-e", "acme", "0")
+    assert zae.limiter().get_bucket_ttl(entity_id="acme") == 0
+    cleared = zae("limits", "bucket-ttl", "-e", "acme", "--clear", "-o", "json").json()
+    assert cleared["bucket_ttl"] is None
+    bad = zae("limits", "bucket-ttl", "--system", "--", "-7")
+    assert bad.code == 2 and "bucket_ttl must be between 0" in bad.stderr
+    assert "Traceback" not in bad.stderr

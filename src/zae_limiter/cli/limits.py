@@ -341,6 +341,29 @@ def apply_command(file: Any, dry_run: bool, prune: bool, yes: bool, target: Targ
 limits_group.add_command(get_command, "show")
 
 
+@limits_group.command("bucket-ttl")
+@_level_options
+@click.argument("seconds", required=False, type=int)
+@click.option("--clear", is_flag=True, help="Remove the level's value (the next level's applies).")
+@target_options
+def bucket_ttl_command(level: Level, seconds: int | None, clear: bool, target: Target) -> None:
+    """Show, or set to SECONDS, how long a full, idle bucket item of this level is kept
+    before it expires (0: never; default 1 day). See docs/quotas.md."""
+    if clear and seconds is not None:
+        raise click.UsageError("give SECONDS or --clear, not both")
+    where = {"entity_id": level.entity_id, "resource": level.resource}
+    with render.open_limiter(target) as limiter:
+        _check_level(limiter, level)
+        if seconds is not None or clear:
+            limiter.set_bucket_ttl(seconds, **where)
+        stored = limiter.get_bucket_ttl(**where)
+    if target.json:
+        render.echo_json({"level": render.level_json(level), "bucket_ttl": stored})
+        return
+    shown = "none stored (the next level's, else 1 day)" if stored is None else f"{stored} s"
+    render.echo(f"bucket TTL at {level.describe()}: {shown}")
+
+
 def register(root: click.Group) -> None:
     """Adds the `limits` group to the root command."""
     root.add_command(limits_group)
