@@ -14,7 +14,7 @@ from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Flow, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import double, has_session_quota
+from zae_limiter.flows.doubling import double, has_session_quota, may_double
 from zae_limiter.flows.evidence import entity_evidence
 from zae_limiter.flows.take import NOT_FETCHED, take
 
@@ -113,9 +113,10 @@ def _retry_after_throttle(
     limit DynamoDB said refused it (None: it did not say)."""
     at_ms, now_ms = times
     throttled.note_reserve_write(state, here, True, at_ms)
+    crowded = throttled.crowded(state, here, at_ms)  # asked before this throttle closes it
     throttled.note_throttle(state, here, at_ms)
     waits = tries.waits
-    next_shard = yield from _after_throttle(state, level, here, tries, at_ms, partition)
+    next_shard = yield from _after_throttle(state, level, here, tries, (at_ms, crowded), partition)
     if next_shard is None:
         return (yield from throttled.wait_for_reserve(state, level, tries, now_ms, lead))
     if tries.waits > waits:  # it waited: a reserve may cover it now
@@ -171,18 +172,21 @@ def _after_throttle(
     level: Level,
     here: Level,
     tries: throttled.Tries,
-    now_ms: int,
+    when: tuple[int, bool],
     partition: bool | None,
 ) -> Flow[int | None]:
     """The shard to try after a throttle on `here` (None: give up), doubling first when
-    this client's view of the shard shows its partition is the bottleneck."""
+    this client's view of the shard shows its partition is the bottleneck. `when`: the
+    time, and whether the client's gate on the bucket was closed then (`crowded`: another
+    shard is then tried only after a wait, as any retry)."""
+    now_ms, crowded = when
     tries.throttles += 1
     if not tries.doubled:
         tries.doubled = yield from _double_on_evidence(state, level, here, now_ms, partition)
     count = state.shard_count(level.entity_id, level.resource)
     if tries.doubled:
         count = max(count, 2)
-    others = tries.untried(count)
+    others = [] if crowded else tries.untried(count)
     if others:
         shard = random.choice(others)
         tries.tried.append(shard)
@@ -203,7 +207,7 @@ def _double_on_evidence(
     """After a throttle on `here`: a doubling try when DynamoDB named the shard's
     partition as the limit, or this client's view of the shard shows it is the bottleneck;
     whether it tried. Never when DynamoDB named the table's limit."""
-    if state.max_shards <= 1 or has_session_quota(level):
+    if has_session_quota(level) or not may_double(state, level.entity_id, level.resource, now_ms):
         return False
     since = yield from entity_evidence(state, here, now_ms, partition)
     if since is None:

@@ -124,8 +124,7 @@ def double(
     """
     meta = state.learn_entity(entity_id, False, None)
     count = meta.shard_counts.get(resource, 1)
-    last = meta.doubling_tried.get(resource)
-    if count * 2 > state.max_shards or (last is not None and now_ms - last < keys.WINDOW_MS):
+    if not may_double(state, entity_id, resource, now_ms):
         return
     if not busy_on_average(meta, resource, count, now_ms):
         return
@@ -147,6 +146,16 @@ def double(
     seen = result.attributes if result.ok else (result.old or {})
     if seen:
         meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
+
+
+def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> bool:
+    """Whether `double` would try now: the count has room to double, and this client has
+    not tried in the last window. A throttled acquire asks before it reads any evidence:
+    reads that could only lead to a doubling this client would not try are waste."""
+    meta = state.entities.get(entity_id)
+    count = 1 if meta is None else meta.shard_counts.get(resource, 1)
+    last = None if meta is None else meta.doubling_tried.get(resource)
+    return count * 2 <= state.max_shards and (last is None or now_ms - last >= keys.WINDOW_MS)
 
 
 def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) -> bool:

@@ -149,9 +149,26 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
 
 
 def note_success(state: RepoState, level: Level) -> None:
+    """A write to the bucket went through: the gate opens, and the throttles in a row
+    count one less (not none). Under a refusing partition a write gets through now and
+    then; forgetting the row on each would keep the gate at its shortest, and a client
+    without reserves, whose every acquire writes, would retry into the full partition
+    many times for each write it lets through. The row unwinds as writes keep passing."""
     meta = state.entities.get(level.entity_id)
-    if meta is not None and meta.throttled_until:
+    if meta is None or not meta.throttled_until:
+        return
+    _until, row = meta.throttled_until.get(level.resource, (0, 0))
+    if row <= 1:
         meta.throttled_until.pop(level.resource, None)
+    else:
+        meta.throttled_until[level.resource] = (0, row - 1)
+
+
+def crowded(state: RepoState, level: Level, now_ms: int) -> bool:
+    """Whether the client's gate on the bucket is closed: another of its acquires was
+    refused just before, so the entity's partitions are full, not one of them (another
+    shard tried at once would refuse too)."""
+    return gate_ms(state, level, now_ms) > 0
 
 
 def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
