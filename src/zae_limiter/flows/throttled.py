@@ -149,26 +149,28 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
 
 
 def note_success(state: RepoState, level: Level) -> None:
-    """A write to the bucket went through: the gate opens, and the throttles in a row
-    count one less (not none). Under a refusing partition a write gets through now and
-    then; forgetting the row on each would keep the gate at its shortest, and a client
-    without reserves, whose every acquire writes, would retry into the full partition
-    many times for each write it lets through. The row unwinds as writes keep passing."""
+    """A write to the bucket went through: the gate opens. Without reserves the throttles
+    in a row count one less, not none: under a refusing partition a write gets through
+    now and then, and forgetting the row on each would keep the gate at its shortest
+    while every acquire of the client writes, many refused writes for each one through.
+    The row unwinds as writes keep passing. (With reserves, the write through took a
+    reserve that serves the client's next acquires without a write: the row goes.)"""
     meta = state.entities.get(level.entity_id)
     if meta is None or not meta.throttled_until:
         return
     _until, row = meta.throttled_until.get(level.resource, (0, 0))
-    if row <= 1:
+    if row <= 1 or state.reserves is not None:
         meta.throttled_until.pop(level.resource, None)
     else:
         meta.throttled_until[level.resource] = (0, row - 1)
 
 
 def crowded(state: RepoState, level: Level, now_ms: int) -> bool:
-    """Whether the client's gate on the bucket is closed: another of its acquires was
-    refused just before, so the entity's partitions are full, not one of them (another
-    shard tried at once would refuse too)."""
-    return gate_ms(state, level, now_ms) > 0
+    """Whether a client without reserves has its gate on the bucket closed: another of
+    its acquires was refused just before, so the entity's partitions are full, not one
+    of them, and another shard tried at once would refuse too. (A client with reserves
+    tries one: a write through there takes a reserve for its waiting acquires.)"""
+    return state.reserves is None and gate_ms(state, level, now_ms) > 0
 
 
 def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
