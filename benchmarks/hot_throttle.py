@@ -139,7 +139,10 @@ def judge(name: str, run: dict[str, Any], seconds: float) -> dict[str, Any]:
         admitted = max(1, sum(r["admitted"] for r in rows))
         per = round(requests / admitted, 2)
         checks["requests_per_admitted"] = {"value": per, "bound": 2, "ok": per <= 2}
-        timeouts = run["summary"]["unavailable_codes"].get(CALL_TIMEOUT, 0)
+        # The acquire's deadline (CALL_TIMEOUT) and the SDK's socket timeouts
+        # (ReadTimeoutError, ConnectTimeoutError): what a storm of requests does to an engine.
+        codes = run.get("summary", {}).get("unavailable_codes", {})
+        timeouts = sum(n for code, n in codes.items() if CALL_TIMEOUT in code)
         checks["timeouts"] = {"value": timeouts, "bound": 0, "ok": timeouts == 0}
         # Reported, not judged: while the count grows, every acquire meets a full partition.
         checks["emulator_throttles_per_s_after_settling"] = {
@@ -197,7 +200,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
             "checks": result["checks"],
             "latency": result.get("admitted_latency_ms"),
             "requests": result.get("requests"),
-            "unavailable_codes": result["summary"]["unavailable_codes"],
+            "unavailable_codes": result.get("summary", {}).get("unavailable_codes"),
         }
         lines += ["", "```json", json.dumps(facts, indent=2), "```", ""]
     return lines
