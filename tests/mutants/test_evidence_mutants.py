@@ -126,3 +126,11 @@ def test_the_reason_tests_catch_a_refusal_taken_as_proof_on_many_shards() -> Non
     body()
     with mutant(evidence, "REFUSAL_PROVES_BELOW", 1 << 30):
         must_fail(body)
+
+
+def test_the_reason_tests_catch_refusals_on_two_shards_taken_for_no_proof() -> None:
+    body = reasons_tests.test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low
+    body(2)
+    # flows/any_shard.py reads the constant through the name it imported
+    with mutant(any_shard, "REFUSED_SHARDS_PROVE", 1 << 30):
+        must_fail(body, 2)

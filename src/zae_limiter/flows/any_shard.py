@@ -15,7 +15,7 @@ from zae_limiter.flows import Flow, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import double, has_session_quota, may_double
-from zae_limiter.flows.evidence import entity_evidence
+from zae_limiter.flows.evidence import REFUSAL_PROOF_MS, REFUSED_SHARDS_PROVE, entity_evidence
 from zae_limiter.flows.take import NOT_FETCHED, take
 
 
@@ -181,8 +181,13 @@ def _after_throttle(
     shard is then tried only after a wait, as any retry)."""
     now_ms, crowded = when
     tries.throttles += 1
+    if partition:
+        tries.refused.add(here.shard_id)
     if not tries.doubled:
-        tries.doubled = yield from _double_on_evidence(state, level, here, now_ms, partition)
+        refused = len(tries.refused)
+        tries.doubled = yield from _double_on_evidence(
+            state, level, here, now_ms, partition, refused
+        )
     count = state.shard_count(level.entity_id, level.resource)
     if tries.doubled:
         count = max(count, 2)
@@ -202,14 +207,24 @@ def _after_throttle(
 
 
 def _double_on_evidence(
-    state: RepoState, level: Level, here: Level, now_ms: int, partition: bool | None
+    state: RepoState,
+    level: Level,
+    here: Level,
+    now_ms: int,
+    partition: bool | None,
+    refused_shards: int = 0,
 ) -> Flow[bool]:
     """After a throttle on `here`: a doubling try when DynamoDB named the shard's
-    partition as the limit, or this client's view of the shard shows it is the bottleneck;
-    whether it tried. Never when DynamoDB named the table's limit."""
+    partition as the limit (of a one-shard entity, or on `refused_shards` shards of this
+    acquire, see REFUSED_SHARDS_PROVE), or this client's view of the shard shows it is
+    the bottleneck; whether it tried. Never when DynamoDB named the table's limit."""
     if has_session_quota(level) or not may_double(state, level.entity_id, level.resource, now_ms):
         return False
-    since = yield from entity_evidence(state, here, now_ms, partition)
+    if partition and refused_shards >= REFUSED_SHARDS_PROVE:
+        # Dated as one refusal's proof is: shard 0 refuses it within a second of a doubling.
+        since: int | None = now_ms - REFUSAL_PROOF_MS
+    else:
+        since = yield from entity_evidence(state, here, now_ms, partition)
     if since is None:
         return False
     names = [limit.name for limit in level.limits]

@@ -61,6 +61,10 @@ REFUSAL_PROOF_MS = 1000
 #: partition, taking refusals as proof on 32 shards, went on to 64 on a burst of 6
 #: throttles), and the windows judge whether the load does.
 REFUSAL_PROVES_BELOW = 2
+#: ... or once one acquire's writes were refused by name on this many shards: a burst on
+#: one shard does not do that, a count too low for the load does it to every write.
+#: (`double` still wants the shards' windows to average AVERAGE_SHARE from 4 shards on.)
+REFUSED_SHARDS_PROVE = 2
 
 
 def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> WindowSeen:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.backoff import backoff_ms
@@ -77,6 +77,8 @@ class Tries:
     doubled: bool = False
     #: The driver's clock when the last wait ended (0: not told).
     woke_ms: int = 0
+    #: Shards whose partition refused a write of this acquire by name (ThrottlingReasons).
+    refused: set[int] = field(default_factory=set)
 
     def now(self, start_ms: int) -> int:
         """The time of the next try: the waits past the start, or the clock after the last
