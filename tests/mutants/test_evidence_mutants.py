@@ -131,6 +131,6 @@ def test_the_reason_tests_catch_a_refusal_taken_as_proof_on_many_shards() -> Non
 def test_the_reason_tests_catch_refusals_on_two_shards_taken_for_no_proof() -> None:
     body = reasons_tests.test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low
     body(2)
-    # flows/any_shard.py reads the constant through the name it imported
-    with mutant(any_shard, "REFUSED_SHARDS_PROVE", 1 << 30):
+    # flows/any_shard.py calls it through the name it imported
+    with mutant(any_shard, "refusals_prove", lambda *_a: False):
         must_fail(body, 2)

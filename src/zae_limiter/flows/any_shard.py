@@ -15,7 +15,7 @@ from zae_limiter.flows import Flow, pause, reserve_ops, throttled
 from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.doubling import double, has_session_quota, may_double
-from zae_limiter.flows.evidence import REFUSAL_PROOF_MS, REFUSED_SHARDS_PROVE, entity_evidence
+from zae_limiter.flows.evidence import REFUSAL_PROOF_MS, entity_evidence, refusals_prove
 from zae_limiter.flows.take import NOT_FETCHED, take
 
 
@@ -215,12 +215,13 @@ def _double_on_evidence(
     refused_shards: int = 0,
 ) -> Flow[bool]:
     """After a throttle on `here`: a doubling try when DynamoDB named the shard's
-    partition as the limit (of a one-shard entity, or on `refused_shards` shards of this
-    acquire, see REFUSED_SHARDS_PROVE), or this client's view of the shard shows it is
+    partition as the limit (of a one-shard entity, or on `refused_shards` distinct shards
+    of this acquire, see REFUSED_SHARDS_PROVE), or this client's view of the shard shows it is
     the bottleneck; whether it tried. Never when DynamoDB named the table's limit."""
     if has_session_quota(level) or not may_double(state, level.entity_id, level.resource, now_ms):
         return False
-    if partition and refused_shards >= REFUSED_SHARDS_PROVE:
+    count = state.shard_count(level.entity_id, level.resource)
+    if partition and refusals_prove(refused_shards, count):
         # Dated as one refusal's proof is: shard 0 refuses it within a second of a doubling.
         since: int | None = now_ms - REFUSAL_PROOF_MS
     else:
