@@ -221,7 +221,9 @@ def _double_on_evidence(
     if has_session_quota(level) or not may_double(state, level.entity_id, level.resource, now_ms):
         return False
     count = state.shard_count(level.entity_id, level.resource)
-    if partition and refusals_prove(refused_shards, count):
+    # Without reserves only: with them, a cold start's refusals are the burst of writes
+    # before each client holds a reserve, which the reserves end, not the load's need.
+    if partition and state.reserves is None and refusals_prove(refused_shards, count):
         # Dated as one refusal's proof is: shard 0 refuses it within a second of a doubling.
         since: int | None = now_ms - REFUSAL_PROOF_MS
     else:

@@ -61,12 +61,12 @@ REFUSAL_PROOF_MS = 1000
 #: partition, taking refusals as proof on 32 shards, went on to 64 on a burst of 6
 #: throttles), and the windows judge whether the load does.
 REFUSAL_PROVES_BELOW = 2
-#: ... or once one acquire's writes were refused by name on this many shards (on every
-#: shard, of an entity of fewer): a burst on one shard does not do that, a count too low
-#: for the load does it to every write. Two were not enough: under the fixed window a
-#: bunch of retries at a second's start met two refusing shards of 16, and the count went
-#: to 64 (1 run of 1). (`double` also wants the shards' windows to average AVERAGE_SHARE
-#: from 4 shards on.)
+#: ... or, for a client without reserves, once one acquire's writes were refused by name
+#: on this many shards (on every shard, of an entity of fewer): a burst on one shard does
+#: not do that, a count too low for the load does it to every write. Two were not enough:
+#: under the fixed window a bunch of retries at a second's start met two refusing shards
+#: of 16, and the count went to 64 (1 run of 1). (`double` also wants the shards' windows
+#: to average AVERAGE_SHARE from 4 shards on.)
 REFUSED_SHARDS_PROVE = 3
 
 
