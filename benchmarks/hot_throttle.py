@@ -11,12 +11,14 @@ runs, the library's defaults and `reserve=False`, each with its promises:
   acquire below 1 ms, and the emulator never refusing more than 2x the partition's limit
   in any second after the first 5;
 - `reserve=False`: >= 95% admitted in the last 20 s, no `RateLimiterUnavailable` once
-  the shard count has settled, at most twice the shards the load needs. Its throttles
-  per second are reported, not judged: until the count has grown, every acquire writes
-  to a full partition.
+  the shard count has settled, at most twice the shards the load needs, the shards it
+  needs by second 10, at most 2 requests (the emulator's count, reads included) per
+  admitted acquire, and no timeouts. Its throttles per second are reported, not judged:
+  until the count has grown, every acquire writes to a full partition.
 
     python -m benchmarks.hot_throttle --seconds 30
     python -m benchmarks.hot_throttle --no-reasons --shape fixed   # harder emulators
+    python -m benchmarks.hot_throttle --only reserve-off           # one of the two runs
 
 The emulator's throttles name whose limit refused them, as DynamoDB's do since 2025;
 `--no-reasons` takes that away (the library then doubles on its windows alone), and
