@@ -98,7 +98,7 @@ FIRST_FAILING: Mapping[str, int] = {
     "set-without-its-condition": 20,
     "no-not-full-condition": 195,
     "writes-sent-once-reverted": 196,
-    "doubling-snapshot-reverted": 1917,
+    "doubling-snapshot-reverted": 2069,
 }
 #: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
 NOT_FOUND: Mapping[str, int] = {
