@@ -7,7 +7,7 @@ this module is where user-facing numbers are validated and converted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from zae_limiter.errors import ValidationError
@@ -48,16 +48,23 @@ def _positive_int(what: str, value: object, name: str) -> int:
 class Limit:
     """A token bucket: holds up to `capacity` tokens, gains `refill_amount` every
     `refill_period_seconds`; or, with a `window` (see `Limit.quota`), a quota: up to
-    `capacity` tokens per window, all back at once when the window resets."""
+    `capacity` tokens per window, all back at once when the window resets.
+
+    `soft=True`: the limit counts and reports but never rejects (docs/quotas.md, "Soft
+    limits"); an acquire takes its tokens as from any limit, so its bucket can go below
+    zero, and the acquires it would have rejected are counted."""
 
     name: str
     capacity: int
     refill_amount: int
     refill_period_seconds: int
     window: Window | None = field(default=None, kw_only=True)
+    soft: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_limit_name(self.name)
+        if not isinstance(self.soft, bool):
+            raise ValidationError(f"limit {self.name!r}: soft must be True or False")
         _positive_int("capacity", self.capacity, self.name)
         if self.window is not None or (self.refill_amount, self.refill_period_seconds) == (0, 0):
             self._check_quota()
@@ -92,6 +99,7 @@ class Limit:
         reset: str | None = None,
         tz: str = "UTC",
         reset_after: timedelta | None = None,
+        soft: bool = False,
     ) -> Limit:
         """Up to `amount` tokens per window, all back at once when the window resets.
 
@@ -112,38 +120,52 @@ class Limit:
             window = session_window(int(reset_after / timedelta(milliseconds=1)))
         else:
             window = calendar_window("0 0 1 * *" if reset is None else reset, tz)
-        return cls(name, amount, 0, 0, window=window)
+        return cls(name, amount, 0, 0, window=window, soft=soft)
 
     @classmethod
     def custom(
-        cls, name: str, capacity: int, refill_amount: int, refill_period_seconds: int
+        cls,
+        name: str,
+        capacity: int,
+        refill_amount: int,
+        refill_period_seconds: int,
+        *,
+        soft: bool = False,
     ) -> Limit:
-        return cls(name, capacity, refill_amount, refill_period_seconds)
+        return cls(name, capacity, refill_amount, refill_period_seconds, soft=soft)
 
     @classmethod
-    def per_second(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 1, burst)
+    def per_second(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 1, burst, soft)
 
     @classmethod
-    def per_minute(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 60, burst)
+    def per_minute(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 60, burst, soft)
 
     @classmethod
-    def per_hour(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 3600, burst)
+    def per_hour(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 3600, burst, soft)
 
     @classmethod
-    def per_day(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 86400, burst)
+    def per_day(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 86400, burst, soft)
 
     @classmethod
-    def _rate(cls, name: str, rate: int, period: int, burst: int | None) -> Limit:
+    def _rate(cls, name: str, rate: int, period: int, burst: int | None, soft: bool) -> Limit:
         capacity = rate if burst is None else burst
         if burst is not None and isinstance(burst, int) and isinstance(rate, int) and burst < rate:
             raise ValidationError(
                 f"limit {name!r}: burst ({burst}) must be at least the rate ({rate})"
             )
-        return cls(name, capacity, rate, period)
+        return cls(name, capacity, rate, period, soft=soft)
 
     @property
     def capacity_milli(self) -> int:
@@ -165,6 +187,8 @@ class Limit:
     def describe(self) -> str:
         """Human form, e.g. `100/min`, `100000/min burst 150000` or
         `1000 per window, resets at '0 0 1 * *' UTC`."""
+        if self.soft:
+            return f"{replace(self, soft=False).describe()} (soft)"
         if self.window is not None:
             return f"{self.capacity} per window, {self.window.describe()}"
         unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(self.refill_period_seconds)

@@ -127,6 +127,36 @@ class Operations:
             self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for, bypass
         )
 
+    @audited
+    def set_parent(
+        self,
+        entity_id: str,
+        parent_id: str,
+        *,
+        principal: str | None = None,
+        reason: str | None = None,
+    ) -> Flow[Entity]:
+        """Move the entity under `parent_id` (its cascade choices stay): its acquires
+        cascade to the new parent from then on. Audited as `set_parent` with `principal`
+        (default: the client's) and `reason`; leases taken before the move settle with
+        the buckets they took from (docs/controls.md)."""
+        if not isinstance(parent_id, str):
+            raise ValidationError(
+                f"parent_id must be an entity id, got {parent_id!r} "
+                "(to detach an entity, use update_entity(entity_id, parent_id=None))"
+            )
+        if reason is not None and not isinstance(reason, str):
+            raise ValidationError(f"reason must be text, got {reason!r}")
+        return entities.update_entity(
+            self.state,
+            entity_id,
+            UNSET,
+            parent_id,
+            UNSET,
+            self._operator(principal),
+            why=("set_parent", reason),
+        )
+
     def get_entity(self, entity_id: str) -> Flow[Entity | None]:
         """The entity, or None."""
         return entities.get_entity(self.state, entity_id)

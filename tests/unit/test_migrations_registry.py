@@ -252,5 +252,6 @@ def test_step_three_writes_the_full_at_time_the_library_reads() -> None:
         assert params is not None
         values = params["ExpressionAttributeValues"]
         library, _held, rebase = current(keys.decode_bucket(item), rpm, now)
-        assert rebase and values[":v0"] == keys.n(library.full_at or 0), (count, tk, held)
-        assert values[":ok0"] == keys.n(tk) and values[":orf"] == keys.n(now - 7_777)
+        assert rebase and values[":full_at_0"] == keys.n(library.full_at or 0), (count, tk, held)
+        assert values[":was_tokens_0"] == keys.n(tk)
+        assert values[":was_refilled"] == keys.n(now - 7_777)

@@ -143,7 +143,8 @@ def limits_group() -> None:
     required=True,
     metavar="SPEC",
     callback=_parse_limit_options,
-    help="NAME:RATE[/sec|min|hour|day][:BURST], e.g. rpm:100/min (repeatable).",
+    help="NAME:RATE[/sec|min|hour|day][:BURST][:soft], e.g. rpm:100/min (repeatable); "
+    "':soft' counts and never rejects.",
 )
 @target_options
 def set_command(level: Level, limits: tuple[Limit, ...], target: Target) -> None:

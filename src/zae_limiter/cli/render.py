@@ -135,6 +135,7 @@ def limit_json(limit: Limit) -> dict[str, Any]:
         "refill_amount": limit.refill_amount,
         "refill_period_seconds": limit.refill_period_seconds,
         "spec": format_limit(limit),
+        **({"soft": True} if limit.soft else {}),
     }
 
 

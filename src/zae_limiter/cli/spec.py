@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import yaml
@@ -41,12 +41,20 @@ ALL_RESOURCES = "*"
 LevelKind = Literal["entity", "entity_default", "resource", "system"]
 
 
+#: The suffix of a soft limit's spec (`rpm:100/min:soft`): it counts, never rejects.
+SOFT_SUFFIX = ":soft"
+
+
 def parse_limit(text: str) -> Limit:
-    """`rpm:100/min`, `tpm:100000/min:150000`, `rps:5` (per second), `x:10/30s`."""
-    match = _SPEC.match(text.strip())
+    """`rpm:100/min`, `tpm:100000/min:150000`, `rps:5` (per second), `x:10/30s`; any of
+    them ending in `:soft` is a soft limit."""
+    text = text.strip()
+    if text.endswith(SOFT_SUFFIX):
+        return replace(parse_limit(text.removesuffix(SOFT_SUFFIX)), soft=True)
+    match = _SPEC.match(text)
     if match is None:
         raise ValidationError(
-            f"invalid limit {text!r}: expected name:rate[/sec|min|hour|day][:burst], "
+            f"invalid limit {text!r}: expected name:rate[/sec|min|hour|day][:burst][:soft], "
             "for example rpm:100/min or tpm:100000/min:150000"
         )
     unit = match["unit"] or "sec"
@@ -82,7 +90,9 @@ def format_limit(limit: Limit) -> str:
     period = limit.refill_period_seconds
     unit = _CANONICAL_UNIT.get(period, f"{period}s")
     text = f"{limit.name}:{limit.refill_amount}/{unit}"
-    return text if limit.capacity == limit.refill_amount else f"{text}:{limit.capacity}"
+    if limit.capacity != limit.refill_amount:
+        text = f"{text}:{limit.capacity}"
+    return f"{text}{SOFT_SUFFIX}" if limit.soft else text
 
 
 @dataclass(frozen=True, slots=True, order=True)

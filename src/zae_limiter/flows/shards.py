@@ -26,7 +26,7 @@ def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[lis
     return sorted((keys.decode_bucket(i) for i in items.values()), key=lambda b: b.shard_id)
 
 
-def _limit_of(name: str, stored: LimitState) -> Limit:
+def limit_of(name: str, stored: LimitState) -> Limit:
     """The limit a shard's stored numbers describe (shown without reading the config)."""
     capacity = max(1, stored.capacity_milli // 1000)
     if stored.window is not None:
@@ -55,7 +55,7 @@ def shard_info(
     tokens: dict[str, int] = {}
     reserved: dict[str, int] = {}
     for name, stored in bucket.user_limits.items():
-        limit = _limit_of(name, stored)
+        limit = limit_of(name, stored)
         held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
         capacity[name] = capacity_of(limit, measured.shard_count, shares) // 1000
         tokens[name] = tokens_now(measured, limit, now_ms, shares) // 1000

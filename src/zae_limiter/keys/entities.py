@@ -156,6 +156,9 @@ def put_new(table: str, item: Item) -> dict[str, Any]:
 #: A quota's window in a stored limit config (`Window.spec`: `cron:{expr}@{tz}` or
 #: `after:{ms}`); its `ra` and `rp` are 0 (schema v4).
 A_LIMIT_RESET = "qr"
+#: A soft limit (counts, never rejects); absent on a limit that enforces. A client that
+#: predates it ignores it and enforces the limit (docs/quotas.md, "Soft limits").
+A_LIMIT_SOFT = "sf"
 
 
 def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
@@ -163,13 +166,15 @@ def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
 
 
 def _encode_limit(limit: Limit) -> dict[str, Any]:
-    fields = {
+    fields: dict[str, Any] = {
         "cp": n(limit.capacity),
         "ra": n(limit.refill_amount),
         "rp": n(limit.refill_period_seconds),
     }
     if limit.window is not None:
         fields[A_LIMIT_RESET] = s(limit.window.spec())
+    if limit.soft:
+        fields[A_LIMIT_SOFT] = {"BOOL": True}
     return fields
 
 
@@ -186,6 +191,7 @@ def _decode_limit(name: str, fields: Mapping[str, Any]) -> Limit:
         int(fields["ra"]["N"]),
         int(fields["rp"]["N"]),
         window=None if reset is None else parse_spec(reset["S"]),
+        soft=bool(fields.get(A_LIMIT_SOFT, {}).get("BOOL", False)),
     )
 
 
@@ -213,6 +219,7 @@ __all__ = [
     "A_BYPASS",
     "A_CASCADE_FOR",
     "A_LIMIT_RESET",
+    "A_LIMIT_SOFT",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
     "config_item",
