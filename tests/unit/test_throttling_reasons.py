@@ -206,7 +206,7 @@ def test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low(
     def answer(call: Call) -> Any:
         if call.op == "get_item":
             return Result({"Item": quiet})
-        if ":new" in call.params.get("ExpressionAttributeValues", {}):
+        if ":new_shards" in call.params.get("ExpressionAttributeValues", {}):
             return ok(item(T0, FULL, shard_count=4))  # the doubling
         if refusals[0] < 2:
             refusals[0] += 1
@@ -221,8 +221,8 @@ def test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low(
         take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED), answer
     )
     assert isinstance(outcome, Taken)
-    found = [d for d in doublings(calls) if ":since" in d]  # not a count told to a shard
+    found = [d for d in doublings(calls) if ":measured_since" in d]  # not a count told to a shard
     if shards_refused == 2:
-        assert len(found) == 1 and found[0][":since"] == {"N": str(T0 - REFUSAL_PROOF_MS)}
+        assert len(found) == 1 and found[0][":measured_since"] == {"N": str(T0 - REFUSAL_PROOF_MS)}
     else:
         assert found == []
