@@ -12,6 +12,14 @@ from datetime import timedelta
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.quota import Window, calendar_window, session_window
+from zae_limiter.schedule import (
+    LOOKAHEAD,
+    Override,
+    check_schedule,
+    next_instant_of,
+    override,
+    pick,
+)
 
 #: Names the library keeps for itself. `wcu` tracks the write pressure of one
 #: DynamoDB partition and must never be confused with an application limit.
@@ -60,12 +68,24 @@ class Limit:
     refill_period_seconds: int
     window: Window | None = field(default=None, kw_only=True)
     soft: bool = field(default=False, kw_only=True)
+    #: Scheduled overrides (schedule.py): the limit in force changes at cron instants.
+    schedule: tuple[Override, ...] = field(default=(), kw_only=True)
+    #: On a limit `schedule.active` chose: the instant it took over (not compared: the
+    #: same numbers are the same limit).
+    since_ms: int | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
         validate_limit_name(self.name)
         if not isinstance(self.soft, bool):
             raise ValidationError(f"limit {self.name!r}: soft must be True or False")
         _positive_int("capacity", self.capacity, self.name)
+        if self.schedule:
+            check_schedule(self.name, self.schedule)
+            if self.window is not None:
+                raise ValidationError(
+                    f"limit {self.name!r}: a quota cannot be scheduled; schedule a "
+                    "refilling limit, or store another quota when it should change"
+                )
         if self.window is not None or (self.refill_amount, self.refill_period_seconds) == (0, 0):
             self._check_quota()
             return
@@ -121,6 +141,32 @@ class Limit:
         else:
             window = calendar_window("0 0 1 * *" if reset is None else reset, tz)
         return cls(name, amount, 0, 0, window=window, soft=soft)
+
+    def during(self, start: str, end: str, limit: Limit, *, tz: str = "UTC") -> Limit:
+        """This limit, with `limit`'s numbers in force from each instant of the cron
+        expression `start` to the next instant of `end` (read in time zone `tz`), e.g.
+        `Limit.per_minute("rpm", 100).during("0 22 * * *", "0 6 * * *",
+        Limit.per_minute("rpm", 500))`. Chain it for several overrides; where two
+        apply, the one that started last wins."""
+        if limit.name != self.name:
+            raise ValidationError(
+                f"limit {self.name!r}: a scheduled override changes this limit's numbers; "
+                f"it must have the same name, got {limit.name!r}"
+            )
+        if limit.window is not None or limit.schedule:
+            raise ValidationError(
+                f"limit {self.name!r}: a scheduled override is a refilling limit "
+                "(Limit.per_minute(...) and the like), not a quota or another schedule"
+            )
+        added = override(self.name, start, end, tz, _numbers(limit))
+        return Limit(
+            self.name,
+            self.capacity,
+            self.refill_amount,
+            self.refill_period_seconds,
+            window=self.window,
+            schedule=(*self.schedule, added),
+        )
 
     @classmethod
     def custom(
@@ -191,13 +237,53 @@ class Limit:
             return f"{replace(self, soft=False).describe()} (soft)"
         if self.window is not None:
             return f"{self.capacity} per window, {self.window.describe()}"
-        unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(self.refill_period_seconds)
-        rate = (
-            f"{self.refill_amount}/{unit}"
-            if unit
-            else f"{self.refill_amount}/{self.refill_period_seconds}s"
-        )
-        return rate if self.capacity == self.refill_amount else f"{rate} burst {self.capacity}"
+        text = _rate_text(self.capacity, self.refill_amount, self.refill_period_seconds)
+        for item in self.schedule:
+            numbers = (item.capacity, item.refill_amount, item.refill_period_seconds)
+            text += f"; {_rate_text(*numbers)} {item.describe()}"
+        return text
+
+
+def _numbers(limit: Limit) -> tuple[int, int, int]:
+    return limit.capacity, limit.refill_amount, limit.refill_period_seconds
+
+
+def active(limit: Limit, now_ms: int) -> Limit:
+    """The limit in force at `now_ms` (itself when not scheduled). It carries `since_ms`,
+    the instant it took over, at which a bucket under the previous numbers is rebased
+    (flows/shares.py). Instants are whole minutes: one answer per minute, cached."""
+    if not limit.schedule:
+        return limit
+    numbers, since = pick(limit.schedule, _numbers(limit), now_ms // 60_000)
+    return Limit(limit.name, *numbers, since_ms=since)
+
+
+def in_force(limits: tuple[Limit, ...], now_ms: int) -> tuple[Limit, ...]:
+    """`limits` with each scheduled one replaced by the limit in force at `now_ms`."""
+    if not any(limit.schedule for limit in limits):
+        return limits
+    return tuple(active(limit, now_ms) for limit in limits)
+
+
+def next_change(limit: Limit, now_ms: int) -> tuple[int, Limit] | None:
+    """(when, the limit from then) of the next instant that changes the limit in force;
+    None without a schedule (or when its instants change nothing for a long while)."""
+    if not limit.schedule:
+        return None
+    current = _numbers(active(limit, now_ms))
+    at = now_ms
+    for _ in range(LOOKAHEAD):
+        at = next_instant_of(limit.schedule, at)
+        then = active(limit, at)
+        if _numbers(then) != current:
+            return at, then
+    return None
+
+
+def _rate_text(capacity: int, refill_amount: int, refill_period_seconds: int) -> str:
+    unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(refill_period_seconds)
+    rate = f"{refill_amount}/{unit}" if unit else f"{refill_amount}/{refill_period_seconds}s"
+    return rate if capacity == refill_amount else f"{rate} burst {capacity}"
 
 
 def validate_limits(limits: object) -> tuple[Limit, ...]:

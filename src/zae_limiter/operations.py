@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows import Flow, config, controls, entities, namespace, read, shards
+from zae_limiter.flows import (
+    Flow,
+    bucket_ttl,
+    config,
+    controls,
+    entities,
+    namespace,
+    read,
+    shards,
+)
 from zae_limiter.flows import audit as audit_flows
 from zae_limiter.flows import usage as usage_flows
 from zae_limiter.flows.audit import Auditor
@@ -225,6 +234,24 @@ class Operations:
     @audited
     def delete_system_defaults(self) -> Flow[bool]:
         return config.delete_limits(self.state, None, None, self.auditor())
+
+    @audited
+    def set_bucket_ttl(
+        self, seconds: int | None, *, entity_id: str | None = None, resource: str | None = None
+    ) -> Flow[None]:
+        """Store how long a full, idle bucket item is kept (seconds; 0: never expire;
+        None: remove, deferring to the next level) for an entity and resource, an
+        entity's every resource, a resource's entities, or (neither) every bucket.
+        See docs/quotas.md, Idle buckets expire."""
+        return bucket_ttl.set_bucket_ttl(
+            self.state, entity_id, resource, seconds, self.now(), self.auditor()
+        )
+
+    def get_bucket_ttl(
+        self, *, entity_id: str | None = None, resource: str | None = None
+    ) -> Flow[int | None]:
+        """The bucket TTL stored at exactly this level (None: none stored there)."""
+        return bucket_ttl.get_bucket_ttl(self.state, entity_id, resource)
 
     def list_limit_levels(self) -> Flow[list[tuple[str | None, str | None]]]:
         """Every level that stores limits in the namespace, as (entity_id, resource):

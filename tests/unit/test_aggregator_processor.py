@@ -276,3 +276,19 @@ def test_process_batch_and_config_from_env() -> None:
     )
     with pytest.raises(ValueError):
         config_from_env({}, [])
+
+
+def test_an_expired_bucket_loses_no_usage_and_counts_none_twice() -> None:
+    """A bucket item TTL deletes (docs/quotas.md, Idle buckets expire): the writes before
+    it are in the stream whatever happens to the item, the REMOVE adds nothing, and the
+    item created again counts from zero."""
+    spent = image(rpm_tc=3_000)
+    batch = [
+        record("INSERT", spent, None),
+        modify(spent, image(rpm_tc=5_000)),
+        record("REMOVE", None, image(rpm_tc=5_000)),  # the TTL's delete, a day later
+        record("INSERT", image(rpm_tc=2_000), None),  # the next acquire makes it again
+    ]
+    plan = process(batch, CONFIG, T0 + 60_000)
+    (usage,) = plan.by_kind("usage")
+    assert usage.call.params["ExpressionAttributeValues"][":u0"] == {"N": "7000"}

@@ -146,12 +146,29 @@ class Desired:
 def _spec_list(where: str, value: object) -> tuple[Limit, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, (str, dict)) for v in value):
         raise ValidationError(f"{where}: expected a list of limit specs like 'rpm:100/min'")
     try:
+        if any(isinstance(v, dict) for v in value):
+            return _with_schedules(where, value)
         return parse_limits(value)
     except ValidationError as error:
         raise ValidationError(f"{where}: {error}") from None
+
+
+def _with_schedules(where: str, value: list[Any]) -> tuple[Limit, ...]:
+    """Specs, some of them scheduled limits (cli/schedules.py, the mapping form)."""
+    from zae_limiter.cli.schedules import parse_scheduled
+
+    limits = tuple(
+        parse_limit(v) if isinstance(v, str) else parse_scheduled(f"[{i}]", v, parse_limit)
+        for i, v in enumerate(value)
+    )
+    names = [limit.name for limit in limits]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValidationError(f"limit {twice[0]!r} is given twice")
+    return limits
 
 
 def _mapping(where: str, value: object) -> dict[str, Any]:

@@ -24,9 +24,10 @@ from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.charge import charge_all
 from zae_limiter.flows.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.memory import image_of_age, local_rejection
 from zae_limiter.flows.take import NOT_FETCHED
-from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
+from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
 
 log = logging.getLogger("zae_limiter")
@@ -154,9 +155,13 @@ def _level(
     resource: str,
     limits: tuple[Limit, ...],
     amounts: Mapping[str, int],
+    bucket_ttl_s: int | None = None,
 ) -> Level:
     names = {limit.name for limit in limits}
     meta = state.entities.get(entity_id)
+    ttl = DEFAULT_BUCKET_TTL_S if bucket_ttl_s is None else bucket_ttl_s
+    if ttl != DEFAULT_BUCKET_TTL_S or (entity_id, resource) in state.bucket_ttls:
+        state.bucket_ttls[(entity_id, resource)] = ttl  # for this bucket's later charges
     return Level(
         entity_id=entity_id,
         resource=resource,
@@ -166,6 +171,7 @@ def _level(
         shard_count=state.shard_count(entity_id, resource),
         cascade=bool(meta and meta.cascades(resource)),
         parent_id=meta.parent_id if meta else None,
+        bucket_ttl_s=ttl,
     )
 
 
@@ -195,7 +201,7 @@ def acquire(
     amounts = validate_amounts("consume", consume)
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
-    override = validate_limits(limits) if limits is not None else None
+    override = in_force(validate_limits(limits), now_ms) if limits is not None else None
     if _bypassed(state, entity_id):
         return Acquired((), amounts, entity_id, bypassed=True)
     resolved, prefetched = yield from _resolve_levels(
@@ -203,9 +209,12 @@ def acquire(
     )
     if _bypassed(state, entity_id):  # learned from the record just read
         return Acquired((), amounts, entity_id, bypassed=True)
-    own = {r: require_limits(resolved[(entity_id, r)], entity_id, r).limits for r in resources}
+    found = {r: require_limits(resolved[(entity_id, r)], entity_id, r) for r in resources}
+    own = {r: found[r].limits for r in resources}
     _check_fits(amounts, own, entity_id)
-    levels = [_level(state, entity_id, r, own[r], amounts) for r in resources]
+    levels = [
+        _level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s) for r in resources
+    ]
     more = [(p, r) for r in resources if (p := _known_parent(state, entity_id, r)) is not None]
     if any(pair not in resolved for pair in more):
         extra, fetched = yield from _resolve_levels(
@@ -216,7 +225,9 @@ def acquire(
     for p, r in more:
         parent_limits = resolved[(p, r)]
         if parent_limits is not None:
-            levels.append(_level(state, p, r, parent_limits.limits, amounts))
+            levels.append(
+                _level(state, p, r, parent_limits.limits, amounts, parent_limits.bucket_ttl_s)
+            )
     served, rest = reserve_ops.serve(state, levels, now_ms)
     if not rest:
         return Acquired(tuple(served), amounts, entity_id)
@@ -320,7 +331,9 @@ def _take_parent(
     parent_limits = resolved[(parent, resource)]
     if parent_limits is None:
         return None
-    level = _level(state, parent, resource, parent_limits.limits, amounts)
+    level = _level(
+        state, parent, resource, parent_limits.limits, amounts, parent_limits.bucket_ttl_s
+    )
     known = local_rejection(state, level, now_ms)
     if known is not None:
         return known

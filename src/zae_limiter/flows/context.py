@@ -5,7 +5,7 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,13 @@ class RepoState:
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
     #: Token reserves of hot buckets (None: reserves off, one write per acquire).
     reserves: ReserveBook | None = None
+    #: Whether bucket writes carry a `ttl` (flows/expiry.py): only on a table at schema 5
+    #: or later, whose clients all move it (flows/table.py learns it at open).
+    bucket_expiry: bool = True
+    #: The bucket TTL each config level stores (None: none), refreshed with its limits.
+    level_ttls: dict[Hashable, int | None] = field(default_factory=dict)
+    #: The idle TTL an acquire resolved per (entity, resource), for its later charges.
+    bucket_ttls: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def learn_entity(
         self,

@@ -34,6 +34,7 @@ from zae_limiter.keys.core import (
     s,
 )
 from zae_limiter.keys.entities import put_new
+from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
@@ -252,32 +253,36 @@ def double_shards(
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
     sets = ["#shards = :new_shards", "#doubled_at = :now_ms", "#window_at = :now_ms"]
-    return {
-        "TableName": table,
-        "Key": shard0_key,
-        "UpdateExpression": "SET "
-        + ", ".join([*sets, "#writes = :zero", *snap_sets])
-        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
-        "ConditionExpression": "#shards = :shards"
-        " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)",
-        "ExpressionAttributeNames": {
-            "#shards": A_SHARD_COUNT,
-            "#doubled_at": A_SHARD_DOUBLED,
-            "#window_at": A_WINDOW_START,
-            "#writes": A_WINDOW_WRITES,
-            **snap_names,
+    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    return with_expiry(
+        {
+            "TableName": table,
+            "Key": shard0_key,
+            "UpdateExpression": "SET "
+            + ", ".join([*sets, "#writes = :zero", *snap_sets])
+            + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
+            "ConditionExpression": "#shards = :shards"
+            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)",
+            "ExpressionAttributeNames": {
+                "#shards": A_SHARD_COUNT,
+                "#doubled_at": A_SHARD_DOUBLED,
+                "#window_at": A_WINDOW_START,
+                "#writes": A_WINDOW_WRITES,
+                **snap_names,
+            },
+            "ExpressionAttributeValues": {
+                ":new_shards": n(new_count),
+                ":shards": n(old_count),
+                ":now_ms": n(now_ms),
+                ":measured_since": n(measured_since),
+                ":zero": n(0),
+                **snap_values,
+            },
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         },
-        "ExpressionAttributeValues": {
-            ":new_shards": n(new_count),
-            ":shards": n(old_count),
-            ":now_ms": n(now_ms),
-            ":measured_since": n(measured_since),
-            ":zero": n(0),
-            **snap_values,
-        },
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+        None,
+    )
 
 
 def with_doubling(

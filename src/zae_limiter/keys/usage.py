@@ -40,6 +40,7 @@ from zae_limiter.keys.core import (
     s,
     usage_sk,
 )
+from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.models import UsageSnapshot
 
 # ======================================================== usage snapshots and the aggregator
@@ -224,21 +225,25 @@ def propagate_shard_count(
     counted was traffic meant for fewer shards, which must not prove this count hot."""
     sets, names, values = snapshot_parts(limits)
     window = [f"{A_WINDOW_START} = :now_ms", f"{A_WINDOW_WRITES} = :zero"]
-    return {
-        "TableName": table,
-        "Key": bucket_item_key,
-        "UpdateExpression": "SET "
-        + ", ".join(["#shards = :new_shards", *window, *sets])
-        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
-        "ConditionExpression": "attribute_exists(#pk) AND #shards < :new_shards",
-        "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, **names},
-        "ExpressionAttributeValues": {
-            ":new_shards": n(new_count),
-            ":now_ms": n(now_ms),
-            ":zero": n(0),
-            **values,
+    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    return with_expiry(
+        {
+            "TableName": table,
+            "Key": bucket_item_key,
+            "UpdateExpression": "SET "
+            + ", ".join(["#shards = :new_shards", *window, *sets])
+            + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
+            "ConditionExpression": "attribute_exists(#pk) AND #shards < :new_shards",
+            "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, **names},
+            "ExpressionAttributeValues": {
+                ":new_shards": n(new_count),
+                ":now_ms": n(now_ms),
+                ":zero": n(0),
+                **values,
+            },
         },
-    }
+        None,
+    )
 
 
 def mark_quiet(table: str, shard0_key: Item, shard_count: int, now_ms: int) -> dict[str, Any]:
