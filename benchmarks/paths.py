@@ -15,7 +15,8 @@ from typing import Any
 
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository, keys
 from zae_limiter.capacity import Measurement
-from zae_limiter.flows import Call, any_shard, one
+from zae_limiter.flows import Call, one
+from zae_limiter.flows.scaling import any_shard
 
 RESOURCE = "gpt-4"
 RPM = Limit.per_minute("rpm", 100)

@@ -16,8 +16,12 @@ from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired
-from zae_limiter.flows.config import FailurePolicy, check_failure_policy, stored_failure_policy
-from zae_limiter.flows.reserve import ReserveStats
+from zae_limiter.flows.records.config import (
+    FailurePolicy,
+    check_failure_policy,
+    stored_failure_policy,
+)
+from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face

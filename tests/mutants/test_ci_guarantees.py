@@ -29,8 +29,8 @@ from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit import test_wire_transport as wire_transport_tests
 from zae_limiter import drivers, errors, keys, repository
 from zae_limiter.flows import Call, one
-from zae_limiter.flows import audit as audit_flows
-from zae_limiter.flows import entities as entity_flows
+from zae_limiter.flows.records import audit as audit_flows
+from zae_limiter.flows.records import entities as entity_flows
 from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
 from zae_limiter.wire.base import LeanBase

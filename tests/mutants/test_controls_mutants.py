@@ -16,7 +16,7 @@ from typing import Any
 from tests.conftest import Api, Clock
 from tests.integration import test_controls as controls_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from zae_limiter.flows import controls
+from zae_limiter.flows.offpath import controls
 from zae_limiter.models import BucketState
 
 

@@ -9,9 +9,14 @@ from hypothesis import strategies as st
 from tests.unit._flowkit import make_level, make_state
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.plan import grant
-from zae_limiter.flows.reserve import DEMAND_TAU_MS, RENEW_GRACE_MS, ReserveBook, ReserveSettings
-from zae_limiter.flows.reserve_ops import serve
+from zae_limiter.flows.reserves.book import (
+    DEMAND_TAU_MS,
+    RENEW_GRACE_MS,
+    ReserveBook,
+    ReserveSettings,
+)
+from zae_limiter.flows.reserves.ops import serve
+from zae_limiter.flows.write.plan import grant
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
@@ -292,7 +297,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
 def test_demand_of_quiet_buckets_is_forgotten_when_many_are_seen(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from zae_limiter.flows import reserve
+    from zae_limiter.flows.reserves import book as reserve
 
     monkeypatch.setattr(reserve, "DEMAND_KEYS_MAX", 3)
     book = ReserveBook()

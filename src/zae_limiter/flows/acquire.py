@@ -18,14 +18,15 @@ from zae_limiter.errors import (
     RateLimitExceeded,
     ValidationError,
 )
-from zae_limiter.flows import Flow, lockstep, reserve_ops
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
-from zae_limiter.flows.charge import charge_all
-from zae_limiter.flows.config import require_limits, resolve_and_fetch
+from zae_limiter.flows import Flow, lockstep
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.memory import image_of_age, local_rejection
-from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
+from zae_limiter.flows.reserves import ops as reserve_ops
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.write.charge import charge_all
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
+from zae_limiter.flows.write.memory import image_of_age, local_rejection
+from zae_limiter.flows.write.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
 from zae_limiter.models import ResolvedLimits
 

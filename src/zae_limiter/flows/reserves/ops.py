@@ -1,6 +1,6 @@
 """What an acquire, a lease and a closing client do with token reserves.
 
-The book (`flows/reserve.py`) is the state; these functions connect it to the acquire
+The book (`flows/reserves/book.py`) is the state; these functions connect it to the acquire
 flow's levels and outcomes, and write reserves back. See docs/reserves.md.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, SHARD_NOT_FOUND, RateLimiterUnavailable, ValidationError
 from zae_limiter.flows import Call, Flow, Result
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
-from zae_limiter.flows.charge import charge_write, image_of, settle
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.reserve import Key, Reserve
+from zae_limiter.flows.reserves.book import Key, Reserve
+from zae_limiter.flows.write.charge import charge_write, image_of, settle
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
 
 log = logging.getLogger("zae_limiter")
 

@@ -7,8 +7,8 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Flow
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.entities import entity_bucket_keys
-from zae_limiter.flows.shares import capacity_of, read_shares, tokens_now
+from zae_limiter.flows.records.entities import entity_bucket_keys
+from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, ShardInfo
 

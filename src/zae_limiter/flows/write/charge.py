@@ -14,9 +14,9 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.flows import Call, Flow, Result, one, together
-from zae_limiter.flows.bucket_write import Level, Taken
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.shares import config_of, current
+from zae_limiter.flows.write.levels import Level, Taken
+from zae_limiter.flows.write.shares import config_of, current
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 

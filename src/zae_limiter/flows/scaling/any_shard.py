@@ -1,6 +1,6 @@
 """Take one level from any shard of its entity: the first shard, others when one is
 drained, and what a throttled write does next (another shard, a wait, a doubling, the
-client's reserve; flows/throttled.py holds the waits and the gate).
+client's reserve; flows/scaling/throttled.py holds the waits and the gate).
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
-from zae_limiter.flows import Flow, pause, reserve_ops, throttled
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
+from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import double, has_session_quota
-from zae_limiter.flows.evidence import entity_evidence
-from zae_limiter.flows.take import NOT_FETCHED, take
+from zae_limiter.flows.reserves import ops as reserve_ops
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.scaling.doubling import double, has_session_quota
+from zae_limiter.flows.scaling.evidence import entity_evidence
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
+from zae_limiter.flows.write.take import NOT_FETCHED, take
 
 
 def take_any_shard(
@@ -24,7 +26,7 @@ def take_any_shard(
 ) -> Flow[Taken | Rejected]:
     """Take from a random shard; a drained shard is not the entity: try up to two others.
 
-    A throttled write was not applied, so it is tried again (flows/throttled.py): on a
+    A throttled write was not applied, so it is tried again (flows/scaling/throttled.py): on a
     shard not tried yet, then after short jittered waits, until the acquire's wait budget
     is spent. A throttle on a shard whose measured write rate shows its partition is the
     bottleneck also prompts one doubling try on shard 0 (and the next try goes to shard 1
@@ -133,7 +135,7 @@ def _lead(state: RepoState, level: Level, speculative: bool) -> throttled.Lead:
         count = max(state.shard_count(level.entity_id, level.resource), 1)
         preferred = reserve_ops.preferred_shard(state, level)
         # A client whose writes were all refused has not seen a doubling by others: one
-        # known shard is probed past (a missing shard says the count, flows/take.py).
+        # known shard is probed past (a missing shard says the count, flows/write/take.py).
         probe = 2 if state.max_shards > 1 else 1
         shard = random.randrange(max(count, probe)) if preferred is None else preferred
         here = _on_shard(throttled.with_reserve(state, level, at_ms), shard, count, preferred)

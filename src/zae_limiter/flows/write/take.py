@@ -2,9 +2,9 @@
 
 The state machine: a conditional write planned from the best image at hand (a
 speculative one from this client's memory, or a read); then, from the state DynamoDB
-returned, create the bucket (shard k >= 1 from its donor: flows/split.py), try again from
+returned, create the bucket (shard k >= 1 from its donor: flows/scaling/split.py), try again from
 the ALL_OLD a lost race returns (never a read), or reject. After a good write,
-flows/doubling.py decides whether shard 0 should double the shard count.
+flows/scaling/doubling.py decides whether shard 0 should double the shard count.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, one, pause
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken, WritePlan
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import after_write
-from zae_limiter.flows.memory import fresh_image, learn, remember
-from zae_limiter.flows.plan import new_bucket, plan_write
-from zae_limiter.flows.split import create_split_shard
+from zae_limiter.flows.scaling.doubling import after_write
+from zae_limiter.flows.scaling.split import create_split_shard
+from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
+from zae_limiter.flows.write.memory import fresh_image, learn, remember
+from zae_limiter.flows.write.plan import new_bucket, plan_write
 from zae_limiter.models import BucketState
 
 #: A lost race is retried from ALL_OLD. Near empty, with reserves out, other clients'
@@ -58,7 +58,7 @@ def take(
     else:
         # No image to plan from, or one too old. A write planned blind (as if the bucket
         # were full and held nothing) cannot name the held counts of reserves taken before
-        # it, which may have expired and count as spent (flows/plan.py, `watched_epochs`).
+        # it, which may have expired and count as spent (flows/write/plan.py, `watched_epochs`).
         # A shard this client never wrote may not exist yet either (shard 0 records a
         # doubling before the new shards are made). A read takes no write capacity.
         read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))

@@ -31,8 +31,8 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.write.levels import Level
 
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000

@@ -14,10 +14,10 @@ from zae_limiter import keys, schema
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import SchemaVersionError, ValidationError
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import read_version
+from zae_limiter.flows.records.audit import Auditor, audited_change, limits_json
+from zae_limiter.flows.records.version import read_version
 from zae_limiter.limits import Limit, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 

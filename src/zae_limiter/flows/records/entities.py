@@ -9,9 +9,15 @@ from typing import Any, Final
 from zae_limiter import keys
 from zae_limiter.errors import EntityExistsError, EntityNotFoundError, ValidationError
 from zae_limiter.flows import Call, Flow, one, paginate, pause
-from zae_limiter.flows.audit import Auditor, audited_change, commit, entity_json, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.records.audit import (
+    Auditor,
+    audited_change,
+    commit,
+    entity_json,
+    limits_json,
+)
 from zae_limiter.models import Entity
 
 

@@ -31,15 +31,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.backoff import Pacer, spread_age_ms
-from zae_limiter.flows.demand import (
+from zae_limiter.flows.reserves.demand import (
     DEMAND_FORGET_MS,
     DEMAND_KEYS_MAX,
     DEMAND_TAU_MS,
     DEMAND_TAU_S,
     Demand,
 )
-from zae_limiter.flows.stretch import Stretch
+from zae_limiter.flows.reserves.pacing import Pacer, spread_age_ms
+from zae_limiter.flows.reserves.stretch import Stretch
 from zae_limiter.keys import RESERVE_EPOCH_MS, Flush, reserve_epoch
 from zae_limiter.limits import Limit
 from zae_limiter.quota import calendar_end
@@ -159,9 +159,9 @@ class ReserveBook:
         self, settings: ReserveSettings | None = None, rng: random.Random | None = None
     ) -> None:
         self.settings = settings or ReserveSettings()
-        #: Backoff and write budgets of the returns (see flows/backoff.py).
+        #: Backoff and write budgets of the returns (see flows/reserves/pacing.py).
         self.pacer = Pacer(self.settings.writes_per_second, rng)
-        #: Write-rate targets cut by throttled reserve writes (see flows/stretch.py).
+        #: Write-rate targets cut by throttled reserve writes (see flows/reserves/stretch.py).
         self.stretch = Stretch()
         self._lock = threading.Lock()
         self._reserves: dict[Key, Reserve] = {}
@@ -451,7 +451,7 @@ class ReserveBook:
 
     def retry_later(self, items: Iterable[tuple[Key, Reserve]], now_ms: int | None = None) -> None:
         """Returns that DynamoDB refused (throttled, so not applied): try them again after
-        a backoff (see flows/backoff.py)."""
+        a backoff (see flows/reserves/pacing.py)."""
         with self._lock:
             items = list(items)
             if now_ms is not None:
