@@ -96,7 +96,7 @@ def client_kwargs(
 
     endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    # Parameters are built by keys.py and covered by tests: botocore's validation of every
+    # Parameters are built by keys/ and covered by tests: botocore's validation of every
     # request would only spend client CPU on the hot path.
     options: dict[str, Any] = {
         **_timeouts(timeout),

@@ -5,9 +5,10 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
@@ -102,6 +103,11 @@ class Exhausted:
     held: dict[str, int]
 
 
+def shared_rng() -> random.Random:
+    """The generator behind the `random` module's functions (seeded by `random.seed`)."""
+    return cast(random.Random, getattr(random, "_inst"))  # noqa: B009 - not in typeshed
+
+
 @dataclass(slots=True)
 class RepoState:
     table: str
@@ -114,6 +120,10 @@ class RepoState:
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
     #: Token reserves of hot buckets (None: reserves off, one write per acquire).
     reserves: ReserveBook | None = None
+    #: Every random draw a flow makes (which shard, how long a backoff) comes from here:
+    #: give a `random.Random(seed)` to replay a run. The default is the process's shared
+    #: generator, the one `random.seed` seeds.
+    rng: random.Random = field(default_factory=lambda: shared_rng())
 
     def learn_entity(
         self,

@@ -20,12 +20,6 @@ def list_resources(state: RepoState, entity_id: str) -> Flow[list[str]]:
     return sorted({keys.parse_bucket_pk(k[keys.PK]["S"])[2] for k in found})
 
 
-def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[list[BucketState]]:
-    found = yield from entity_bucket_keys(state, entity_id, resource)
-    items = yield from batch_get(state, found)
-    return sorted((keys.decode_bucket(i) for i in items.values()), key=lambda b: b.shard_id)
-
-
 def _limit_of(name: str, stored: LimitState) -> Limit:
     """The limit a shard's stored numbers describe (shown without reading the config)."""
     capacity = max(1, stored.capacity_milli // 1000)

@@ -7,9 +7,9 @@ acquires are served from it with no request. What is not spent goes back with on
 when the reserve has been idle for `idle_ms`, reaches `max_age_ms`, or the client closes.
 
 Why this is exact:
-- tokens leave the bucket before they are spent (a reserve is taken with the same
-  `tk >= n` condition as an acquire), so interleavings cannot admit more than the bucket
-  held;
+- tokens leave the bucket before they are spent (a reserve is taken by the acquire's own
+  conditional write, whose condition on the full-at time says the bucket holds all of
+  it), so interleavings cannot admit more than the bucket held;
 - tokens held in reserves count against the bucket's capacity when it refills, so a bucket
   refilled to full while reserves are out never holds more than `capacity` in all;
 - a reserve is granted only while the bucket keeps at least as much again after it: near
@@ -20,7 +20,7 @@ Why this is exact:
   capacity within two epochs and its tokens are lost (counted as spent), never created.
 
 Everything here is pure bookkeeping behind one lock (sync faces share a book across
-threads); `flows.acquire` decides and `flows.reserve_return` writes.
+threads); `flows.reserves.ops` decides with it and writes reserves back.
 """
 
 from __future__ import annotations

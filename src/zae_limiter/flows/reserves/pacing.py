@@ -6,8 +6,8 @@ not at once: the partition that refused it is still full, and every other client
 return is due at the same moment. So:
 
 - a throttled return waits an exponential backoff with full jitter (uniform between 0
-  and `BASE_MS * 2**attempt`, at most `CAP_MS`), counted per bucket and reset by a
-  write to that bucket that goes through;
+  and `BASE_MS * 2**(attempt - 1)`, at most `CAP_MS`; flows/backoff.py), counted per
+  bucket and reset by a write to that bucket that goes through;
 - each bucket has a write budget per client: a token bucket refilled at
   `BUDGET_MULTIPLE` times the reserve write-rate target, so a client's background
   writes to one bucket never exceed a small multiple of its normal rate, whatever
@@ -27,6 +27,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from zae_limiter.flows.backoff import backoff_ms as shared_backoff_ms
+
 #: An outgoing entry: a (key, reserve) pair.
 T = TypeVar("T", bound=tuple[Any, ...])
 
@@ -45,8 +47,7 @@ AGE_SPREAD = 0.2
 
 def backoff_ms(attempt: int, rng: random.Random) -> int:
     """The wait before try number `attempt + 1` (attempt >= 1: this many were throttled)."""
-    bound = min(CAP_MS, BASE_MS * 2 ** min(max(attempt, 1) - 1, 16))
-    return rng.randint(0, bound)
+    return shared_backoff_ms(attempt, rng, BASE_MS, CAP_MS)
 
 
 def spread_age_ms(max_age_ms: int, rng: random.Random) -> int:
@@ -111,10 +112,6 @@ class Pacer:
             return False
         self._budgets[key].tokens -= 1
         return True
-
-    def next_ms(self) -> int | None:
-        """The earliest backoff end of any key (None: nothing is backing off)."""
-        return min((r.not_before_ms for r in self._retries.values()), default=None)
 
     def _budget(self, key: Hashable, now_ms: int) -> _Budget:
         budget = self._budgets.get(key)

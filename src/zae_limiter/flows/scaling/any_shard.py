@@ -5,7 +5,6 @@ client's reserve; flows/scaling/throttled.py holds the waits and the gate).
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from typing import Any
 
@@ -54,7 +53,8 @@ def take_any_shard(
             if error.code == SHARD_NOT_FOUND and tries.throttles:
                 # A probe after a throttle found no such shard: shard 0's count is known
                 # now, and the try goes to one that exists.
-                shard = random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
+                known = state.shard_count(level.entity_id, level.resource)
+                shard = state.rng.randrange(max(1, known))
                 prefetched = NOT_FETCHED
                 continue
             if error.code == SHARD_NOT_FOUND:
@@ -85,7 +85,7 @@ def take_any_shard(
                     f"no shard of {level.entity_id}/{level.resource} could take the request"
                 )
             return outcome
-        shard = random.choice(others)
+        shard = state.rng.choice(others)
         tries.tried.append(shard)
         prefetched = NOT_FETCHED
 
@@ -93,7 +93,7 @@ def take_any_shard(
 def _first_shard(state: RepoState, level: Level, prefetched: Any) -> tuple[int, int | None]:
     """(the shard to write first, the shard of the client's reserve if it holds one)."""
     count = level.shard_count
-    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
+    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else state.rng.randrange(count)
     preferred = reserve_ops.preferred_shard(state, level)
     if preferred is not None and prefetched is NOT_FETCHED:
         shard = preferred
@@ -137,7 +137,7 @@ def _lead(state: RepoState, level: Level, speculative: bool) -> throttled.Lead:
         # A client whose writes were all refused has not seen a doubling by others: one
         # known shard is probed past (a missing shard says the count, flows/write/take.py).
         probe = 2 if state.max_shards > 1 else 1
-        shard = random.randrange(max(count, probe)) if preferred is None else preferred
+        shard = state.rng.randrange(max(count, probe)) if preferred is None else preferred
         here = _on_shard(throttled.with_reserve(state, level, at_ms), shard, count, preferred)
         try:
             outcome = yield from take(state, here, at_ms, speculative, NOT_FETCHED)
@@ -186,7 +186,7 @@ def _after_throttle(
         count = max(count, 2)
     others = tries.untried(count)
     if others:
-        shard = random.choice(others)
+        shard = state.rng.choice(others)
         tries.tried.append(shard)
         return shard
     # The gate binds retries too: a client's acquires throttled together are one refusal,
@@ -196,7 +196,7 @@ def _after_throttle(
         return None
     tries.woke((yield from pause(wait)))
     # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
-    return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
+    return state.rng.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
 
 
 def _double_on_evidence(

@@ -23,7 +23,6 @@ comes.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -210,6 +209,6 @@ def entity_evidence(
         known = throttle_evidence(state, replace(level, shard_id=shard), now_ms)
         if known is not None:
             return min(since, known)
-    other = replace(level, shard_id=random.choice(others), shard_count=count)
+    other = replace(level, shard_id=state.rng.choice(others), shard_count=count)
     also = yield from read_evidence(state, other, now_ms)
     return None if also is None else min(since, also)

@@ -9,7 +9,6 @@ flows/scaling/doubling.py decides whether shard 0 should double the shard count.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, one, pause
+from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.scaling.doubling import after_write
 from zae_limiter.flows.scaling.split import create_split_shard
@@ -30,6 +30,9 @@ from zae_limiter.models import BucketState
 #: fail a bounded take whose tokens are still there: each retry sees them, so allow more
 #: than the handful a bucket without reserves needs.
 MAX_WRITE_ATTEMPTS = 10
+#: The backoff after a lost race: full jitter, the bound from 5 ms doubling up to 200 ms.
+RACE_FIRST_MS = 5
+RACE_CAP_MS = 200
 NOT_FETCHED: Any = object()
 
 
@@ -188,7 +191,7 @@ def _create_or_find(
         return _taken(level, item, now_ms, False), level, item  # new: no reserve to report
     if result is not None:
         failed.count += 1
-        yield from pause(_backoff_ms(attempt))  # another client created it first
+        yield from pause(_backoff_ms(state, attempt))  # another client created it first
     return None, level, item
 
 
@@ -212,7 +215,7 @@ def _lost_race(
         # failing on its count and losing the race to the partition's capacity).
         learn(state, level, result.old, now_ms)
     if confirmed:
-        yield from pause(_backoff_ms(attempt))
+        yield from pause(_backoff_ms(state, attempt))
         if level.hold_milli:
             # A reserve is granted only if as much again stays behind: its floor is
             # about all the shard holds, which any concurrent take breaks. A shard
@@ -306,6 +309,6 @@ def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
     return replace(level, cascade=meta.cascades(level.resource), parent_id=meta.parent_id)
 
 
-def _backoff_ms(attempt: int) -> int:
-    # Full jitter: concurrent writers that collided spread out instead of colliding again.
-    return random.randint(0, min(200, 5 * 2**attempt))
+def _backoff_ms(state: RepoState, attempt: int) -> int:
+    """After `attempt + 1` lost races on one bucket (flows/backoff.py)."""
+    return backoff_ms(attempt + 1, state.rng, RACE_FIRST_MS, RACE_CAP_MS)
