@@ -95,7 +95,7 @@ class _Held:
         written only when it holds none or cannot cover them.
         """
         held = self._state
-        if held.holds_nothing or (not failed and not any(held.pending.values())):
+        if held.degraded is not None or (not failed and not any(held.pending.values())):
             return None
         if failed:
             return compensate(repo_state, held.acquired.taken, clock())

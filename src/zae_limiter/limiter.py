@@ -21,6 +21,7 @@ from zae_limiter.flows.records.config import (
     check_failure_policy,
     stored_failure_policy,
 )
+from zae_limiter.flows.reserves import hit
 from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
@@ -330,6 +331,22 @@ class _Acquiring(Generic[RepoT]):
         )
         return flow
 
+    def _served(self) -> LeaseParts | None:
+        """An acquire this client's token reserve serves (flows/reserves/hit.py): no flow,
+        no driver, no request. None: the full path decides."""
+        repo, decisions = self._repo, self._face._decisions
+        entity_id, resource, consume, limits = self._args
+        if self._policy is not None:
+            check_failure_policy(self._policy)
+        self._started = started = decisions.timer()
+        served = hit.serve(repo.state, entity_id, resource, consume, limits, repo.clock())
+        if served is None:
+            return None
+        taken, amounts = served
+        decisions.stats.record(resource, "admitted", (decisions.timer() - started) * 1000)
+        repo.tend_reserves()
+        return Acquired((taken,), amounts, entity_id), amounts, None
+
     def _settle(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
         """What the lease holds, what it starts from, and why it holds nothing; the
         reserves are tended after an acquire that reached DynamoDB's answer."""
@@ -348,10 +365,12 @@ class AsyncAcquiring(_Acquiring[Repository]):
 
     async def __aenter__(self) -> Lease:
         repo = self._repo
-        try:
-            parts = self._settle(await repo.run(self._begin(), repo.timeout), None)
-        except _FAILED as error:
-            parts = self._settle(None, error)
+        parts = self._served()
+        if parts is None:
+            try:
+                parts = self._settle(await repo.run(self._begin(), repo.timeout), None)
+            except _FAILED as error:
+                parts = self._settle(None, error)
         self._lease = Lease(repo, *parts)
         return self._lease
 
@@ -367,10 +386,12 @@ class SyncAcquiring(_Acquiring[SyncRepository]):
 
     def __enter__(self) -> SyncLease:
         repo = self._repo
-        try:
-            parts = self._settle(repo.run(self._begin(), repo.timeout), None)
-        except _FAILED as error:
-            parts = self._settle(None, error)
+        parts = self._served()
+        if parts is None:
+            try:
+                parts = self._settle(repo.run(self._begin(), repo.timeout), None)
+            except _FAILED as error:
+                parts = self._settle(None, error)
         self._lease = SyncLease(repo, *parts)
         return self._lease
 

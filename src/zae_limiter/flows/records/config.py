@@ -47,7 +47,7 @@ def learn_failure_policy(state: RepoState, system_item: keys.Item | None) -> Non
     )
 
 
-def _levels(entity_id: str, resource: str) -> list[tuple[LimitSource, Hashable]]:
+def config_levels(entity_id: str, resource: str) -> list[tuple[LimitSource, Hashable]]:
     """(source, cache key) of each level, most specific first."""
     return [
         ("entity", ("entity", entity_id, resource)),
@@ -96,7 +96,7 @@ def resolve_and_fetch(
     fetch: list[keys.Item] = []
     fetch_ids: dict[tuple[str, str], Hashable] = {}
     for entity_id, resource in wanted:
-        for _source, cache_key in _levels(entity_id, resource):
+        for _source, cache_key in config_levels(entity_id, resource):
             if cache_key in known:
                 continue
             hit, value = cache.lookup(cache_key, now_ms)
@@ -135,7 +135,7 @@ def resolve_and_fetch(
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None
-        for source, cache_key in _levels(entity_id, resource):
+        for source, cache_key in config_levels(entity_id, resource):
             limits = known.get(cache_key)
             if limits:
                 out[(entity_id, resource)] = ResolvedLimits(limits, source)
