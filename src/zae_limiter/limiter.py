@@ -27,7 +27,7 @@ from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
 from zae_limiter.repository import Repository, SyncRepository, _Base
-from zae_limiter.stats import DecisionStats, LimiterStats, Outcome
+from zae_limiter.stats import Decision, DecisionStats, LimiterStats
 
 log = logging.getLogger("zae_limiter")
 
@@ -62,12 +62,12 @@ class _Decisions:
                 return check_failure_policy(value)
         return "block"
 
-    def record(self, resource: str, outcome: Outcome, started: float) -> None:
+    def record(self, resource: str, outcome: Decision, started: float) -> None:
         self.stats.record(resource, outcome, (self.timer() - started) * 1000)
 
     def degrade(
         self, error: Exception, resource: str, started: float, call: FailurePolicy | None
-    ) -> Outcome:
+    ) -> Decision:
         """What a failed acquire becomes: a lease holding nothing, or the error raised."""
         if isinstance(error, RateLimitExceeded):
             if self.shadow:
@@ -96,16 +96,16 @@ class _Decisions:
         )
         return flow, self.timer()
 
-    def settle(
+    def decide(
         self,
         resource: str,
         started: float,
         call: FailurePolicy | None,
         acquired: Acquired | None = None,
         error: Exception | None = None,
-    ) -> tuple[Acquired, Outcome | None]:
+    ) -> tuple[Acquired, Decision | None]:
         """What the lease holds, and why it holds nothing (None when admitted)."""
-        outcome: Outcome = "admitted"
+        outcome: Decision = "admitted"
         if error is not None:
             outcome = self.degrade(error, resource, started, call)
         elif acquired is not None and acquired.bypassed:
@@ -298,7 +298,7 @@ class SyncRateLimiter(_Face):
 # unasync: end
 
 
-LeaseParts = tuple[Acquired, Mapping[str, int], Outcome | None]
+LeaseParts = tuple[Acquired, Mapping[str, int], Decision | None]
 RepoT = TypeVar("RepoT", Repository, SyncRepository)
 
 
@@ -347,11 +347,11 @@ class _Acquiring(Generic[RepoT]):
         repo.tend_reserves()
         return Acquired((taken,), amounts, entity_id), amounts, None
 
-    def _settle(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
+    def _lease_parts(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
         """What the lease holds, what it starts from, and why it holds nothing; the
         reserves are tended after an acquire that reached DynamoDB's answer."""
         decisions, resource = self._face._decisions, self._args[1]
-        held, why = decisions.settle(resource, self._started, self._policy, acquired, error)
+        held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
         if error is None:
             self._repo.tend_reserves()
         return held, _consumed(held, self._args[2]), why
@@ -368,9 +368,9 @@ class AsyncAcquiring(_Acquiring[Repository]):
         parts = self._served()
         if parts is None:
             try:
-                parts = self._settle(await repo.run(self._begin(), repo.timeout), None)
+                parts = self._lease_parts(await repo.run(self._begin(), repo.timeout), None)
             except _FAILED as error:
-                parts = self._settle(None, error)
+                parts = self._lease_parts(None, error)
         self._lease = Lease(repo, *parts)
         return self._lease
 
@@ -389,9 +389,9 @@ class SyncAcquiring(_Acquiring[SyncRepository]):
         parts = self._served()
         if parts is None:
             try:
-                parts = self._settle(repo.run(self._begin(), repo.timeout), None)
+                parts = self._lease_parts(repo.run(self._begin(), repo.timeout), None)
             except _FAILED as error:
-                parts = self._settle(None, error)
+                parts = self._lease_parts(None, error)
         self._lease = SyncLease(repo, *parts)
         return self._lease
 

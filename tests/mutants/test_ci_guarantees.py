@@ -151,8 +151,8 @@ def _split_commit(state: Any, items: Any) -> Any:
 def test_audit_test_catches_a_change_written_apart_from_its_event(api: Api) -> None:
     # Every module that looks `commit` up: the audited change (limits, entity updates)
     # and the entity flows (create, delete).
-    with mutant(audit_flows, "commit", _split_commit), mutant(
-        entity_flows, "commit", _split_commit
+    with mutant(audit_flows, "write_transaction", _split_commit), mutant(
+        entity_flows, "write_transaction", _split_commit
     ):
         must_fail(audit_tests.failing_event_write_leaves_no_change, api)
 

@@ -111,10 +111,10 @@ def test_a_changed_limit_retires_the_reserve_for_return() -> None:
 def test_settle_credits_and_debits_only_the_same_shard() -> None:
     book = hot_book()
     book.install(KEY, 1, LIMITS, {"tpm": 100_000}, 1, T0)
-    assert not book.settle(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
-    assert book.settle(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
-    assert book.settle(KEY, 1, {"tpm": 105_000}, T0)  # covered
-    assert not book.settle(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
+    assert not book.apply_change(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
+    assert book.apply_change(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
+    assert book.apply_change(KEY, 1, {"tpm": 105_000}, T0)  # covered
+    assert not book.apply_change(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
     held = book.holding(KEY)
     assert held is not None and held.left == {"tpm": 0}
 
@@ -268,7 +268,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
             spent += milli
             book.install(KEY, 0, limits, given, 1, now)
         elif op == "adjust":  # the lease consumes more: from the reserve, else a write
-            if not book.settle(KEY, 0, consume, now):
+            if not book.apply_change(KEY, 0, consume, now):
                 bucket -= milli  # an adjustment may leave debt
                 spent += milli
         else:  # a rollback of what leases consumed: into the reserve, else a write
@@ -279,7 +279,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
             milli = min(milli, consumed)
             if not milli:
                 continue
-            if not book.settle(KEY, 0, {"rpm": -milli}, now):
+            if not book.apply_change(KEY, 0, {"rpm": -milli}, now):
                 bucket += milli
                 spent -= milli
         held = book.holding(KEY)

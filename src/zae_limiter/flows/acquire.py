@@ -212,7 +212,7 @@ def acquire(
         except Exception as error:
             outcomes.append(error)
     reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    return (yield from _settle(state, outcomes, now_ms, amounts, entity_id))
+    return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
 
 
 def _take_levels(
@@ -285,7 +285,7 @@ def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
     return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
 
 
-def _settle(
+def _conclude(
     state: RepoState,
     outcomes: Sequence[object],
     now_ms: int,
@@ -309,7 +309,7 @@ def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[No
     changes = []
     for t in taken:
         back = {n: -v for n, v in t.consumed_milli.items() if v}
-        if back and not reserve_ops.settle_locally(state, t, back, now_ms):
+        if back and not reserve_ops.change_locally(state, t, back, now_ms):
             changes.append((t, back))
     if not changes:
         return
@@ -319,7 +319,7 @@ def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[No
         log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
 
 
-def commit(
+def record_adjustments(
     state: RepoState, acquired: Acquired, pending_milli: Mapping[str, int], now_ms: int
 ) -> Flow[None]:
     """Record a lease's adjustments: in this client's reserve of the bucket when it can
@@ -329,7 +329,7 @@ def commit(
         names = {limit.name for limit in t.limits}
         delta = {n: v for n, v in pending_milli.items() if v and n in names}
         reserve_ops.note_adjustment(state, t, delta, now_ms)
-        if delta and not reserve_ops.settle_locally(state, t, delta, now_ms):
+        if delta and not reserve_ops.change_locally(state, t, delta, now_ms):
             changes.append((t, delta))
     if changes:
         try:

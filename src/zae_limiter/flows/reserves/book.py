@@ -262,7 +262,7 @@ class ReserveBook:
                 return False
         return min(left.values(), default=0) >= 0
 
-    def settle(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
+    def apply_change(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
         """Apply a consumption change (negative gives back) to the reserve of that shard.
 
         False when there is no such reserve or it cannot cover what the change takes more:

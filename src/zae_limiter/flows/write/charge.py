@@ -157,10 +157,10 @@ def charge_all(
         again = lambda seen, t=taken, d=delta, w=w: charge_write(  # noqa: E731
             state, _where(t), t.limits, d, now_ms, seen, windows=w
         )
-        yield from settle(result, again)
+        yield from resend_on_old(result, again)
 
 
-def settle(result: Result, again: Callable[[Mapping[str, Any]], Call]) -> Flow[Result]:
+def resend_on_old(result: Result, again: Callable[[Mapping[str, Any]], Call]) -> Flow[Result]:
     """Send a charge again while its form was wrong (each ALL_OLD picks the next)."""
     for _ in range(MAX_CHARGE_ATTEMPTS):
         if result.ok or not result.old:
