@@ -58,6 +58,33 @@ def test_lockstep_stop_closes_the_others() -> None:
     assert log == [("b", Result()), ("b", "closed")]
 
 
+def test_lockstep_stop_keeps_what_a_flow_already_took() -> None:
+    """A take whose write succeeded and that goes on with a follow-up (a doubling) when
+    another level refuses: stopped, it still returns what it took, so the acquire gives
+    it back (the simulator's seed 438 lost a child's tokens to a close here)."""
+    from zae_limiter.flows import Stopped
+
+    followed: list[str] = []
+
+    def refused() -> Generator[Any, Any, str]:
+        yield Call("update_item", {"who": "parent"})
+        return "rejected"
+
+    def took_then_doubles() -> Generator[Any, Any, str]:
+        yield Call("update_item", {"who": "child"})
+        try:
+            yield Call("update_item", {"who": "child", "doubling": True})
+            followed.append("doubled")
+        except Stopped:
+            followed.append("stopped")
+        return "taken"
+
+    flow = lockstep([refused(), took_then_doubles()], stop=lambda v: v == "rejected")
+    value, requests = drive(flow, [(ok(), ok())])
+    assert value == ["rejected", "taken"]
+    assert len(requests) == 1 and followed == ["stopped"]
+
+
 def test_lockstep_without_stop_runs_everything() -> None:
     log: list[Any] = []
 

@@ -111,12 +111,28 @@ def test_a_changed_limit_retires_the_reserve_for_return() -> None:
 def test_settle_credits_and_debits_only_the_same_shard() -> None:
     book = hot_book()
     book.install(KEY, 1, LIMITS, {"tpm": 100_000}, 1, T0)
+    assert book.spend(KEY, LIMITS, {"tpm": 5000}, T0) == 1
     assert not book.apply_change(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
     assert book.apply_change(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
-    assert book.apply_change(KEY, 1, {"tpm": 105_000}, T0)  # covered
+    assert book.apply_change(KEY, 1, {"tpm": 100_000}, T0)  # covered
     assert not book.apply_change(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
     held = book.holding(KEY)
     assert held is not None and held.left == {"tpm": 0}
+
+
+def test_a_give_back_never_leaves_a_reserve_holding_more_than_its_held_counts() -> None:
+    """Tokens a write of the bucket took (a refused acquire's, given back as it fails)
+    go back to the bucket, not into the reserve: the bucket refills past tokens it
+    thinks spent, so a reserve holding them spends them a second time (the simulator's
+    seed 384: 4 offered where the ideal bucket held 2)."""
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 2000}, 1, T0)
+    assert not book.settle(KEY, 0, {"rpm": -3000}, T0)  # more than the reserve took
+    assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0) == 0
+    assert not book.settle(KEY, 0, {"rpm": -2000}, T0)  # 1 + 2 would pass the 2 held
+    assert book.settle(KEY, 0, {"rpm": -1000}, T0)  # back to what it took
+    held = book.holding(KEY)
+    assert held is not None and held.left == {"rpm": 2000}
 
 
 def test_reserves_fall_due_when_idle_or_old() -> None:

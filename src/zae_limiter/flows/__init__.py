@@ -113,12 +113,31 @@ def together_or_raise(results: tuple[Any, ...]) -> tuple[Result, ...]:
     return cast(tuple[Result, ...], results)
 
 
+class Stopped(Exception):
+    """Thrown into a flow that `lockstep` stops: another flow of its round failed."""
+
+
+def _stopped(flow: Flow[T], i: int) -> dict[int, T]:
+    """Stop one flow of a lockstep: what it returns, if it has something to return."""
+    try:
+        flow.throw(Stopped())
+    except StopIteration as finished:
+        return {i: cast(T, finished.value)}
+    except Stopped:
+        return {}
+    except Exception as error:  # it failed on the way out: the caller settles it
+        return {i: cast(T, error)}
+    flow.close()  # it went on: nothing taken, stop it where it stands
+    return {}
+
+
 def lockstep(flows: list[Flow[T]], stop: Any = None) -> Flow[list[T | None]]:
     """Run single-step flows side by side: each round trip carries one step of each.
 
     A flow's failed call is thrown into that flow alone. When `stop(value)` is true for
-    a finished flow, the others are closed where they stand (they have taken nothing: a
-    flow returns as soon as one of its writes succeeds) and come back as None.
+    a finished flow, the others are stopped where they stand (`Stopped` is thrown in):
+    one that has taken something returns it (its follow-up, such as a doubling, is
+    skipped), so the caller gives it back; the others come back as None.
     """
     pending: dict[int, Step] = {}
     done: dict[int, T] = {}
@@ -141,7 +160,7 @@ def lockstep(flows: list[Flow[T]], stop: Any = None) -> Flow[list[T | None]]:
     while pending:
         if stop is not None and any(stop(v) for v in done.values()):
             for i in list(pending):
-                flows[i].close()
+                done.update(_stopped(flows[i], i))
             break
         order = list(pending)
         results = yield tuple(pending[i] for i in order)

@@ -6,21 +6,13 @@ held in reserves (`b_{limit}_rs{epoch}`) and kept here, in a `Reserve`. The foll
 acquires are served from it with no request. What is not spent goes back with one ADD
 when the reserve has been idle for `idle_ms`, reaches `max_age_ms`, or the client closes.
 
-Why this is exact:
-- tokens leave the bucket before they are spent (a reserve is taken by the acquire's own
-  conditional write, whose condition on the full-at time says the bucket holds all of
-  it), so interleavings cannot admit more than the bucket held;
-- tokens held in reserves count against the bucket's capacity when it refills, so a bucket
-  refilled to full while reserves are out never holds more than `capacity` in all;
-- a reserve is granted only while the bucket keeps at least as much again after it: near
-  empty, clients take exactly what they need, one write per acquire, as without reserves;
-- a held count belongs to the epoch (`RESERVE_EPOCH_MS`) in which it was taken, and every
-  reader ignores counts older than the previous epoch. A reserve is never spent after its
-  `max_age_ms` (shorter than an epoch), so a crashed client's count stops reducing the
-  capacity within two epochs and its tokens are lost (counted as spent), never created.
-
-Everything here is pure bookkeeping behind one lock (sync faces share a book across
-threads); `flows.reserves.ops` decides with it and writes reserves back.
+Why this is exact: tokens leave the bucket before they are spent (the acquire's own
+conditional write takes them), and held counts count against the bucket's capacity as
+it refills; a reserve is granted only while as much again stays behind; a held count
+belongs to its epoch (`RESERVE_EPOCH_MS`), readers ignore counts older than the previous
+epoch, and a reserve is never spent past `max_age_ms` (shorter than an epoch), so a
+crashed client's tokens are lost (counted as spent), never created (docs/reserves.md).
+Pure bookkeeping behind one lock (sync faces share a book across threads).
 """
 
 from __future__ import annotations
@@ -265,8 +257,9 @@ class ReserveBook:
     def apply_change(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
         """Apply a consumption change (negative gives back) to the reserve of that shard.
 
-        False when there is no such reserve or it cannot cover what the change takes more:
-        then the caller writes the change to the bucket.
+        False (the caller writes the change) when there is no such reserve, it cannot cover
+        what the change takes more, or a give-back would leave it holding more than its held
+        counts cover (a refused acquire's take): the bucket refills past those tokens.
         """
         with self._lock:
             held = self._reserves.get(key)
@@ -276,6 +269,9 @@ class ReserveBook:
                 return False
             left = held.left
             if any(milli > 0 and left.get(name, 0) < milli for name, milli in delta.items()):
+                return False
+            covered = held.taken_total()
+            if any(v < 0 and left.get(n, 0) - v > covered.get(n, 0) for n, v in delta.items()):
                 return False
             for name, milli in delta.items():
                 left[name] = left.get(name, 0) - milli
@@ -460,6 +456,12 @@ class ReserveBook:
             return ReserveStats(
                 s.hits, s.takes, s.returns, dict(s.returned_tokens), s.lost, held, s.renewed
             )
+
+    def unreturnable(self, now_ms: int) -> list[Key]:
+        """Buckets of reserves (held or outgoing) whose tokens left can no longer go back."""
+        with self._lock:
+            held = [*self._reserves.items(), *self._outgoing]
+            return [key for key, r in held if not r.returnable(now_ms) and any(r.left.values())]
 
     def holding(self, key: Key) -> Reserve | None:
         """The reserve held for a bucket (for inspection and tests)."""

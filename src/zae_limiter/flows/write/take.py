@@ -9,13 +9,14 @@ flows/scaling/doubling.py decides whether shard 0 should double the shard count.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
-from zae_limiter.flows import Call, Flow, Result, one, pause
+from zae_limiter.flows import Call, Flow, Result, Stopped, one, pause
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.scaling.doubling import after_write
@@ -199,10 +200,14 @@ def _written(
     state: RepoState, level: Level, after: Mapping[str, Any], now_ms: int, plan: WritePlan
 ) -> Flow[Taken]:
     more = after_write(state, level, after, now_ms)
-    if more is not None:
-        yield from more
     flushed = level.flush is not None
-    return _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
+    taken = _taken(level, after, now_ms, flushed, plan.held_milli, plan.epoch)
+    if more is not None:
+        # Stopped: the acquire stops (another level refused); what this write took is
+        # still returned, to be given back, and the follow-up waits for the next write.
+        with contextlib.suppress(Stopped):
+            yield from more
+    return taken
 
 
 def _lost_race(
