@@ -127,10 +127,10 @@ def test_a_give_back_never_leaves_a_reserve_holding_more_than_its_held_counts() 
     seed 384: 4 offered where the ideal bucket held 2)."""
     book = hot_book()
     book.install(KEY, 0, LIMITS, {"rpm": 2000}, 1, T0)
-    assert not book.settle(KEY, 0, {"rpm": -3000}, T0)  # more than the reserve took
+    assert not book.apply_change(KEY, 0, {"rpm": -3000}, T0)  # more than the reserve took
     assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0) == 0
-    assert not book.settle(KEY, 0, {"rpm": -2000}, T0)  # 1 + 2 would pass the 2 held
-    assert book.settle(KEY, 0, {"rpm": -1000}, T0)  # back to what it took
+    assert not book.apply_change(KEY, 0, {"rpm": -2000}, T0)  # 1 + 2 would pass the 2 held
+    assert book.apply_change(KEY, 0, {"rpm": -1000}, T0)  # back to what it took
     held = book.holding(KEY)
     assert held is not None and held.left == {"rpm": 2000}
 
