@@ -335,6 +335,8 @@ class _Acquiring(Generic[RepoT]):
         """An acquire this client's token reserve serves (flows/reserves/hit.py): no flow,
         no driver, no request. None: the full path decides."""
         repo, decisions = self._repo, self._face._decisions
+        if repo.state.reserves is None:
+            return None  # reserves off: every acquire is the full path
         entity_id, resource, consume, limits = self._args
         if self._policy is not None:
             check_failure_policy(self._policy)
