@@ -72,6 +72,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks regions
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

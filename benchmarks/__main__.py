@@ -1,5 +1,6 @@
 """`python -m benchmarks [--out DIR] [--quick] [--skip SECTION]`: run, write, print.
-`python -m benchmarks sim [--schedules N] [--seconds S]`: the fault simulator's search."""
+`python -m benchmarks sim [--schedules N] [--seconds S]`: the fault simulator's search.
+`python -m benchmarks regions [--seconds S] [--quick]`: one global limit across regions."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import sim
 
         return sim.main(given[1:])
+    if given[:1] == ["regions"]:  # one global limit across regions (docs/global.md)
+        from benchmarks import regional_bench
+
+        return regional_bench.main(given[1:])
     args = parse(argv)
     shown = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m benchmarks", *map(shlex.quote, shown)])

@@ -182,9 +182,9 @@ def _patient_default_deadline(
     timeout gets the 1 s deadline meant for DynamoDB; a busy CI machine stalls a first call
     past it. Give every test the local engines' deadline unless it checks the AWS default."""
     if request.node.get_closest_marker("aws_deadline") is None:
-        from zae_limiter import repository
+        from zae_limiter import client_options
 
-        monkeypatch.setattr(repository, "DEFAULT_TIMEOUT", repository.LOCAL_TIMEOUT)
+        monkeypatch.setattr(client_options, "DEFAULT_TIMEOUT", client_options.LOCAL_TIMEOUT)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,7 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "zae_limiter"
 #: Modules holding generated faces (relative to the package).
-FILES = ("drivers.py", "lease.py", "limiter.py", "repository.py")
+FILES = (
+    "drivers.py",
+    "identity.py",
+    "lease.py",
+    "limiter.py",
+    "regional.py",
+    "repository.py",
+    "reserve_keeper.py",
+)
 
 SOURCE = "# unasync: source\n"
 GENERATED = "# unasync: generated from the source above by tools/unasync.py; do not edit\n"
@@ -30,6 +38,9 @@ END = "# unasync: end\n"
 
 #: (pattern, replacement), applied in order to the source part.
 RULES: tuple[tuple[str, str], ...] = (
+    (r"\bAsyncExitStack\b", "ExitStack"),
+    (r"\basynchronous=True\b", "asynchronous=False"),
+    (r"\b_async_", "_sync_"),
     (r"\basync def ", "def "),
     (r"\basync with ", "with "),
     (r"\bawait ", ""),
@@ -40,7 +51,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"\basync_principal\b", "sync_principal"),
     (r"\b_Async", "_Sync"),
     (r"\bAsync(Acquiring|Keeper|Runner)\b", r"Sync\1"),
-    (r"\b(RateLimiter|Repository|Lease)\b", r"Sync\1"),
+    (r"\b(RateLimiter|Repository|Lease|GlobalShares)\b", r"Sync\1"),
     (r"\bAsync\b", "Sync"),
     (r"\baiobotocore\b", "boto3"),
 )

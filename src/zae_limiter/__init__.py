@@ -30,6 +30,7 @@ from zae_limiter.models import (
     UsageSnapshot,
     UsageSummary,
 )
+from zae_limiter.regional import GlobalShares, RegionShare, SyncGlobalShares
 from zae_limiter.repository import Repository, SyncRepository
 from zae_limiter.stats import LimiterStats, ResourceStats
 
@@ -47,6 +48,7 @@ __all__ = [
     "EntityExistsError",
     "EntityNotFoundError",
     "FixedRate",
+    "GlobalShares",
     "Lease",
     "Limit",
     "LimitStatus",
@@ -55,6 +57,7 @@ __all__ = [
     "RateLimitExceeded",
     "RateLimiter",
     "RateLimiterUnavailable",
+    "RegionShare",
     "Repository",
     "ReserveSettings",
     "ReserveStats",
@@ -62,6 +65,7 @@ __all__ = [
     "ResourceStats",
     "SchemaVersionError",
     "ShardInfo",
+    "SyncGlobalShares",
     "SyncLease",
     "SyncRateLimiter",
     "SyncRepository",

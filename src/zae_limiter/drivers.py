@@ -177,6 +177,18 @@ class _Runner:
             self.admission.settle(cost, actual)
         return Result(response)
 
+    def answered(self, call: Call, sent: int, response: Any, trip: int, cost: Cost) -> Outcome:
+        """What both runners do with an answer: the clock watch hears its `Date`, the
+        meter and the admission its cost (`done`)."""
+        self.watch.heard(sent, self.clock(), response)
+        return self.done(call, response, trip, cost)
+
+    def refused(self, call: Call, sent: int, error: Exception, trip: int, cost: Cost) -> Outcome:
+        """As `answered`, for a call that raised (`failed`)."""
+        if isinstance(error, ClientError):
+            self.watch.heard(sent, self.clock(), error.response)
+        return self.failed(call, error, trip, cost)
+
     def failed(self, call: Call, error: Exception, trip: int, cost: Cost) -> Result | Exception:
         outcome = error_outcome(error, self.table_name)
         code = _code(error)
@@ -397,11 +409,8 @@ class SyncRunner(_SyncLoop):
         try:
             response = getattr(self.target(step.op), step.op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
-            if isinstance(error, ClientError):
-                self.watch.heard(sent, self.clock(), error.response)
-            return self.failed(step, error, trip, cost)
-        self.watch.heard(sent, self.clock(), response)
-        return self.done(step, response, trip, cost)
+            return self.refused(step, sent, error, trip, cost)
+        return self.answered(step, sent, response, trip, cost)
 
     def together(
         self, steps: Sequence[Step], trip: int, costs: Sequence[Cost], left: float | None
@@ -441,13 +450,10 @@ class AsyncRunner(_AsyncLoop):
                 async with asyncio.timeout(limit):  # unlike wait_for, no task per call
                     response = await call
         except (ClientError, BotoCoreError) as error:
-            if isinstance(error, ClientError):
-                self.watch.heard(sent, self.clock(), error.response)
-            return self.failed(step, error, trip, cost)
+            return self.refused(step, sent, error, trip, cost)
         except TimeoutError:
             return _unavailable(f"DynamoDB did not answer {step.op} in {limit:.3f}s", CALL_TIMEOUT)
-        self.watch.heard(sent, self.clock(), response)
-        return self.done(step, response, trip, cost)
+        return self.answered(step, sent, response, trip, cost)
 
     async def together(
         self, steps: Sequence[Step], trip: int, costs: Sequence[Cost], left: float | None

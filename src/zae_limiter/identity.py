@@ -8,6 +8,7 @@ credentials' access key id, and a change is never refused because STS is unreach
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,33 +51,59 @@ def _arn(response: Any) -> str | None:
     return str(arn) if arn else None
 
 
-def sync_principal(region: str | None, endpoint_url: str | None) -> str:
-    """The caller's ARN from STS, or `access-key:{id}` when STS cannot be asked."""
-    import boto3
-
-    session = boto3.session.Session()
-    try:
-        arn = _arn(session.client("sts", **sts_kwargs(region, endpoint_url)).get_caller_identity())
-    except Exception as error:  # any failure: fall back, never block the change
-        log.info("STS GetCallerIdentity failed (%s); using the access key id", error)
-        arn = None
-    return arn or from_credentials(session.get_credentials())
-
-
-async def async_principal(region: str | None, endpoint_url: str | None) -> str:
-    """As `sync_principal`, on aiobotocore."""
+def _async_session() -> Any:
     from aiobotocore.session import get_session
 
-    session = get_session()
+    return get_session()
+
+
+def _sync_session() -> Any:
+    import boto3
+
+    return boto3.session.Session()
+
+
+def _async_sts(session: Any, region: str | None, endpoint_url: str | None) -> Any:
+    return session.create_client("sts", **sts_kwargs(region, endpoint_url))
+
+
+def _sync_sts(session: Any, region: str | None, endpoint_url: str | None) -> Any:
+    return contextlib.closing(session.client("sts", **sts_kwargs(region, endpoint_url)))
+
+
+async def _async_credentials(session: Any) -> Any:
+    credentials = await session.get_credentials()
+    return None if credentials is None else await credentials.get_frozen_credentials()
+
+
+def _sync_credentials(session: Any) -> Any:
+    return session.get_credentials()
+
+
+# unasync: source
+async def async_principal(region: str | None, endpoint_url: str | None) -> str:
+    """The caller's ARN from STS, or `access-key:{id}` when STS cannot be asked."""
+    session = _async_session()
     try:
-        async with session.create_client("sts", **sts_kwargs(region, endpoint_url)) as sts:
+        async with _async_sts(session, region, endpoint_url) as sts:
             arn = _arn(await sts.get_caller_identity())
     except Exception as error:  # any failure: fall back, never block the change
         log.info("STS GetCallerIdentity failed (%s); using the access key id", error)
         arn = None
-    if arn:
-        return arn
-    credentials = await session.get_credentials()
-    return from_credentials(
-        None if credentials is None else await credentials.get_frozen_credentials()
-    )
+    return arn or from_credentials(await _async_credentials(session))
+
+
+# unasync: generated from the source above by tools/unasync.py; do not edit
+def sync_principal(region: str | None, endpoint_url: str | None) -> str:
+    """The caller's ARN from STS, or `access-key:{id}` when STS cannot be asked."""
+    session = _sync_session()
+    try:
+        with _sync_sts(session, region, endpoint_url) as sts:
+            arn = _arn(sts.get_caller_identity())
+    except Exception as error:  # any failure: fall back, never block the change
+        log.info("STS GetCallerIdentity failed (%s); using the access key id", error)
+        arn = None
+    return arn or from_credentials(_sync_credentials(session))
+
+
+# unasync: end

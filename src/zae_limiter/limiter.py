@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
@@ -32,6 +32,8 @@ from zae_limiter.stats import Decision, DecisionStats, LimiterStats
 log = logging.getLogger("zae_limiter")
 
 _FAILED = (RateLimitExceeded, RateLimiterUnavailable)
+Resources = str | Sequence[str]
+AcquireArgs = tuple[str, Resources, Mapping[str, int], Sequence[Limit] | None]
 
 
 def _consumed(held: Acquired, consume: Mapping[str, int]) -> Mapping[str, int]:
@@ -62,11 +64,19 @@ class _Decisions:
                 return check_failure_policy(value)
         return "block"
 
-    def record(self, resource: str, outcome: Decision, started: float) -> None:
-        self.stats.record(resource, outcome, (self.timer() - started) * 1000)
+    def record(self, resource: Resources, outcome: Decision, started: float) -> None:
+        """One decision; an acquire of several resources is a decision of each."""
+        latency = (self.timer() - started) * 1000
+        for name in (resource,) if isinstance(resource, str) else resource:
+            self.stats.record(name, outcome, latency)
+
+    def record_soft(self, resource: Resources, over: Iterable[tuple[str, str]]) -> None:
+        names = [name for _entity, name in over]
+        for each in (resource,) if isinstance(resource, str) else resource:
+            self.stats.record_soft(each, names)
 
     def degrade(
-        self, error: Exception, resource: str, started: float, call: FailurePolicy | None
+        self, error: Exception, resource: Resources, started: float, call: FailurePolicy | None
     ) -> Decision:
         """What a failed acquire becomes: a lease holding nothing, or the error raised."""
         if isinstance(error, RateLimitExceeded):
@@ -84,7 +94,7 @@ class _Decisions:
         self,
         ops: Operations,
         speculative: bool,
-        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
+        args: AcquireArgs,
         call: FailurePolicy | None,
     ) -> tuple[Flow[Acquired], float]:
         """Check the call's policy and build the acquire flow; returns it and the start time."""
@@ -98,7 +108,7 @@ class _Decisions:
 
     def decide(
         self,
-        resource: str,
+        resource: Resources,
         started: float,
         call: FailurePolicy | None,
         acquired: Acquired | None = None,
@@ -110,6 +120,8 @@ class _Decisions:
             outcome = self.degrade(error, resource, started, call)
         elif acquired is not None and acquired.bypassed:
             outcome = "bypassed"
+        elif acquired is not None and (over := acquired.soft_exceeded()):
+            self.record_soft(resource, over)
         self.record(resource, outcome, started)
         held = acquired if acquired is not None and error is None else NOTHING
         return held, None if outcome in ("admitted", "bypassed") else outcome
@@ -176,13 +188,17 @@ class RateLimiter(_Face):
     def acquire(
         self,
         entity_id: str,
-        resource: str,
+        resource: str | Sequence[str],
         consume: Mapping[str, int],
         *,
         limits: Sequence[Limit] | None = None,
         on_unavailable: FailurePolicy | None = None,
     ) -> AsyncAcquiring:
-        """Take `consume` from the entity (and its parent, with cascade) for the block."""
+        """Take `consume` from the entity (and its parent, with cascade) for the block.
+
+        `resource` may name several resources (["gpt-4", "all-models"]): each limit in
+        `consume` is taken from every one of them that has a limit of that name, all or
+        nothing, in one round trip (docs/controls.md, "Several resources in one acquire")."""
         args = (entity_id, resource, consume, limits)
         return AsyncAcquiring(self, self.repository, args, on_unavailable)
 
@@ -201,6 +217,8 @@ class RateLimiter(_Face):
     set_system_defaults = async_face(Operations.set_system_defaults)
     get_system_defaults = async_face(Operations.get_system_defaults)
     delete_system_defaults = async_face(Operations.delete_system_defaults)
+    set_bucket_ttl = async_face(Operations.set_bucket_ttl)
+    get_bucket_ttl = async_face(Operations.get_bucket_ttl)
     get_failure_policy = async_face(Operations.get_failure_policy)
     resolve_limits = async_face(Operations.resolve_limits)
     available = async_face(Operations.available)
@@ -210,6 +228,7 @@ class RateLimiter(_Face):
     get_usage_snapshots = async_face(Operations.get_usage_snapshots)
     get_usage_summary = async_face(Operations.get_usage_summary)
     update_entity = async_face(Operations.update_entity)
+    set_parent = async_face(Operations.set_parent)
     list_limit_levels = async_face(Operations.list_limit_levels)
     get_audit_events = async_face(Operations.get_audit_events)
     list_namespaces = async_face(Operations.list_namespaces)
@@ -252,13 +271,17 @@ class SyncRateLimiter(_Face):
     def acquire(
         self,
         entity_id: str,
-        resource: str,
+        resource: str | Sequence[str],
         consume: Mapping[str, int],
         *,
         limits: Sequence[Limit] | None = None,
         on_unavailable: FailurePolicy | None = None,
     ) -> SyncAcquiring:
-        """Take `consume` from the entity (and its parent, with cascade) for the block."""
+        """Take `consume` from the entity (and its parent, with cascade) for the block.
+
+        `resource` may name several resources (["gpt-4", "all-models"]): each limit in
+        `consume` is taken from every one of them that has a limit of that name, all or
+        nothing, in one round trip (docs/controls.md, "Several resources in one acquire")."""
         args = (entity_id, resource, consume, limits)
         return SyncAcquiring(self, self.repository, args, on_unavailable)
 
@@ -277,6 +300,8 @@ class SyncRateLimiter(_Face):
     set_system_defaults = sync_face(Operations.set_system_defaults)
     get_system_defaults = sync_face(Operations.get_system_defaults)
     delete_system_defaults = sync_face(Operations.delete_system_defaults)
+    set_bucket_ttl = sync_face(Operations.set_bucket_ttl)
+    get_bucket_ttl = sync_face(Operations.get_bucket_ttl)
     get_failure_policy = sync_face(Operations.get_failure_policy)
     resolve_limits = sync_face(Operations.resolve_limits)
     available = sync_face(Operations.available)
@@ -286,6 +311,7 @@ class SyncRateLimiter(_Face):
     get_usage_snapshots = sync_face(Operations.get_usage_snapshots)
     get_usage_summary = sync_face(Operations.get_usage_summary)
     update_entity = sync_face(Operations.update_entity)
+    set_parent = sync_face(Operations.set_parent)
     list_limit_levels = sync_face(Operations.list_limit_levels)
     get_audit_events = sync_face(Operations.get_audit_events)
     list_namespaces = sync_face(Operations.list_namespaces)
@@ -315,7 +341,7 @@ class _Acquiring(Generic[RepoT]):
         self,
         face: _Face,
         repo: RepoT,
-        args: tuple[str, str, Mapping[str, int], Sequence[Limit] | None],
+        args: AcquireArgs,
         policy: FailurePolicy | None,
     ) -> None:
         self._face = face
@@ -338,6 +364,8 @@ class _Acquiring(Generic[RepoT]):
         if repo.state.reserves is None:
             return None  # reserves off: every acquire is the full path
         entity_id, resource, consume, limits = self._args
+        if not isinstance(resource, str):
+            return None  # several resources: the full path takes them all or none
         if self._policy is not None:
             check_failure_policy(self._policy)
         self._started = started = decisions.timer()

@@ -7,11 +7,19 @@ this module is where user-facing numbers are validated and converted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.quota import Window, calendar_window, session_window
+from zae_limiter.schedule import (
+    LOOKAHEAD,
+    Override,
+    check_schedule,
+    next_instant_of,
+    override,
+    pick,
+)
 
 #: Names the library keeps for itself. `wcu` tracks the write pressure of one
 #: DynamoDB partition and must never be confused with an application limit.
@@ -48,17 +56,36 @@ def _positive_int(what: str, value: object, name: str) -> int:
 class Limit:
     """A token bucket: holds up to `capacity` tokens, gains `refill_amount` every
     `refill_period_seconds`; or, with a `window` (see `Limit.quota`), a quota: up to
-    `capacity` tokens per window, all back at once when the window resets."""
+    `capacity` tokens per window, all back at once when the window resets.
+
+    `soft=True`: the limit counts and reports but never rejects (docs/quotas.md, "Soft
+    limits"); an acquire takes its tokens as from any limit, so its bucket can go below
+    zero, and the acquires it would have rejected are counted."""
 
     name: str
     capacity: int
     refill_amount: int
     refill_period_seconds: int
     window: Window | None = field(default=None, kw_only=True)
+    soft: bool = field(default=False, kw_only=True)
+    #: Scheduled overrides (schedule.py): the limit in force changes at cron instants.
+    schedule: tuple[Override, ...] = field(default=(), kw_only=True)
+    #: On a limit `limits.active` chose: the instant it took over (not compared: the
+    #: same numbers are the same limit).
+    since_ms: int | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
         validate_limit_name(self.name)
+        if not isinstance(self.soft, bool):
+            raise ValidationError(f"limit {self.name!r}: soft must be True or False")
         _positive_int("capacity", self.capacity, self.name)
+        if self.schedule:
+            check_schedule(self.name, self.schedule)
+            if self.window is not None:
+                raise ValidationError(
+                    f"limit {self.name!r}: a quota cannot be scheduled; schedule a "
+                    "refilling limit, or store another quota when it should change"
+                )
         if self.window is not None or (self.refill_amount, self.refill_period_seconds) == (0, 0):
             self._check_quota()
             return
@@ -92,6 +119,7 @@ class Limit:
         reset: str | None = None,
         tz: str = "UTC",
         reset_after: timedelta | None = None,
+        soft: bool = False,
     ) -> Limit:
         """Up to `amount` tokens per window, all back at once when the window resets.
 
@@ -112,38 +140,78 @@ class Limit:
             window = session_window(int(reset_after / timedelta(milliseconds=1)))
         else:
             window = calendar_window("0 0 1 * *" if reset is None else reset, tz)
-        return cls(name, amount, 0, 0, window=window)
+        return cls(name, amount, 0, 0, window=window, soft=soft)
+
+    def during(self, start: str, end: str, limit: Limit, *, tz: str = "UTC") -> Limit:
+        """This limit, with `limit`'s numbers in force from each instant of the cron
+        expression `start` to the next instant of `end` (read in time zone `tz`), e.g.
+        `Limit.per_minute("rpm", 100).during("0 22 * * *", "0 6 * * *",
+        Limit.per_minute("rpm", 500))`. Chain it for several overrides; where two
+        apply, the one that started last wins."""
+        if limit.name != self.name:
+            raise ValidationError(
+                f"limit {self.name!r}: a scheduled override changes this limit's numbers; "
+                f"it must have the same name, got {limit.name!r}"
+            )
+        if limit.window is not None or limit.schedule:
+            raise ValidationError(
+                f"limit {self.name!r}: a scheduled override is a refilling limit "
+                "(Limit.per_minute(...) and the like), not a quota or another schedule"
+            )
+        added = override(self.name, start, end, tz, _numbers(limit))
+        return Limit(
+            self.name,
+            self.capacity,
+            self.refill_amount,
+            self.refill_period_seconds,
+            window=self.window,
+            schedule=(*self.schedule, added),
+        )
 
     @classmethod
     def custom(
-        cls, name: str, capacity: int, refill_amount: int, refill_period_seconds: int
+        cls,
+        name: str,
+        capacity: int,
+        refill_amount: int,
+        refill_period_seconds: int,
+        *,
+        soft: bool = False,
     ) -> Limit:
-        return cls(name, capacity, refill_amount, refill_period_seconds)
+        return cls(name, capacity, refill_amount, refill_period_seconds, soft=soft)
 
     @classmethod
-    def per_second(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 1, burst)
+    def per_second(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 1, burst, soft)
 
     @classmethod
-    def per_minute(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 60, burst)
+    def per_minute(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 60, burst, soft)
 
     @classmethod
-    def per_hour(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 3600, burst)
+    def per_hour(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 3600, burst, soft)
 
     @classmethod
-    def per_day(cls, name: str, rate: int, burst: int | None = None) -> Limit:
-        return cls._rate(name, rate, 86400, burst)
+    def per_day(
+        cls, name: str, rate: int, burst: int | None = None, *, soft: bool = False
+    ) -> Limit:
+        return cls._rate(name, rate, 86400, burst, soft)
 
     @classmethod
-    def _rate(cls, name: str, rate: int, period: int, burst: int | None) -> Limit:
+    def _rate(cls, name: str, rate: int, period: int, burst: int | None, soft: bool) -> Limit:
         capacity = rate if burst is None else burst
         if burst is not None and isinstance(burst, int) and isinstance(rate, int) and burst < rate:
             raise ValidationError(
                 f"limit {name!r}: burst ({burst}) must be at least the rate ({rate})"
             )
-        return cls(name, capacity, rate, period)
+        return cls(name, capacity, rate, period, soft=soft)
 
     @property
     def capacity_milli(self) -> int:
@@ -165,15 +233,57 @@ class Limit:
     def describe(self) -> str:
         """Human form, e.g. `100/min`, `100000/min burst 150000` or
         `1000 per window, resets at '0 0 1 * *' UTC`."""
+        if self.soft:
+            return f"{replace(self, soft=False).describe()} (soft)"
         if self.window is not None:
             return f"{self.capacity} per window, {self.window.describe()}"
-        unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(self.refill_period_seconds)
-        rate = (
-            f"{self.refill_amount}/{unit}"
-            if unit
-            else f"{self.refill_amount}/{self.refill_period_seconds}s"
-        )
-        return rate if self.capacity == self.refill_amount else f"{rate} burst {self.capacity}"
+        text = _rate_text(self.capacity, self.refill_amount, self.refill_period_seconds)
+        for item in self.schedule:
+            numbers = (item.capacity, item.refill_amount, item.refill_period_seconds)
+            text += f"; {_rate_text(*numbers)} {item.describe()}"
+        return text
+
+
+def _numbers(limit: Limit) -> tuple[int, int, int]:
+    return limit.capacity, limit.refill_amount, limit.refill_period_seconds
+
+
+def active(limit: Limit, now_ms: int) -> Limit:
+    """The limit in force at `now_ms` (itself when not scheduled). It carries `since_ms`,
+    the instant it took over, at which a bucket under the previous numbers is rebased
+    (flows/write/shares.py). Instants are whole minutes: one answer per minute, cached."""
+    if not limit.schedule:
+        return limit
+    numbers, since = pick(limit.schedule, _numbers(limit), now_ms // 60_000)
+    return Limit(limit.name, *numbers, since_ms=since)
+
+
+def in_force(limits: tuple[Limit, ...], now_ms: int) -> tuple[Limit, ...]:
+    """`limits` with each scheduled one replaced by the limit in force at `now_ms`."""
+    if not any(limit.schedule for limit in limits):
+        return limits
+    return tuple(active(limit, now_ms) for limit in limits)
+
+
+def next_change(limit: Limit, now_ms: int) -> tuple[int, Limit] | None:
+    """(when, the limit from then) of the next instant that changes the limit in force;
+    None without a schedule (or when its instants change nothing for a long while)."""
+    if not limit.schedule:
+        return None
+    current = _numbers(active(limit, now_ms))
+    at = now_ms
+    for _ in range(LOOKAHEAD):
+        at = next_instant_of(limit.schedule, at)
+        then = active(limit, at)
+        if _numbers(then) != current:
+            return at, then
+    return None
+
+
+def _rate_text(capacity: int, refill_amount: int, refill_period_seconds: int) -> str:
+    unit = {1: "sec", 60: "min", 3600: "hour", 86400: "day"}.get(refill_period_seconds)
+    rate = f"{refill_amount}/{unit}" if unit else f"{refill_amount}/{refill_period_seconds}s"
+    return rate if capacity == refill_amount else f"{rate} burst {capacity}"
 
 
 def validate_limits(limits: object) -> tuple[Limit, ...]:

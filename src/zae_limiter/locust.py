@@ -43,6 +43,7 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
     ) from missing
 
 from zae_limiter.errors import RateLimitExceeded
+from zae_limiter.flows.records.config import FailurePolicy
 from zae_limiter.lease import SyncLease
 from zae_limiter.limiter import SyncRateLimiter
 from zae_limiter.limits import Limit
@@ -125,11 +126,14 @@ class RateLimiterSession:
         consume: Mapping[str, int],
         *,
         limits: Sequence[Limit] | None = None,
+        on_unavailable: FailurePolicy | None = None,
         name: str | None = None,
     ) -> Iterator[SyncLease]:
         """`limiter.acquire` reported as ACQUIRE (and COMMIT when the lease was adjusted)."""
         label = name or resource
-        manager = self.limiter.acquire(entity_id, resource, consume, limits=limits)
+        manager = self.limiter.acquire(
+            entity_id, resource, consume, limits=limits, on_unavailable=on_unavailable
+        )
         started = time.perf_counter()
         try:
             lease = manager.__enter__()
@@ -152,11 +156,20 @@ class RateLimiterSession:
         else:
             manager.__exit__(None, None, None)
 
+    # The calls below take the limiter's parameters, and `name` (the Locust label):
+    # tests/integration/test_faces.py holds them to SyncRateLimiter's.
     def available(
-        self, entity_id: str, resource: str, *, name: str | None = None
+        self,
+        entity_id: str,
+        resource: str,
+        *,
+        limits: Sequence[Limit] | None = None,
+        name: str | None = None,
     ) -> dict[str, int]:
         return self.timed(
-            AVAILABLE, name or resource, lambda: self.limiter.available(entity_id, resource)
+            AVAILABLE,
+            name or resource,
+            lambda: self.limiter.available(entity_id, resource, limits=limits),
         )
 
     def create_entity(
@@ -166,12 +179,19 @@ class RateLimiterSession:
         *,
         parent_id: str | None = None,
         cascade: bool = False,
+        cascade_for: Mapping[str, bool] | None = None,
+        bypass: bool = False,
     ) -> Entity:
         return self.timed(
             "CREATE_ENTITY",
             entity_id,
             lambda: self.limiter.create_entity(
-                entity_id, name, parent_id=parent_id, cascade=cascade
+                entity_id,
+                name,
+                parent_id=parent_id,
+                cascade=cascade,
+                cascade_for=cascade_for,
+                bypass=bypass,
             ),
         )
 
@@ -189,9 +209,13 @@ class RateLimiterSession:
             lambda: self.limiter.set_resource_defaults(resource, limits),
         )
 
-    def set_system_defaults(self, limits: Sequence[Limit]) -> None:
+    def set_system_defaults(
+        self, limits: Sequence[Limit], *, on_unavailable: FailurePolicy | None = None
+    ) -> None:
         self.timed(
-            "SET_SYSTEM_DEFAULTS", "system", lambda: self.limiter.set_system_defaults(limits)
+            "SET_SYSTEM_DEFAULTS",
+            "system",
+            lambda: self.limiter.set_system_defaults(limits, on_unavailable=on_unavailable),
         )
 
     def delete_entity(self, entity_id: str) -> None:

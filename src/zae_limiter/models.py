@@ -67,6 +67,9 @@ class BucketState:
 class ResolvedLimits:
     limits: tuple[Limit, ...]
     source: LimitSource
+    #: The bucket TTL (seconds) of the most specific level that stores one; None: none
+    #: does (the default applies, flows/expiry.py).
+    bucket_ttl_s: int | None = None
 
     def by_name(self) -> dict[str, Limit]:
         return {limit.name: limit for limit in self.limits}

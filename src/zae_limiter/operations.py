@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows import Flow
+from zae_limiter.flows import Flow, bucket_ttl
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.offpath import controls, read, shards
 from zae_limiter.flows.offpath.controls import TopUp
@@ -129,6 +129,36 @@ class Operations:
             self.state, entity_id, name, parent_id, cascade, self.auditor(), cascade_for, bypass
         )
 
+    @audited
+    def set_parent(
+        self,
+        entity_id: str,
+        parent_id: str,
+        *,
+        principal: str | None = None,
+        reason: str | None = None,
+    ) -> Flow[Entity]:
+        """Move the entity under `parent_id` (its cascade choices stay): its acquires
+        cascade to the new parent from then on. Audited as `set_parent` with `principal`
+        (default: the client's) and `reason`; leases taken before the move settle with
+        the buckets they took from (docs/controls.md)."""
+        if not isinstance(parent_id, str):
+            raise ValidationError(
+                f"parent_id must be an entity id, got {parent_id!r} "
+                "(to detach an entity, use update_entity(entity_id, parent_id=None))"
+            )
+        if reason is not None and not isinstance(reason, str):
+            raise ValidationError(f"reason must be text, got {reason!r}")
+        return entities.update_entity(
+            self.state,
+            entity_id,
+            UNSET,
+            parent_id,
+            UNSET,
+            self._operator(principal),
+            why=("set_parent", reason),
+        )
+
     def get_entity(self, entity_id: str) -> Flow[Entity | None]:
         """The entity, or None."""
         return entities.get_entity(self.state, entity_id)
@@ -197,6 +227,24 @@ class Operations:
     @audited
     def delete_system_defaults(self) -> Flow[bool]:
         return config.delete_limits(self.state, None, None, self.auditor())
+
+    @audited
+    def set_bucket_ttl(
+        self, seconds: int | None, *, entity_id: str | None = None, resource: str | None = None
+    ) -> Flow[None]:
+        """Store how long a full, idle bucket item is kept (seconds; 0: never expire;
+        None: remove, deferring to the next level) for an entity and resource, an
+        entity's every resource, a resource's entities, or (neither) every bucket.
+        See docs/quotas.md, Idle buckets expire."""
+        return bucket_ttl.set_bucket_ttl(
+            self.state, entity_id, resource, seconds, self.now(), self.auditor()
+        )
+
+    def get_bucket_ttl(
+        self, *, entity_id: str | None = None, resource: str | None = None
+    ) -> Flow[int | None]:
+        """The bucket TTL stored at exactly this level (None: none stored there)."""
+        return bucket_ttl.get_bucket_ttl(self.state, entity_id, resource)
 
     def list_limit_levels(self) -> Flow[list[tuple[str | None, str | None]]]:
         """Every level that stores limits in the namespace, as (entity_id, resource):

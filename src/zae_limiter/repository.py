@@ -5,12 +5,10 @@ Both run the same flows; only the driver differs (aiobotocore or boto3).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from typing import Any, NamedTuple, Self, TypeVar
-from urllib.parse import urlsplit
 
 from zae_limiter import identity, keys
 from zae_limiter.capacity import (
@@ -21,6 +19,11 @@ from zae_limiter.capacity import (
     CapacityStats,
     capacity_stats,
 )
+from zae_limiter.client_options import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from zae_limiter.client_options import LOCAL_TIMEOUT as LOCAL_TIMEOUT
+from zae_limiter.client_options import client_kwargs as client_kwargs
+from zae_limiter.client_options import is_local_endpoint as is_local_endpoint
+from zae_limiter.client_options import resolve_timeout as resolve_timeout
 from zae_limiter.clock_watch import ClockStats
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.drivers import AsyncRunner, SyncRunner
@@ -37,81 +40,12 @@ from zae_limiter.reserve_keeper import AsyncKeeper, SyncKeeper, due_returns
 T = TypeVar("T")
 Clock = Callable[[], int]
 DEFAULT_TABLE = "zae-limiter"
-#: Seconds an acquire may take before it fails with RateLimiterUnavailable (see resilience.md).
-DEFAULT_TIMEOUT = 1.0
-#: The default against a local engine on loopback (moto, DynamoDB Local): on a busy laptop or
-#: CI machine they stall far longer than DynamoDB does, and nothing there needs protecting.
-LOCAL_TIMEOUT = 10.0
 #: How long audit events are kept unless `audit_retention_days` says otherwise.
 DEFAULT_AUDIT_RETENTION_DAYS = 90
 
 
-def resolve_timeout(timeout: float | None, endpoint_url: str | None) -> float:
-    """The acquire bound: as given, else 1 s against AWS and 10 s against a local engine."""
-    if timeout is not None:
-        return timeout
-    return LOCAL_TIMEOUT if is_local_endpoint(endpoint_url) else DEFAULT_TIMEOUT
-
-
-def is_local_endpoint(endpoint_url: str | None) -> bool:
-    """Whether the endpoint (as given, else AWS_ENDPOINT_URL) is on loopback: a local engine."""
-    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
-    host = urlsplit(endpoint).hostname or ""
-    return host == "localhost" or host == "::1" or host.startswith("127.")
-
-
-CONNECT_SHARE = 0.3
-READ_SHARE = 0.5
-
-
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _timeouts(timeout: float | None) -> dict[str, Any]:
-    if timeout is None:  # background work (aggregator, poller): patient, SDK retries
-        return {
-            "connect_timeout": 2,
-            "read_timeout": 5,
-            "retries": {"max_attempts": 2, "mode": "standard"},
-        }
-    if timeout <= 0:
-        raise ValueError("timeout must be a positive number of seconds")
-    return {
-        "connect_timeout": CONNECT_SHARE * timeout,
-        "read_timeout": READ_SHARE * timeout,
-        "retries": {"total_max_attempts": 1, "mode": "standard"},
-    }
-
-
-def client_kwargs(
-    region: str | None, endpoint_url: str | None, timeout: float | None = None
-) -> dict[str, Any]:
-    """Arguments for a DynamoDB client; local endpoints need a region and no account routing.
-
-    With a `timeout` (what repositories use) a call gets one attempt (the library, not the
-    SDK, decides about retries), and connect and read timeouts of 30% and 50% of it.
-    """
-    from botocore.config import Config
-
-    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    # Parameters are built by keys/ and covered by tests: botocore's validation of every
-    # request would only spend client CPU on the hot path.
-    options: dict[str, Any] = {
-        **_timeouts(timeout),
-        "max_pool_connections": 32,
-        "parameter_validation": False,
-    }
-    if endpoint:
-        options["account_id_endpoint_mode"] = "disabled"
-        region = region or "us-east-1"
-    kwargs: dict[str, Any] = {"config": Config(**options)}
-    if region:
-        kwargs["region_name"] = region
-    if endpoint:
-        kwargs["endpoint_url"] = endpoint
-    return kwargs
 
 
 def _state(
@@ -258,12 +192,101 @@ class _Base:
             self._keeper.poke()
 
 
+async def _async_client(stack: AsyncExitStack, kwargs: dict[str, Any]) -> Any:
+    """A DynamoDB client of the repository's own, closed with it."""
+    from aiobotocore.session import get_session
+
+    return await stack.enter_async_context(get_session().create_client("dynamodb", **kwargs))
+
+
+def _sync_client(stack: ExitStack, kwargs: dict[str, Any]) -> Any:
+    """A DynamoDB client of the repository's own (boto3's closes when collected)."""
+    import boto3
+
+    return boto3.session.Session().client("dynamodb", **kwargs)
+
+
+def _async_keeper(repo: _AsyncFace, kwargs: dict[str, Any]) -> AsyncKeeper:
+    # At interpreter exit the event loop is gone: the keeper returns reserves on boto3.
+    return AsyncKeeper(repo, kwargs)
+
+
+def _sync_keeper(repo: _SyncFace, kwargs: dict[str, Any]) -> SyncKeeper:
+    # The exit hook holds the runner, never the repository (collected unclosed).
+    runner, limit = repo._runner, repo.timeout
+    return SyncKeeper(repo, lambda flow: runner.run(flow, limit, cleanup=True))
+
+
 # unasync: source
 class _AsyncFace(_Base):
-    """What `Repository` does once open, through its runner."""
+    """What `Repository` does: open, then run flows through its runner."""
 
     _runner: AsyncRunner
     _keeper: AsyncKeeper | None
+
+    def __init__(
+        self,
+        state: RepoState,
+        client: Any,
+        stack: AsyncExitStack,
+        clock: Clock,
+        admission: Admission | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        meter = CapacityMeter()
+        super().__init__(state, meter, clock, admission, timeout)
+        self._runner = AsyncRunner(client, meter, state.table, admission, clock, timeout)
+        #: What closing releases: the runner, and a client this repository made.
+        self._stack = stack
+
+    @classmethod
+    async def open(
+        cls,
+        namespace: str | None = None,
+        *,
+        name: str = DEFAULT_TABLE,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        config_cache_ttl: float = 60,
+        create_table: bool = False,
+        partition_wcu: int = DEFAULT_PARTITION_WCU,
+        max_shards: int = DEFAULT_MAX_SHARDS,
+        clock: Clock | None = None,
+        client: Any = None,
+        check_schema: bool = True,
+        capacity: CapacityPolicy | None = None,
+        timeout: float | None = None,
+        max_wait: float = DEFAULT_MAX_WAIT,
+        lean: bool = True,
+        principal: str | None = None,
+        audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
+        reserve: bool | ReserveSettings = True,
+    ) -> Self:
+        """Open the table (creating it when asked); `client`: a DynamoDB client of your
+        own, on aiobotocore (this repository does not close it)."""
+        sizes = (config_cache_ttl, partition_wcu, max_shards)
+        opening = _opening(
+            namespace, name, region, endpoint_url, reserve, sizes, (capacity, max_wait), timeout
+        )
+        timeout, state, kwargs, admission = opening
+        stack = AsyncExitStack()
+        if client is None:
+            client = await _async_client(stack, kwargs)
+        repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
+        if state.reserves is not None:
+            repo._keeper = _async_keeper(repo, kwargs)
+        repo._runner.borrow(client, lean=lean, asynchronous=True)
+        stack.callback(repo._runner.close)
+        try:
+            repo.audit_settings(principal, audit_retention_days, kwargs)
+            repo.schema = await repo.run(
+                open_table(state, create_table, repo.now_ms(), check_schema)
+            )
+        except BaseException:
+            # Closing stops the keeper (and its interpreter-exit hook) and the runner.
+            await repo.close()
+            raise
+        return repo
 
     @property
     def client(self) -> Any:
@@ -298,7 +321,7 @@ class _AsyncFace(_Base):
             await self._release()
 
     async def _release(self) -> None:
-        raise NotImplementedError
+        await self._stack.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -309,10 +332,74 @@ class _AsyncFace(_Base):
 
 # unasync: generated from the source above by tools/unasync.py; do not edit
 class _SyncFace(_Base):
-    """What `SyncRepository` does once open, through its runner."""
+    """What `SyncRepository` does: open, then run flows through its runner."""
 
     _runner: SyncRunner
     _keeper: SyncKeeper | None
+
+    def __init__(
+        self,
+        state: RepoState,
+        client: Any,
+        stack: ExitStack,
+        clock: Clock,
+        admission: Admission | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        meter = CapacityMeter()
+        super().__init__(state, meter, clock, admission, timeout)
+        self._runner = SyncRunner(client, meter, state.table, admission, clock, timeout)
+        #: What closing releases: the runner, and a client this repository made.
+        self._stack = stack
+
+    @classmethod
+    def open(
+        cls,
+        namespace: str | None = None,
+        *,
+        name: str = DEFAULT_TABLE,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        config_cache_ttl: float = 60,
+        create_table: bool = False,
+        partition_wcu: int = DEFAULT_PARTITION_WCU,
+        max_shards: int = DEFAULT_MAX_SHARDS,
+        clock: Clock | None = None,
+        client: Any = None,
+        check_schema: bool = True,
+        capacity: CapacityPolicy | None = None,
+        timeout: float | None = None,
+        max_wait: float = DEFAULT_MAX_WAIT,
+        lean: bool = True,
+        principal: str | None = None,
+        audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
+        reserve: bool | ReserveSettings = True,
+    ) -> Self:
+        """Open the table (creating it when asked); `client`: a DynamoDB client of your
+        own, on boto3 (this repository does not close it)."""
+        sizes = (config_cache_ttl, partition_wcu, max_shards)
+        opening = _opening(
+            namespace, name, region, endpoint_url, reserve, sizes, (capacity, max_wait), timeout
+        )
+        timeout, state, kwargs, admission = opening
+        stack = ExitStack()
+        if client is None:
+            client = _sync_client(stack, kwargs)
+        repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
+        if state.reserves is not None:
+            repo._keeper = _sync_keeper(repo, kwargs)
+        repo._runner.borrow(client, lean=lean, asynchronous=False)
+        stack.callback(repo._runner.close)
+        try:
+            repo.audit_settings(principal, audit_retention_days, kwargs)
+            repo.schema = repo.run(
+                open_table(state, create_table, repo.now_ms(), check_schema)
+            )
+        except BaseException:
+            # Closing stops the keeper (and its interpreter-exit hook) and the runner.
+            repo.close()
+            raise
+        return repo
 
     @property
     def client(self) -> Any:
@@ -347,7 +434,7 @@ class _SyncFace(_Base):
             self._release()
 
     def _release(self) -> None:
-        raise NotImplementedError
+        self._stack.close()
 
     def __enter__(self) -> Self:
         return self
@@ -362,137 +449,6 @@ class _SyncFace(_Base):
 class Repository(_AsyncFace):
     """Async repository on aiobotocore. Open with `await Repository.open(...)`."""
 
-    def __init__(
-        self,
-        state: RepoState,
-        client: Any,
-        stack: AsyncExitStack,
-        clock: Clock,
-        admission: Admission | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        meter = CapacityMeter()
-        super().__init__(state, meter, clock, admission, timeout)
-        self._runner = AsyncRunner(client, meter, state.table, admission, clock, timeout)
-        self._stack = stack
-
-    @classmethod
-    async def open(
-        cls,
-        namespace: str | None = None,
-        *,
-        name: str = DEFAULT_TABLE,
-        region: str | None = None,
-        endpoint_url: str | None = None,
-        config_cache_ttl: float = 60,
-        create_table: bool = False,
-        partition_wcu: int = DEFAULT_PARTITION_WCU,
-        max_shards: int = DEFAULT_MAX_SHARDS,
-        clock: Clock | None = None,
-        client: Any = None,
-        check_schema: bool = True,
-        capacity: CapacityPolicy | None = None,
-        timeout: float | None = None,
-        max_wait: float = DEFAULT_MAX_WAIT,
-        lean: bool = True,
-        principal: str | None = None,
-        audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
-        reserve: bool | ReserveSettings = True,
-    ) -> Repository:
-        """Open the table (creating it when asked); `client`: an aiobotocore DynamoDB
-        client of your own (this repository does not close it)."""
-        from aiobotocore.session import get_session
-
-        sizes = (config_cache_ttl, partition_wcu, max_shards)
-        opening = _opening(
-            namespace, name, region, endpoint_url, reserve, sizes, (capacity, max_wait), timeout
-        )
-        timeout, state, kwargs, admission = opening
-        stack = AsyncExitStack()
-        if client is None:
-            created = get_session().create_client("dynamodb", **kwargs)
-            client = await stack.enter_async_context(created)
-        repo = cls(state, client, stack, clock or wall_clock_ms, admission, timeout)
-        if state.reserves is not None:
-            repo._keeper = AsyncKeeper(repo, kwargs)
-        repo._runner.borrow(client, lean=lean, asynchronous=True)
-        stack.callback(repo._runner.close)
-        try:
-            repo.audit_settings(principal, audit_retention_days, kwargs)
-            repo.schema = await repo.run(
-                open_table(state, create_table, repo.now_ms(), check_schema)
-            )
-        except BaseException:
-            await stack.aclose()
-            raise
-        return repo
-
-    async def _release(self) -> None:
-        await self._stack.aclose()
-
 
 class SyncRepository(_SyncFace):
     """Sync repository on boto3. Open with `SyncRepository.open(...)`."""
-
-    def __init__(
-        self,
-        state: RepoState,
-        client: Any,
-        clock: Clock,
-        admission: Admission | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        meter = CapacityMeter()
-        super().__init__(state, meter, clock, admission, timeout)
-        self._runner = SyncRunner(client, meter, state.table, admission, clock, timeout)
-
-    @classmethod
-    def open(
-        cls,
-        namespace: str | None = None,
-        *,
-        name: str = DEFAULT_TABLE,
-        region: str | None = None,
-        endpoint_url: str | None = None,
-        config_cache_ttl: float = 60,
-        create_table: bool = False,
-        partition_wcu: int = DEFAULT_PARTITION_WCU,
-        max_shards: int = DEFAULT_MAX_SHARDS,
-        clock: Clock | None = None,
-        client: Any = None,
-        check_schema: bool = True,
-        capacity: CapacityPolicy | None = None,
-        timeout: float | None = None,
-        max_wait: float = DEFAULT_MAX_WAIT,
-        lean: bool = True,
-        principal: str | None = None,
-        audit_retention_days: int | None = DEFAULT_AUDIT_RETENTION_DAYS,
-        reserve: bool | ReserveSettings = True,
-    ) -> SyncRepository:
-        """Open the table (creating it when asked); `client`: a boto3 DynamoDB client of
-        your own."""
-        import boto3
-
-        sizes = (config_cache_ttl, partition_wcu, max_shards)
-        opening = _opening(
-            namespace, name, region, endpoint_url, reserve, sizes, (capacity, max_wait), timeout
-        )
-        timeout, state, kwargs, admission = opening
-        if client is None:
-            client = boto3.session.Session().client("dynamodb", **kwargs)
-        repo = cls(state, client, clock or wall_clock_ms, admission, timeout)
-        if state.reserves is not None:
-            # The exit hook holds the runner, never the repository (collected unclosed).
-            runner, limit = repo._runner, repo.timeout
-            repo._keeper = SyncKeeper(repo, lambda flow: runner.run(flow, limit, cleanup=True))
-        repo._runner.borrow(client, lean=lean, asynchronous=False)
-        try:
-            repo.audit_settings(principal, audit_retention_days, kwargs)
-            repo.schema = repo.run(open_table(state, create_table, repo.now_ms(), check_schema))
-        except BaseException:
-            repo.close()
-            raise
-        return repo
-
-    def _release(self) -> None:
-        self._runner.close()

@@ -116,38 +116,60 @@ class _AtExit:
         atexit.unregister(self)
 
 
-class SyncKeeper:
-    """A daemon thread per sync repository that holds reserves."""
+# unasync: source
+class _AsyncTending:
+    """The keeper's round, once: sleep, return what is due, until stopped or idle."""
 
-    def __init__(self, repo: SyncKept, at_exit: Callable[[Flow[None]], None]) -> None:
-        """`at_exit` runs a flow without the repository (which may be gone by then)."""
-        self._repo = weakref.ref(repo)
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-        self._at_exit = _AtExit(repo.state, repo.clock, at_exit)
+    _repo: weakref.ref[Any]
+    _at_exit: _AtExit
+    _stop: bool
 
-    def _run_now(self, flow: Flow[None]) -> None:
-        repo = self._repo()
-        if repo is not None:
-            repo.run(flow, repo.timeout, cleanup=True)
+    async def _sleep(self, seconds: float) -> None:
+        raise NotImplementedError
 
-    def poke(self) -> None:
-        """A reserve may be held now: make sure the thread watches the book."""
-        thread = self._thread
-        if thread is None or not thread.is_alive():
-            if self._stop:
+    async def _loop(self) -> None:
+        while not self._stop:
+            wait = _next_wait(self._repo)
+            if wait is None:
                 return
-            self._thread = threading.Thread(target=self._loop, name="zae-reserves", daemon=True)
-            self._thread.start()
+            await self._sleep(wait)
+            repo = self._repo()
+            if self._stop or repo is None:
+                return
+            try:
+                flow = due_returns(repo)
+                if flow is not None:
+                    await repo.run(flow, repo.timeout, cleanup=True)
+            except Exception as error:  # background work: log, keep going
+                log.warning("returning token reserves failed: %s", error)
+            del repo
+
+    async def _return_everything(self) -> None:
+        """Closing, after the round stopped: no exit hook, every reserve back now."""
+        self._at_exit.cancel()
+        repo = self._repo()
+        flow = None if repo is None else due_returns(repo, everything=True)
+        if repo is not None and flow is not None:
+            await repo.run(flow, repo.timeout, cleanup=True)
+
+
+# unasync: generated from the source above by tools/unasync.py; do not edit
+class _SyncTending:
+    """The keeper's round, once: sleep, return what is due, until stopped or idle."""
+
+    _repo: weakref.ref[Any]
+    _at_exit: _AtExit
+    _stop: bool
+
+    def _sleep(self, seconds: float) -> None:
+        raise NotImplementedError
 
     def _loop(self) -> None:
         while not self._stop:
             wait = _next_wait(self._repo)
             if wait is None:
                 return
-            self._wake.wait(wait)
-            self._wake.clear()
+            self._sleep(wait)
             repo = self._repo()
             if self._stop or repo is None:
                 return
@@ -159,26 +181,58 @@ class SyncKeeper:
                 log.warning("returning token reserves failed: %s", error)
             del repo
 
+    def _return_everything(self) -> None:
+        """Closing, after the round stopped: no exit hook, every reserve back now."""
+        self._at_exit.cancel()
+        repo = self._repo()
+        flow = None if repo is None else due_returns(repo, everything=True)
+        if repo is not None and flow is not None:
+            repo.run(flow, repo.timeout, cleanup=True)
+
+
+# unasync: end
+
+
+class SyncKeeper(_SyncTending):
+    """A daemon thread per sync repository that holds reserves."""
+
+    def __init__(self, repo: SyncKept, at_exit: Callable[[Flow[None]], None]) -> None:
+        """`at_exit` runs a flow without the repository (which may be gone by then)."""
+        self._repo = weakref.ref(repo)
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._at_exit = _AtExit(repo.state, repo.clock, at_exit)
+
+    def poke(self) -> None:
+        """A reserve may be held now: make sure the thread watches the book."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            if self._stop:
+                return
+            self._thread = threading.Thread(target=self._loop, name="zae-reserves", daemon=True)
+            self._thread.start()
+
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)  # close() wakes it early
+        self._wake.clear()
+
     def close(self) -> None:
         """Stop the thread and return every reserve."""
         self._stop = True
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        self._at_exit.cancel()
-        repo = self._repo()
-        flow = None if repo is None else due_returns(repo, everything=True)
-        if flow is not None:
-            self._run_now(flow)
+        self._return_everything()
 
 
-class AsyncKeeper:
+class AsyncKeeper(_AsyncTending):
     """A task on the repository's event loop, while it holds reserves."""
 
     def __init__(self, repo: AsyncKept, client_kwargs: dict[str, Any]) -> None:
         self._repo = weakref.ref(repo)
         self._task: asyncio.Task[None] | None = None
-        self._closed = False
+        self._stop = False
         table = repo.table_name
 
         def on_boto3(flow: Flow[None]) -> None:
@@ -193,36 +247,18 @@ class AsyncKeeper:
         self._at_exit = _AtExit(repo.state, repo.clock, on_boto3)
 
     def poke(self) -> None:
-        if self._closed or (self._task is not None and not self._task.done()):
+        if self._stop or (self._task is not None and not self._task.done()):
             return
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
-    async def _loop(self) -> None:
-        while True:
-            wait = _next_wait(self._repo)
-            if wait is None:
-                return
-            await asyncio.sleep(wait)
-            repo = self._repo()
-            if repo is None:
-                return
-            try:
-                flow = due_returns(repo)
-                if flow is not None:
-                    await repo.run(flow, repo.timeout, cleanup=True)
-            except Exception as error:  # background work: log, keep going
-                log.warning("returning token reserves failed: %s", error)
-            del repo
+    async def _sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
     async def close(self) -> None:
         """Stop the task and return every reserve."""
-        self._closed = True
+        self._stop = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        self._at_exit.cancel()
-        repo = self._repo()
-        flow = None if repo is None else due_returns(repo, everything=True)
-        if repo is not None and flow is not None:
-            await repo.run(flow, repo.timeout, cleanup=True)
+        await self._return_everything()

@@ -11,11 +11,15 @@ from typing import Any
 from zae_limiter import keys
 
 #: The layout of items this release writes. Bumped by a migration, never by a deploy.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: The first schema whose tables may store quotas (limits that reset): from there, the
 #: version record's minimum client keeps out releases that would read one as a refilling
 #: limit (migrations/v0004_quotas.py).
 QUOTA_SCHEMA_VERSION = 4
+#: The first schema whose tables may store scheduled limits, and whose bucket items carry
+#: a `ttl` every client moves forward (migrations/v0005_schedules_and_expiry.py).
+SCHEDULE_SCHEMA_VERSION = 5
+EXPIRY_SCHEMA_VERSION = 5
 #: The oldest schema this release still reads: schema-2 bucket items (`tk` as of `rf`)
 #: are read as they are and converted on their first write, or by `zae-limiter migrate`.
 OLDEST_READABLE = 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -56,6 +56,10 @@ class ResourceStats:
     bypassed: int = 0
     latency_counts: tuple[int, ...] = (0,) * (len(LATENCY_BUCKETS_MS) + 1)
     latency_sum_ms: float = 0.0
+    #: Admitted acquires that a soft limit would have rejected (Limit.soft): counted
+    #: with `admitted` too, and here by limit name (an acquire past two counts in both).
+    soft_rejected: int = 0
+    soft_rejected_by_limit: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def decisions(self) -> int:
@@ -95,22 +99,36 @@ class LimiterStats:
             bypassed=sum(p.bypassed for p in parts),
             latency_counts=tuple(counts),
             latency_sum_ms=sum(p.latency_sum_ms for p in parts),
+            soft_rejected=sum(p.soft_rejected for p in parts),
+            soft_rejected_by_limit=_summed(p.soft_rejected_by_limit for p in parts),
         )
 
 
+def _summed(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in parts:
+        for name, count in part.items():
+            out[name] = out.get(name, 0) + count
+    return out
+
+
 class _Counters:
-    __slots__ = ("latency", "latency_sum", "outcomes")
+    __slots__ = ("latency", "latency_sum", "outcomes", "soft", "soft_by_limit")
 
     def __init__(self) -> None:
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
         self.latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         self.latency_sum = 0.0
+        self.soft = 0
+        self.soft_by_limit: dict[str, int] = {}
 
     def freeze(self) -> ResourceStats:
         return ResourceStats(
             **self.outcomes,
             latency_counts=tuple(self.latency),
             latency_sum_ms=self.latency_sum,
+            soft_rejected=self.soft,
+            soft_rejected_by_limit=dict(self.soft_by_limit),
         )
 
 
@@ -138,6 +156,16 @@ class DecisionStats:
             counters.latency_sum += latency_ms
         for listener in list(self._listeners):
             listener(resource, outcome, latency_ms)
+
+    def record_soft(self, resource: str, limit_names: Iterable[str]) -> None:
+        """An admitted acquire that went past these soft limits (each named once)."""
+        with self._lock:
+            counters = self._by_resource.get(resource)
+            if counters is None:
+                counters = self._by_resource[resource] = _Counters()
+            counters.soft += 1
+            for name in set(limit_names):
+                counters.soft_by_limit[name] = counters.soft_by_limit.get(name, 0) + 1
 
     def snapshot(self) -> LimiterStats:
         with self._lock:

@@ -78,4 +78,4 @@ def test_the_documented_bash_line_completes_in_bash() -> None:
         [bash, "-c", script], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["apply", "delete", "get", "set"]
+    assert done.stdout.split() == ["apply", "bucket-ttl", "delete", "get", "set", "show"]

@@ -81,9 +81,39 @@ def test_the_examples_of_controls_md_run(zae: Zae) -> None:
     limiter.create_entity("acme")
     limiter.create_entity("key-1", parent_id="acme")
     limiter.create_entity("internal-batch")
+    limiter.create_entity("beta-org")
     limits = [Limit.per_minute("rpm", 100), Limit.per_minute("tpm", 100_000)]
     with limiter.acquire("key-1", "gpt-4", {"rpm": 90, "tpm": 50_000}, limits=limits):
         pass
     for line in lines:
         done = zae(*shlex.split(line)[1:])
         assert done.code == 0, f"{line}\n{done.stderr}"
+
+
+def test_set_parent_moves_the_entity_and_records_why(zae: Zae) -> None:
+    limiter = zae.limiter()
+    for org in ("org-a", "org-b"):
+        limiter.create_entity(org)
+    limiter.create_entity("k1", parent_id="org-a", cascade=True)
+    done = zae("entity", "set-parent", "k1", "org-b", "--reason", "merger", "--principal", "bob")
+    assert done.code == 0, done.stderr
+    assert done.stdout == "moved k1 from org-a to org-b\n"
+    last = zae("audit", "list", "--entity", "k1", "-o", "json").json()["events"][-1]
+    assert (last["action"], last["principal"]) == ("set_parent", "bob")
+    assert (last["after"]["parent_id"], last["after"]["reason"]) == ("org-b", "merger")
+    again = zae("entity", "set-parent", "k1", "org-a", "-o", "json")
+    assert again.json()["parent_id"] == "org-a"
+    assert again.json()["previous_parent_id"] == "org-b"
+
+
+def test_set_parent_errors_without_a_traceback(zae: Zae) -> None:
+    zae.limiter().create_entity("org-a")
+    zae.limiter().create_entity("k1", parent_id="org-a")
+    for args, says in (
+        (("nobody", "org-a"), "'nobody'"),
+        (("k1", "nowhere"), "nowhere"),
+        (("org-a", "k1"), "cycle"),
+    ):
+        done = zae("entity", "set-parent", *args)
+        assert done.code != 0
+        assert says in done.stderr and "Traceback" not in done.stderr, done.stderr

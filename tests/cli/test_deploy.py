@@ -195,3 +195,13 @@ def test_render_with_and_without_dashboard() -> None:
     off = yaml.safe_load(invoke("render", "-n", "demo", "--no-dashboard").stdout)
     assert on["Resources"]["Dashboard"]["Type"] == "AWS::CloudWatch::Dashboard"
     assert "Dashboard" not in off["Resources"]
+
+
+def test_deploy_stores_the_bucket_ttl_at_the_system_level(moto: None) -> None:
+    bad = invoke("deploy", "-n", "ttl", "--table-only", "--bucket-ttl", "-5")
+    assert bad.exit_code == 2 and "--bucket-ttl" in bad.output and "Traceback" not in bad.output
+    assert invoke("deploy", "-n", "ttl", "--table-only", "--bucket-ttl", "3600").exit_code == 0
+    from zae_limiter import SyncRateLimiter, SyncRepository
+
+    with SyncRepository.open(name="ttl") as repo:
+        assert SyncRateLimiter(repo).get_bucket_ttl() == 3600

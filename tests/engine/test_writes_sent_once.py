@@ -39,7 +39,7 @@ class AnswerLost:
     def __call__(self, request: Any, **_: Any) -> None:
         body = json.loads(request.body or b"{}")
         values = body.get("ExpressionAttributeValues", {})
-        gives_back = any(k.startswith(":t") and v.get("N", "").startswith("-")
+        gives_back = any(k.startswith(":used") and v.get("N", "").startswith("-")
                          for k, v in values.items())  # fmt: skip
         if not gives_back or self.lost:
             return

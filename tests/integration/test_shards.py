@@ -163,9 +163,9 @@ def throttled(clock: Clock) -> Iterator[tuple[SyncRateLimiter, list[str], set[st
             key = body.get("Key", {}).get("PK", {}).get("S", "")
             calls.append(f"{model.name}:{key.rsplit('#', 1)[-1]}")
             raw = params.get("body") or b""
-            if "let-doubling-through" in hot_keys and b'":new"' in raw:
+            if "let-doubling-through" in hot_keys and b'":new_shards"' in raw:
                 return None
-            if "let-piggyback-through" in hot_keys and b'":dbl_new"' in raw:
+            if "let-piggyback-through" in hot_keys and b'":doubled_shards"' in raw:
                 return None
             if model.name in ("UpdateItem", "PutItem") and key in hot_keys:
                 body = {"Error": {"Code": "ProvisionedThroughputExceededException"}}

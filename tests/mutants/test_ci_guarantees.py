@@ -27,7 +27,7 @@ from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_reserves as reserves_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit import test_wire_transport as wire_transport_tests
-from zae_limiter import drivers, errors, keys, repository
+from zae_limiter import client_options, drivers, errors, keys
 from zae_limiter.flows import Call, one
 from zae_limiter.flows.records import audit as audit_flows
 from zae_limiter.flows.records import entities as entity_flows
@@ -43,7 +43,7 @@ def _untimed(timeout: float | None) -> dict[str, Any]:
 
 @contextmanager
 def calls_not_bounded_by_the_timeout() -> Iterator[None]:
-    with mutant(repository, "_timeouts", _untimed):
+    with mutant(client_options, "_timeouts", _untimed):
         yield
 
 

@@ -128,11 +128,11 @@ def _renewal_keeps_the_reserve(original: Callable[..., Any]) -> Callable[..., An
     return broken
 
 
-_AVAILABILITY = re.compile(r"#f(\d+) <= :b\1")
+_AVAILABILITY = re.compile(r"#full_at_(\d+) <= :bound_\1")
 
 
 #: Always true, and still uses the value (DynamoDB rejects unused values).
-_no_availability_condition = condition_rewritten(_AVAILABILITY, r":b\1 = :b\1")
+_no_availability_condition = condition_rewritten(_AVAILABILITY, r":bound_\1 = :bound_\1")
 
 
 def test_a_reserve_granted_without_as_much_again_behind_is_caught(
@@ -173,7 +173,7 @@ def test_a_take_without_its_availability_condition_is_caught(
     assert "admitted" in killed
 
 
-_NOT_FULL = re.compile(r"#f(\d+) > :n\1")
+_NOT_FULL = re.compile(r"#full_at_(\d+) > :now_\1")
 
 
 def _add_to_a_full_bucket(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -189,7 +189,7 @@ def _add_to_a_full_bucket(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
-_no_not_full_condition = condition_rewritten(_NOT_FULL, r":n\1 = :n\1")
+_no_not_full_condition = condition_rewritten(_NOT_FULL, r":now_\1 = :now_\1")
 
 
 def test_a_take_that_adds_to_a_full_bucket_is_caught(dynamodb_local: EngineEndpoint) -> None:

@@ -19,13 +19,14 @@ from zae_limiter.keys import takes as takes_module
 pytestmark = pytest.mark.engine
 
 _FULL = re.compile(
-    r"\(\(attribute_not_exists\(#f(\d+)\) AND attribute_not_exists\(#k\1\)\) OR #f\1 <= :n\1\)"
+    r"\(\(attribute_not_exists\(#full_at_(\d+)\) AND attribute_not_exists\(#tokens_\1\)\)"
+    r" OR #full_at_\1 <= :now_\1\)"
 )
 
 
 #: Always true, and still uses the names and values.
 _set_without_its_condition = condition_rewritten(
-    _FULL, r"(attribute_not_exists(#k\1) OR :n\1 = :n\1)"
+    _FULL, r"(attribute_not_exists(#tokens_\1) OR :now_\1 = :now_\1)"
 )
 
 

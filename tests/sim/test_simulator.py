@@ -22,7 +22,12 @@ from zae_limiter.sim.shrink import shrink
 
 #: The fixes the simulator led to: with each reverted (sim_mutants.py), its seed fails;
 #: with it, the seed passes. These seeds stay as regression tests.
-FIXES = ("writes-sent-once-reverted", "doubling-snapshot-reverted", "stale-image-fix-reverted")
+FIXES = (
+    "writes-sent-once-reverted",
+    "doubling-snapshot-reverted",
+    "stale-image-fix-reverted",
+    "stopped-take-forgotten",
+)
 
 
 @pytest.fixture(autouse=True)

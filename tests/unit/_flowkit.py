@@ -90,20 +90,23 @@ def item(at: int, tokens: dict[str, int], **kw: Any) -> dict[str, Any]:
 
 
 def limit_part(params: dict[str, Any], name: str) -> tuple[str, dict[str, int]]:
-    """(form, {placeholder stem: value}) of one limit in a take write (keys/takes.py)."""
+    """(form, {placeholder: value}) of one limit in a take write (keys/takes.py); the
+    value placeholders without their limit number, `:delta` and `:full_at` as `amount`."""
     names = params["ExpressionAttributeNames"]
-    [i] = [k[2:] for k, v in names.items() if v == f"b_{name}_fa" and k.startswith("#f")]
+    [i] = [k[len("#full_at_") :] for k, v in names.items() if v == f"b_{name}_fa"]
     update, condition = params["UpdateExpression"], params["ConditionExpression"]
     given = params["ExpressionAttributeValues"]
+    stems = {"delta": "amount", "full_at": "amount", "bound": "bound", "now": "now",
+             "used": "used", "cap": "cap", "was_full_at": "was_full_at"}  # fmt: skip
     values = {
-        stem: int(given[f":{stem}{i}"]["N"])
-        for stem in ("v", "b", "n", "t", "cp", "of")
-        if f":{stem}{i}" in given
+        label: int(given[f":{stem}_{i}"]["N"])
+        for stem, label in stems.items()
+        if f":{stem}_{i}" in given
     }
-    if f"#f{i} :v{i}" in update:
-        form = "add" if f"#f{i} > :n{i}" in condition else "give"
-    elif f"#f{i} = :v{i}" in update:
-        form = "rebase" if f"#c{i} = :cp{i}" in update else "set"
+    if f"#full_at_{i} :delta_{i}" in update:
+        form = "add" if f"#full_at_{i} > :now_{i}" in condition else "give"
+    elif f"#full_at_{i} = :full_at_{i}" in update:
+        form = "rebase" if f"#cap_{i} = :cap_{i}" in update else "set"
     else:
         form = "check"
     return form, values

@@ -171,7 +171,8 @@ def test_doubling_at_80_percent_write_pressure_and_propagation() -> None:
         "tbl", keys.bucket_key("ns", "e1", "gpt", 0), 2, 4, T0 + 1_000, T0 - 1_000, ["rpm"]
     )
     # The raise snapshots what shard 0 holds: the shards it makes split that off.
-    assert "#sf0 = if_not_exists(#sa0, :nosnap)" in double.call.params["UpdateExpression"]
+    snapshot = "#split_0 = if_not_exists(#full_at_0, :no_snapshot)"
+    assert snapshot in double.call.params["UpdateExpression"]
     # Shard 0 went from 2 to 4 in this batch: shard 1 learns it (2 and 3 do not exist yet).
     grown = modify(image(sc=2, rpm_tc=0), image(sc=4, rpm_tc=0), seq=51)
     stale = modify(image(shard=5, sc=2, rpm_tc=0), image(shard=5, sc=2, rpm_tc=0), seq=52)
@@ -275,3 +276,19 @@ def test_process_batch_and_config_from_env() -> None:
     )
     with pytest.raises(ValueError):
         config_from_env({}, [])
+
+
+def test_an_expired_bucket_loses_no_usage_and_counts_none_twice() -> None:
+    """A bucket item TTL deletes (docs/quotas.md, Idle buckets expire): the writes before
+    it are in the stream whatever happens to the item, the REMOVE adds nothing, and the
+    item created again counts from zero."""
+    spent = image(rpm_tc=3_000)
+    batch = [
+        record("INSERT", spent, None),
+        modify(spent, image(rpm_tc=5_000)),
+        record("REMOVE", None, image(rpm_tc=5_000)),  # the TTL's delete, a day later
+        record("INSERT", image(rpm_tc=2_000), None),  # the next acquire makes it again
+    ]
+    plan = process(batch, CONFIG, T0 + 60_000)
+    (usage,) = plan.by_kind("usage")
+    assert usage.call.params["ExpressionAttributeValues"][":u0"] == {"N": "7000"}

@@ -75,8 +75,8 @@ def test_a_reset_sets_every_limit_full_now_under_the_values_read() -> None:
             form, values = limit_part(update, limit.name)
             stored = keys.decode_bucket(item).limits[limit.name]
             assert form == "rebase"
-            assert values["v"] == T0 * stored.refill_amount_milli  # full now
-            assert values["of"] == stored.full_at  # as read
+            assert values["amount"] == T0 * stored.refill_amount_milli  # full now
+            assert values["was_full_at"] == stored.full_at  # as read
     assert sent["ClientRequestToken"]
 
 
@@ -90,7 +90,8 @@ def test_a_reset_that_lost_to_an_acquire_plans_again_from_all_old() -> None:
     )
     assert value == 1
     first, second = transactions(calls)
-    of = [limit_part(t["TransactItems"][0]["Update"], "rpm")[1]["of"] for t in (first, second)]
+    parts = [limit_part(t["TransactItems"][0]["Update"], "rpm")[1] for t in (first, second)]
+    of = [part["was_full_at"] for part in parts]
     assert of == [
         keys.decode_bucket(read).limits["rpm"].full_at,
         keys.decode_bucket(newer).limits["rpm"].full_at,
@@ -139,7 +140,8 @@ def test_a_top_up_is_one_transaction_of_give_backs_by_exact_amounts() -> None:
     [sent] = transactions(calls)
     unit = RPM.refill_period_ms * 2  # full-at per millitoken of a half share
     moved = [
-        int(p["Update"]["ExpressionAttributeValues"][":f0"]["N"]) for p in sent["TransactItems"][:2]
+        int(p["Update"]["ExpressionAttributeValues"][":delta_0"]["N"])
+        for p in sent["TransactItems"][:2]
     ]
     assert moved == [-3_000 * unit, -3_000 * unit]
     assert sent["ClientRequestToken"]

@@ -63,9 +63,9 @@ def test_a_throttle_on_a_shard_at_its_partition_limit_doubles_and_tries_another(
     # the client's view may be seconds old: shard 0 is read (not written) to confirm
     assert log[1].op == "get_item" and log[1].params["ConsistentRead"]
     double = log[2].params
-    assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
+    assert double["ExpressionAttributeValues"][":new_shards"] == {"N": "2"}
     # the evidence cited is the window the client saw, so shard 0 can refuse it if stale
-    assert double["ExpressionAttributeValues"][":since"] == {"N": str(T0 - 100 - 2000)}
+    assert double["ExpressionAttributeValues"][":measured_since"] == {"N": str(T0 - 100 - 2000)}
     # a shard this client never wrote is read first (it may not exist yet), then written
     assert log[3].op == "get_item" and log[3].params["Key"]["PK"]["S"].endswith("#1")
     assert log[4].params["Key"]["PK"]["S"].endswith("#1")
@@ -232,7 +232,8 @@ def test_a_doubling_wished_for_survives_a_throttled_write_and_rides_on_the_next(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED), answer
     )
     assert isinstance(outcome, Taken)
-    assert [":dbl_new" in w.params["ExpressionAttributeValues"] for w in writes] == [True, True]
+    doubled = [":doubled_shards" in w.params["ExpressionAttributeValues"] for w in writes]
+    assert doubled == [True, True]
     assert not state.entities["e1"].want_double
 
 

@@ -43,7 +43,7 @@ FULL = {"rpm": 9000, "tpm": 900_000}
 
 def counted(call: Call) -> int:
     """What a take write adds to (or restarts) the window with."""
-    return int(call.params["ExpressionAttributeValues"][":wc"]["N"])
+    return int(call.params["ExpressionAttributeValues"][":writes"]["N"])
 
 
 def throttle() -> RateLimiterUnavailable:

@@ -45,22 +45,22 @@ def test_a_bucket_short_of_full_is_taken_with_a_bounded_add() -> None:
     plan = _plan(stored, make_level({"rpm": 1000}))
     form, v = limit_part(plan.params, "rpm")
     assert form == "add"
-    assert v["v"] == 1000 * UNIT
+    assert v["amount"] == 1000 * UNIT
     now_ra = T0 * 10_000
-    assert v["n"] == now_ra
+    assert v["now"] == now_ra
     # the take leaves 3 tokens; half of them are headroom for reserves other clients take
     # meanwhile (the held count may grow by 1.5 tokens), so the full-at time may be at
     # most 10 - 1 - 1.5 tokens ahead
-    assert v["b"] == now_ra + (10_000 - 1000 - 1500) * UNIT
+    assert v["bound"] == now_ra + (10_000 - 1000 - 1500) * UNIT
     epoch = keys.reserve_epoch(T0)
     names = plan.params["ExpressionAttributeNames"]
     # every epoch a count may have been raised in since the image: from the one before
     # it to the one after now (plan.watched_epochs)
-    watched = [names[f"#h0_{j}"] for j in range(3)]
+    watched = [names[f"#held{j}_0"] for j in range(3)]
     assert watched == [keys.reserve_attr("rpm", e) for e in (epoch + 1, epoch, epoch - 1)]
-    assert plan.params["ExpressionAttributeValues"][":h0_1"] == {"N": "1500"}
-    assert v["t"] == 1000
-    assert "#f0 > :n0" in plan.params["ConditionExpression"]
+    assert plan.params["ExpressionAttributeValues"][":held1_0"] == {"N": "1500"}
+    assert v["used"] == 1000
+    assert "#full_at_0 > :now_0" in plan.params["ConditionExpression"]
 
 
 def test_a_full_bucket_is_taken_with_a_set_from_now() -> None:
@@ -68,12 +68,12 @@ def test_a_full_bucket_is_taken_with_a_set_from_now() -> None:
     plan = _plan(stored, make_level({"rpm": 1000}))
     form, v = limit_part(plan.params, "rpm")
     assert form == "set"
-    assert v["v"] == T0 * 10_000 + 1000 * UNIT
+    assert v["amount"] == T0 * 10_000 + 1000 * UNIT
     assert "b" not in v
     # tpm is not consumed here: a check that it is not in debt, nothing written
     form, v = limit_part(plan.params, "tpm")
     assert form == "check"
-    assert v["b"] == T0 * 1_000_000 + (1_000_000 - 500_000) * UNIT  # half is headroom
+    assert v["bound"] == T0 * 1_000_000 + (1_000_000 - 500_000) * UNIT  # half is headroom
 
 
 def test_a_reserve_leaves_through_the_held_count_and_needs_as_much_again_behind() -> None:
@@ -82,13 +82,14 @@ def test_a_reserve_leaves_through_the_held_count_and_needs_as_much_again_behind(
     plan = _plan(stored, level)
     assert plan.held_milli == {"rpm": 3000}
     form, v = limit_part(plan.params, "rpm")
-    assert form == "set" and v["v"] == T0 * 10_000 + 1000 * UNIT  # the take only
+    assert form == "set" and v["amount"] == T0 * 10_000 + 1000 * UNIT  # the take only
     held = keys.reserve_attr("rpm", keys.reserve_epoch(T0))
     names = plan.params["ExpressionAttributeNames"]
-    [slot] = [k for k, a in names.items() if a == held and k.startswith("#r")]
-    assert plan.params["ExpressionAttributeValues"][":r" + slot[2:]] == {"N": "3000"}
+    [slot] = [k for k, a in names.items() if a == held and k.startswith("#reserve")]
+    value = ":reserve" + slot[len("#reserve") :]
+    assert plan.params["ExpressionAttributeValues"][value] == {"N": "3000"}
     # the held counts enter the condition by value
-    assert "#h0_0 <= :h0_0" in plan.params["ConditionExpression"]
+    assert "#held0_0 <= :held0_0" in plan.params["ConditionExpression"]
 
 
 def test_a_reserve_on_a_bucket_short_of_full_is_bounded_twice() -> None:
@@ -98,7 +99,7 @@ def test_a_reserve_on_a_bucket_short_of_full_is_bounded_twice() -> None:
     assert form == "add"
     # after the write: room 10 - 3 held, deficit 1 + 1 taken, 3 must stay behind, and
     # half of the 2 left over is headroom for other clients' reserves
-    assert v["b"] == T0 * 10_000 + (10_000 - 3000 - 3000 - 1000 - 1000) * UNIT
+    assert v["bound"] == T0 * 10_000 + (10_000 - 3000 - 3000 - 1000 - 1000) * UNIT
 
 
 def test_a_flush_moves_spent_tokens_from_the_held_count_to_the_full_at_time() -> None:
@@ -109,11 +110,11 @@ def test_a_flush_moves_spent_tokens_from_the_held_count_to_the_full_at_time() ->
     plan = _plan(stored, level)
     form, v = limit_part(plan.params, "rpm")
     assert form == "add"
-    assert v["v"] == 3000 * UNIT and v["t"] == 3000
+    assert v["amount"] == 3000 * UNIT and v["used"] == 3000
     # the flush itself changes no tokens: 1 token there (room 10 - 4 held, 5 short), the
     # take leaves none, so no headroom either: the held count goes down by 2, the deficit
     # up by 1 + 2, and the bound is the take's alone
-    assert v["b"] == T0 * 10_000 + (10_000 - 4000 + 2000 - 3000) * UNIT
+    assert v["bound"] == T0 * 10_000 + (10_000 - 4000 + 2000 - 3000) * UNIT
 
 
 def test_an_unconfirmed_image_never_rejects_the_conditions_do() -> None:
@@ -122,7 +123,7 @@ def test_an_unconfirmed_image_never_rejects_the_conditions_do() -> None:
     form, v = limit_part(plan.params, "rpm")
     assert form == "add"
     full_at = stored.limits["rpm"].full_at
-    assert full_at is not None and full_at > v["b"]  # it fails, and ALL_OLD decides
+    assert full_at is not None and full_at > v["bound"]  # it fails, and ALL_OLD decides
 
 
 def test_a_changed_config_is_rebased_under_exactly_what_was_read() -> None:
@@ -131,10 +132,10 @@ def test_a_changed_config_is_rebased_under_exactly_what_was_read() -> None:
     plan = _plan(stored, make_level({"rpm": 1000}, limits=smaller))
     form, v = limit_part(plan.params, "rpm")
     assert form == "rebase"
-    assert v["cp"] == 4000
+    assert v["cap"] == 4000
     # 4 tokens at most under the new capacity, one taken: 1 token short of full
-    assert v["v"] == T0 * 4000 + 1000 * 60_000
-    assert v["of"] == stored.limits["rpm"].full_at
+    assert v["amount"] == T0 * 4000 + 1000 * 60_000
+    assert v["was_full_at"] == stored.limits["rpm"].full_at
 
 
 def test_a_schema_v2_limit_is_converted_by_its_first_write() -> None:
@@ -147,9 +148,9 @@ def test_a_schema_v2_limit_is_converted_by_its_first_write() -> None:
     plan = _plan(stored, make_level({"rpm": 1000}))
     form, v = limit_part(plan.params, "rpm")
     assert form == "rebase"
-    assert v["v"] == T0 * 10_000 + (10_000 - 3000 + 1000) * UNIT  # 2 + 1 refilled, 1 taken
+    assert v["amount"] == T0 * 10_000 + (10_000 - 3000 + 1000) * UNIT  # 2 + 1 refilled, 1 taken
     assert "REMOVE" in plan.params["UpdateExpression"]
-    assert ":orf" in plan.params["ExpressionAttributeValues"]
+    assert ":was_refilled" in plan.params["ExpressionAttributeValues"]
 
 
 # ---------------------------------------------------------------- rejections

@@ -49,8 +49,8 @@ def test_speculative_success_is_one_update() -> None:
     assert call.params["Key"] == KEY
     # its image shows nothing: planned as full (SET from now), the conditions decide
     assert limit_part(call.params, "rpm")[0] == "set"
-    assert limit_part(call.params, "rpm")[1]["v"] == T0 * 10_000 + 1000 * 60_000
-    assert limit_part(call.params, "tpm")[1]["cp"] == 1_000_000
+    assert limit_part(call.params, "rpm")[1]["amount"] == T0 * 10_000 + 1000 * 60_000
+    assert limit_part(call.params, "tpm")[1]["cap"] == 1_000_000
     # ALL_NEW taught the client the entity's facts and shard count; the shortage is forgotten
     assert state.entities["e1"].shard_counts == {"gpt": 3}
     assert ("e1", "gpt") not in state.exhausted
@@ -60,14 +60,14 @@ def test_speculative_condition_checks_undivided_stored_config() -> None:
     _, log = drive(take(make_state(), make_level(shard_count=4), T0, True), [ok()])
     params = log[0].params
     values = params["ExpressionAttributeValues"]
-    assert (values[":cp0"], values[":ra0"], values[":rp0"]) == (
+    assert (values[":cap_0"], values[":refill_0"], values[":period_0"]) == (
         keys.n(RPM.capacity_milli),
         keys.n(RPM.refill_amount_milli),
         keys.n(RPM.refill_period_ms),
     )
     # a take of a quarter share moves the full-at time by rp x count per millitoken
-    assert limit_part(params, "rpm")[1]["v"] == T0 * 10_000 + 1000 * 60_000 * 4
-    assert values[":sc"] == keys.n(4)
+    assert limit_part(params, "rpm")[1]["amount"] == T0 * 10_000 + 1000 * 60_000 * 4
+    assert values[":shards"] == keys.n(4)
 
 
 def test_the_next_write_picks_its_form_from_the_last_image() -> None:
@@ -75,9 +75,9 @@ def test_the_next_write_picks_its_form_from_the_last_image() -> None:
     drive(take(state, make_level(), T0, True), [ok(item(T0, {"rpm": 5000, "tpm": 900_000}))])
     _, log = drive(take(state, make_level(), T0 + 1000, True), [ok()])
     form, values = limit_part(log[0].params, "rpm")
-    assert form == "add" and values["v"] == 1000 * 60_000
+    assert form == "add" and values["amount"] == 1000 * 60_000
     # 5.166 tokens now, 4.166 left over: half of it is headroom for other reserves
-    assert values["b"] == (T0 + 1000) * 10_000 + (9000 - 2083) * 60_000
+    assert values["bound"] == (T0 + 1000) * 10_000 + (9000 - 2083) * 60_000
 
 
 def test_missing_bucket_is_created_full_minus_consumption() -> None:
@@ -187,7 +187,7 @@ def test_a_window_is_counted_into_and_restarted_only_when_known_old() -> None:
     # never seen: the client cannot know whether someone restarted it, so it only counts
     _, log = drive(take(state, make_level(), T0, True), [ok(new)])
     first = log[0].params["UpdateExpression"]
-    assert "ws =" not in first and re.search(r"\bwn :wc\b", first)
+    assert "ws =" not in first and re.search(r"\bwn :writes\b", first)
     _, log = drive(take(state, make_level(), T0 + 500, True), [ok(new)])
     assert "ws =" not in log[0].params["UpdateExpression"]
     # seen recently and two seconds old: restart it
@@ -221,10 +221,10 @@ def test_a_hot_partition_asks_shard_zero_to_double() -> None:
     assert [c.op for c in log] == ["update_item", "update_item"]
     double = log[1].params
     assert double["Key"] == KEY
-    assert double["ExpressionAttributeValues"][":old"] == {"N": "1"}
-    assert double["ExpressionAttributeValues"][":new"] == {"N": "2"}
+    assert double["ExpressionAttributeValues"][":shards"] == {"N": "1"}
+    assert double["ExpressionAttributeValues"][":new_shards"] == {"N": "2"}
     # the evidence cited is the window's start: shard 0 refuses it if it predates a doubling
-    assert double["ExpressionAttributeValues"][":since"] == {"N": str(T0 - 2000)}
+    assert double["ExpressionAttributeValues"][":measured_since"] == {"N": str(T0 - 2000)}
     # at most one try per client per window
     _, log = drive(take(state, make_level(), T0 + 100, True), [ok(hot)])
     assert len(log) == 1
@@ -279,8 +279,8 @@ def test_a_failed_write_retries_on_all_old_without_reading() -> None:
     retry = log[3].params
     # 12 s brought 2 rpm tokens (2.5 now): an ADD of one token, bounded by the room
     form, values = limit_part(retry, "rpm")
-    assert form == "add" and values["v"] == 1000 * 60_000
-    assert values["b"] == T0 * 10_000 + (9000 - 750) * 60_000  # 1.5 left, half headroom
+    assert form == "add" and values["amount"] == 1000 * 60_000
+    assert values["bound"] == T0 * 10_000 + (9000 - 750) * 60_000  # 1.5 left, half headroom
 
 
 def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
@@ -293,10 +293,10 @@ def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
     first, retry = log[1].params, log[3].params
     # A reserve needs as much again behind: 8 held, less 1 taken, less 2 x 2 reserved
     # leaves 3, half of them headroom for other clients' reserves.
-    assert limit_part(first, "rpm")[1]["b"] == T0 * 10_000 + (10_000 - 5000 - 1500) * 60_000
-    assert "#r0" in first["UpdateExpression"]
-    assert limit_part(retry, "rpm")[1]["b"] == T0 * 10_000 + (10_000 - 1000 - 3500) * 60_000
-    assert "#r0" not in retry["UpdateExpression"]
+    assert limit_part(first, "rpm")[1]["bound"] == T0 * 10_000 + (10_000 - 5000 - 1500) * 60_000
+    assert "#reserve0" in first["UpdateExpression"]
+    assert limit_part(retry, "rpm")[1]["bound"] == T0 * 10_000 + (10_000 - 1000 - 3500) * 60_000
+    assert "#reserve0" not in retry["UpdateExpression"]
 
 
 def test_lost_create_race_continues_on_the_winner_item() -> None:
@@ -409,8 +409,8 @@ def test_a_donor_that_never_saw_the_doubling_records_it_first() -> None:
     move = flow.send(Result({"Item": sibling}))
     assert move.op == "update_item"
     values = move.params["ExpressionAttributeValues"]
-    assert (values[":new"], values[":old"]) == (keys.n(4), keys.n(2))
-    assert "#sf0 = if_not_exists(#sa0, :nosnap)" in move.params["UpdateExpression"]
+    assert (values[":new_shards"], values[":shards"]) == (keys.n(4), keys.n(2))
+    assert "#split_0 = if_not_exists(#full_at_0, :no_snapshot)" in move.params["UpdateExpression"]
     # ALL_NEW as DynamoDB returns it: the count and the snapshot of the full-at time; a
     # take on the sibling since (its fa moved on) is not the new shard's.
     fa = keys.limit_attr("rpm", "fa")

@@ -125,7 +125,7 @@ def test_a_throttled_reserve_write_counts_toward_doubling(reserve: bool) -> None
     assert isinstance(outcome, Taken) and outcome.shard_id == 1
     doubling = calls[2].params["ExpressionAttributeValues"]
     assert [c.op for c in calls[3:]] == ["get_item", "update_item"]  # shard 1: read, written
-    assert doubling[":new"] == {"N": "2"}
+    assert doubling[":new_shards"] == {"N": "2"}
     key = ("e1", "gpt")
     # The throttled write stretched this client's reserve (any throttled acquire write
     # does: fewer, larger writes relieve the partition); the next write, which went
@@ -223,9 +223,9 @@ def test_after_a_throttle_the_retry_asks_for_a_reserve_at_any_rate() -> None:
     )
     writes = [c for c in calls if c.op == "update_item"]
     assert isinstance(outcome, Taken) and len(writes) == 2
-    # a reserve raises a held count: an ADD of `#r<j>` (keys/takes.py)
+    # a reserve raises a held count: an ADD of `#reserve<j>` (keys/takes.py)
     first, retry = (
-        [k for k in w.params["ExpressionAttributeNames"] if re.fullmatch(r"#r\d+", k)]
+        [k for k in w.params["ExpressionAttributeNames"] if re.fullmatch(r"#reserve\d+", k)]
         for w in writes
     )
     assert retry and not first
@@ -257,7 +257,7 @@ def test_after_a_wait_the_retry_is_planned_at_the_drivers_clock() -> None:
             outcome = done.value
             break
     assert isinstance(outcome, Taken) and len(writes) == 2
-    first, retry = (limit_part(w.params, "rpm")[1]["n"] for w in writes)
+    first, retry = (limit_part(w.params, "rpm")[1]["now"] for w in writes)
     assert retry * T0 == first * woke  # now x ra, at the clock the driver gave
 
 

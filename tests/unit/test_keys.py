@@ -379,15 +379,17 @@ def test_take_write_forms() -> None:
     assert params["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
     update, cond = params["UpdateExpression"], params["ConditionExpression"]
     names, values = params["ExpressionAttributeNames"], params["ExpressionAttributeValues"]
-    assert names["#f0"] == "b_rpm_fa" and names["#u0"] == "b_rpm_tc"
-    assert "#f0 :v0" in update and "#f0 > :n0" in cond and "#f0 <= :b0" in cond
-    assert "#f1 = :v1" in update and "#f1 <= :n1" in cond
-    assert "#f2" not in update and "#f2 <= :b2" in cond
-    assert "#f3 :v3" in update and values[":v3"] == {"N": "-60000"}
+    assert names["#full_at_0"] == "b_rpm_fa" and names["#used_0"] == "b_rpm_tc"
+    assert "#full_at_0 :delta_0" in update and "#full_at_0 > :now_0" in cond
+    assert "#full_at_0 <= :bound_0" in cond
+    assert "#full_at_1 = :full_at_1" in update and "#full_at_1 <= :now_1" in cond
+    assert "#full_at_2" not in update and "#full_at_2 <= :bound_2" in cond
+    assert "#full_at_3 :delta_3" in update and values[":delta_3"] == {"N": "-60000"}
     # held counts by value, on the bounded forms only
-    assert names["#h0_1"] == keys.reserve_attr("rpm", 6) and values[":h0_1"] == {"N": "2000"}
-    assert "#h1_0" not in cond
-    assert "#sc = :sc" in cond and values[":sc"] == {"N": "2"}
+    assert names["#held1_0"] == keys.reserve_attr("rpm", 6)
+    assert values[":held1_0"] == {"N": "2000"}
+    assert "#held0_1" not in cond
+    assert "#shards = :shards" in cond and values[":shards"] == {"N": "2"}
     assert "GSI" not in update and "rf" not in update
     _used_and_bound(params)
 
@@ -399,10 +401,10 @@ def test_take_write_rebase_and_legacy_conversion() -> None:
         legacy_rf=900, remove=["b_rpm_rs1"],
     )  # fmt: skip
     update, cond = params["UpdateExpression"], params["ConditionExpression"]
-    assert "#f0 = :v0" in update and "#c0 = :cp0" in update
-    assert "attribute_not_exists(#f0)" in cond and "#c0 = :ocp0" in cond
-    assert "#k0 = :ok0" in cond and "#rf = :orf" in cond
-    assert "REMOVE #x0, #rf, #k0" in update
+    assert "#full_at_0 = :full_at_0" in update and "#cap_0 = :cap_0" in update
+    assert "attribute_not_exists(#full_at_0)" in cond and "#cap_0 = :was_cap_0" in cond
+    assert "#tokens_0 = :was_tokens_0" in cond and "#refilled = :was_refilled" in cond
+    assert "REMOVE #stale0, #refilled, #tokens_0" in update
     _used_and_bound(params)
 
 
@@ -411,9 +413,10 @@ def test_take_write_moves_held_counts_some_exactly() -> None:
         TABLE, keys.bucket_key(NS, "e", "r", 0), [], shard_count=1, now_ms=1,
         held_adds={"b_rpm_rs9": 3000, "b_rpm_rs1": -500}, held_exact={"b_rpm_rs1": 500},
     )  # fmt: skip
-    assert "#r0 :r0" in params["UpdateExpression"] and "#r1 :r1" in params["UpdateExpression"]
-    assert "#r1 = :q1" in params["ConditionExpression"]
-    assert "#r0 =" not in params["ConditionExpression"]
+    assert "#reserve0 :reserve0" in params["UpdateExpression"]
+    assert "#reserve1 :reserve1" in params["UpdateExpression"]
+    assert "#reserve1 = :was_reserve1" in params["ConditionExpression"]
+    assert "#reserve0 =" not in params["ConditionExpression"]
     _used_and_bound(params)
 
 
@@ -423,7 +426,7 @@ def test_take_write_with_many_limits_has_distinct_placeholders() -> None:
         TABLE, keys.bucket_key(NS, "e", "r", 0), writes, shard_count=1, now_ms=1
     )
     for i in range(12):
-        assert params["ExpressionAttributeNames"][f"#f{i}"] == f"b_l{i}_fa"
+        assert params["ExpressionAttributeNames"][f"#full_at_{i}"] == f"b_l{i}_fa"
     _used_and_bound(params)
 
 
@@ -481,19 +484,20 @@ def test_every_take_counts_the_write_in_the_window() -> None:
     key = keys.bucket_key(NS, "e", "r", 0)
     writes = [_write("rpm", keys.ADD, amount=1, bound=2)]
     counted = keys.take_write(TABLE, key, writes, shard_count=1, now_ms=123)
-    assert re.search(r"ADD .*\bwn :wc\b", counted["UpdateExpression"])
-    assert counted["ExpressionAttributeValues"][":wc"] == {"N": "1"}
+    assert re.search(r"ADD .*\bwn :writes\b", counted["UpdateExpression"])
+    assert counted["ExpressionAttributeValues"][":writes"] == {"N": "1"}
     assert "ws" not in counted["UpdateExpression"]
     reset = keys.take_write(TABLE, key, writes, shard_count=1, now_ms=123, reset_window=True)
     update = reset["UpdateExpression"]
     assert update.startswith("SET ")
-    assert reset["ExpressionAttributeValues"][":ws"] == {"N": "123"}
-    assert "wn = :wc" in update and "ws = :ws" in update
+    assert reset["ExpressionAttributeValues"][":now_ms"] == {"N": "123"}
+    assert "wn = :writes" in update and "ws = :now_ms" in update
     # the restart keeps the window it ends
-    assert "wps = if_not_exists(ws, :ws)" in update and "wpn = if_not_exists(wn, :wz)" in update
+    assert "wps = if_not_exists(ws, :now_ms)" in update
+    assert "wpn = if_not_exists(wn, :zero)" in update
     # failed conditional writes of the same take are counted with the one that lands
     retried = keys.take_write(TABLE, key, writes, shard_count=1, now_ms=123, writes_counted=3)
-    assert retried["ExpressionAttributeValues"][":wc"] == {"N": "3"}
+    assert retried["ExpressionAttributeValues"][":writes"] == {"N": "3"}
     for params in (counted, reset, retried):
         _used_and_bound(params)
 

@@ -51,7 +51,7 @@ def fake(version: int, reversible: bool = True) -> Migration:
 def test_steps_are_contiguous_and_end_at_the_schema_version() -> None:
     versions = [s.version for s in migrations.STEPS]
     assert versions == list(range(BASE_VERSION + 1, BASE_VERSION + 1 + len(versions)))
-    assert migrations.LATEST == schema.SCHEMA_VERSION == 4
+    assert migrations.LATEST == schema.SCHEMA_VERSION == 5
     assert migrations.STEPS[-1].min_client_version == schema.MIN_CLIENT_VERSION
 
 
@@ -135,19 +135,21 @@ def test_check_record_rules() -> None:
         check_record(VersionRecord(2, "0.2.0"), "t", "0.1.0")
 
 
-def test_this_release_reads_schema_two_to_four_and_a_table_between() -> None:
+def test_this_release_reads_schema_two_to_five_and_a_table_between() -> None:
     for record in (
         VersionRecord(2, "0.1.0"),
         VersionRecord(3, "0.2.0"),
         VersionRecord(2, "0.1.0", migrating_to=3),
         VersionRecord(4, "0.3.0"),
         VersionRecord(3, "0.2.0", migrating_to=4),
+        VersionRecord(5, "0.3.0"),
+        VersionRecord(4, "0.3.0", migrating_to=5),
     ):
         check_record(record, "t", "0.3.0")
     with pytest.raises(SchemaVersionError, match="schema version 2 or later"):
         check_record(VersionRecord(1, migrating_to=2), "t", "0.2.0")
     with pytest.raises(SchemaVersionError, match="interrupted"):
-        check_record(VersionRecord(4, migrating_to=5), "t", "0.3.0")
+        check_record(VersionRecord(5, migrating_to=6), "t", "0.3.0")
     with pytest.raises(SchemaVersionError, match=r"older than 0\.2\.0"):
         check_record(VersionRecord(3, "0.2.0"), "t", "0.1.9")
 
@@ -252,5 +254,6 @@ def test_step_three_writes_the_full_at_time_the_library_reads() -> None:
         assert params is not None
         values = params["ExpressionAttributeValues"]
         library, _held, rebase = current(keys.decode_bucket(item), rpm, now)
-        assert rebase and values[":v0"] == keys.n(library.full_at or 0), (count, tk, held)
-        assert values[":ok0"] == keys.n(tk) and values[":orf"] == keys.n(now - 7_777)
+        assert rebase and values[":full_at_0"] == keys.n(library.full_at or 0), (count, tk, held)
+        assert values[":was_tokens_0"] == keys.n(tk)
+        assert values[":was_refilled"] == keys.n(now - 7_777)

@@ -195,13 +195,13 @@ def test_a_take_names_its_window_in_the_condition() -> None:
     # in January: ADD under January's bounds
     form, values = _planned(MONTHLY, used, jan)
     assert form == "add"
-    assert values["n"] == ms(2027, 1, 1) * ra
+    assert values["now"] == ms(2027, 1, 1) * ra
     # at most 9 used after it, less half of the 5 it leaves (headroom for reserves, plan.py)
-    assert values["b"] == ms(2027, 1, 1) * ra + 6500
+    assert values["bound"] == ms(2027, 1, 1) * ra + 6500
     # at the boundary: SET from February's start, only while the item is still January's
     form, values = _planned(MONTHLY, used, feb)
     assert form == "set"
-    assert values["n"] == feb * ra and values["v"] == feb * ra + 1000
+    assert values["now"] == feb * ra and values["amount"] == feb * ra + 1000
 
 
 def test_a_spent_quota_is_rejected_until_its_reset() -> None:
@@ -221,8 +221,8 @@ def test_a_session_take_after_its_end_opens_the_next_only_if_none_is_open() -> N
     form, values = _planned(SESSION, used, later)
     assert form == "set"
     # the item's value must be one of an ended session (start <= later - length)
-    assert values["n"] == (later - 3_600_000 + 1) * ra - 1
-    assert values["v"] == later * ra + 1000
+    assert values["now"] == (later - 3_600_000 + 1) * ra - 1
+    assert values["amount"] == later * ra + 1000
 
 
 def test_a_give_back_lands_only_in_the_window_it_was_taken_from() -> None:
@@ -236,7 +236,7 @@ def test_a_give_back_lands_only_in_the_window_it_was_taken_from() -> None:
     in_feb = _bucket(MONTHLY, _state(MONTHLY).charged(1000, feb))
     assert _quota_give(in_feb, 1, MONTHLY, -2000, window) is None  # January is gone
     params = keys.take_write(TABLE, KEY, [give], shard_count=1, now_ms=feb)
-    assert "#f0 > :n0 AND #f0 <= :b0" in params["ConditionExpression"]
+    assert "#full_at_0 > :now_0 AND #full_at_0 <= :bound_0" in params["ConditionExpression"]
 
 
 def test_new_bucket_and_item_record_the_window() -> None:

@@ -66,9 +66,9 @@ def test_the_snapshot_round_trips_and_a_missing_full_at_is_no_snapshot() -> None
     item[keys.limit_attr("rpm", "sf")] = keys.n(keys.NO_SNAPSHOT)
     assert keys.decode_bucket(item).split_full_at == {}
     sets, names, values = keys.snapshot_parts(["rpm"])
-    assert sets == ["#sf0 = if_not_exists(#sa0, :nosnap)"]
-    assert names == {"#sf0": "b_rpm_sf", "#sa0": "b_rpm_fa"}
-    assert values == {":nosnap": keys.n(-1)}
+    assert sets == ["#split_0 = if_not_exists(#full_at_0, :no_snapshot)"]
+    assert names == {"#split_0": "b_rpm_sf", "#full_at_0": "b_rpm_fa"}
+    assert values == {":no_snapshot": keys.n(-1)}
 
 
 def test_a_take_that_doubles_snapshots_what_it_leaves() -> None:
@@ -83,8 +83,8 @@ def test_a_take_that_doubles_snapshots_what_it_leaves() -> None:
     update, names = params["UpdateExpression"], params["ExpressionAttributeNames"]
     assert " REMOVE " not in update
     snaps = {names[p.split(" = ")[0]]: p.split(" = ")[1] for p in update[4:].split(", ")
-             if p.startswith("#df")}  # fmt: skip
+             if p.startswith("#split")}  # fmt: skip
     assert set(snaps) == {"b_rpm_sf", "b_tpm_sf"}
     # the rpm take is an ADD (the bucket is short of full): snapshot = stored + the take
-    assert snaps["b_rpm_sf"] == "#f0 + :v0"
+    assert snaps["b_rpm_sf"] == "#full_at_0 + :delta_0"
     assert limit_part(params, "rpm")[0] == limit_part(plan.params, "rpm")[0]

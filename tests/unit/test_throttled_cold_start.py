@@ -34,9 +34,9 @@ KEY = ("e1", "gpt")
 
 
 def asks_for_reserve(call: Call) -> bool:
-    """A write that takes a reserve raises a held count: an ADD of `#r<j>` (keys/takes.py)."""
+    """A write that takes a reserve raises a held count: an ADD of `#reserve<j>` (keys/takes.py)."""
     names = call.params.get("ExpressionAttributeNames", {})
-    return any(re.fullmatch(r"#r\d+", name) for name in names)
+    return any(re.fullmatch(r"#reserve\d+", name) for name in names)
 
 
 def test_throttles_that_come_together_close_the_gate_once() -> None:

@@ -50,7 +50,7 @@ def doublings(calls: list[Call]) -> list[dict[str, Any]]:
     return [
         c.params["ExpressionAttributeValues"]
         for c in calls
-        if c.op == "update_item" and ":new" in c.params.get("ExpressionAttributeValues", {})
+        if c.op == "update_item" and ":new_shards" in c.params.get("ExpressionAttributeValues", {})
     ]
 
 
@@ -82,10 +82,10 @@ def test_a_throttle_that_names_the_partition_doubles_without_a_window() -> None:
     sent = doublings(calls)
     assert len(sent) == 1, "a partition's refusal is proof enough to double"
     doubling = sent[0]
-    assert doubling[":new"] == {"N": "2"}
+    assert doubling[":new_shards"] == {"N": "2"}
     # The evidence dates from the partition's last second: shard 0 refuses it if the
     # entity doubled since (another client's doubling for the same full partition).
-    assert int(doubling[":since"]["N"]) == T0 - REFUSAL_PROOF_MS
+    assert int(doubling[":measured_since"]["N"]) == T0 - REFUSAL_PROOF_MS
 
 
 def test_a_throttle_with_no_reason_and_no_window_does_not_double() -> None:

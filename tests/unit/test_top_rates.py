@@ -110,3 +110,20 @@ def test_other_items_are_ignored_and_broken_bucket_records_skipped() -> None:
     broken["eventName"] = "SOMETHING"
     tally.add([modify(None, entity), broken], T0)
     assert tally.snapshot(T0 + 1000) == [] and tally.skipped == 1
+
+
+def test_takes_that_leave_a_limit_below_zero_are_counted_as_over() -> None:
+    """A soft limit's would-be rejections (docs/quotas.md, "Soft limits"): a take whose
+    new image is in debt counts; one that leaves tokens, or gives back, does not."""
+    tally = Tally(T0)
+    tally.add([modify(image(tokens=1_000, consumed=99_000), image(tokens=0, consumed=100_000))], T0)
+    tally.add([modify(image(tokens=0, consumed=100_000), image(tokens=-3_000, consumed=103_000))],
+              T0)  # fmt: skip
+    tally.add([modify(image(tokens=-3_000, consumed=103_000),
+                      image(tokens=-5_000, consumed=105_000))], T0)  # fmt: skip
+    tally.add([modify(image(tokens=-5_000, consumed=105_000),
+                      image(tokens=-4_000, consumed=104_000))], T0)  # fmt: skip
+    (rpm,) = tally.snapshot(T0)[0].limits
+    assert rpm.over_60s == 2
+    assert rpm.to_dict()["over_60s"] == 2
+    assert tally.snapshot(T0 + 61_000)[0].limits[0].over_60s == 0

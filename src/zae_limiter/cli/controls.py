@@ -2,6 +2,7 @@
 
 zae-limiter entity reset ID --resource R [--reason TEXT] [--yes]
 zae-limiter entity top-up ID --resource R --amount LIMIT=N [--amount ...] [--reason TEXT]
+zae-limiter entity set-parent ID P [--reason TEXT]
 
 Who did it is the global `--principal` (default: the caller's AWS identity); why is
 `--reason`. Both are in the audit event (`zae-limiter audit list ID`).
@@ -79,7 +80,30 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
+@click.command("set-parent")
+@click.argument("entity_id", metavar="ID")
+@click.argument("parent_id", metavar="P")
+@click.option("--reason", default=None, help="Why, for the audit trail.")
+@target_options
+def set_parent_command(entity_id: str, parent_id: str, reason: str | None, target: Target) -> None:
+    """Move ID under parent P: its cascading acquires take from P from now on (audited).
+
+    Its cascade choices stay as they are; leases open across the move settle with the
+    parent they took from. `entity update ID --no-parent` detaches an entity."""
+    with render.open_limiter(target) as limiter:
+        before = limiter.get_entity(entity_id)
+        if before is None:
+            raise click.ClickException(f"entity {entity_id!r} not found")
+        entity = limiter.set_parent(entity_id, parent_id, reason=reason)
+    if target.json:
+        render.echo_json(render.entity_json(entity) | {"previous_parent_id": before.parent_id})
+        return
+    was = before.parent_id or "no parent"
+    render.echo(f"moved {entity_id} from {was} to {parent_id}")
+
+
 def register(group: click.Group) -> None:
     """Adds the controls to the `entity` group."""
     group.add_command(reset_command)
     group.add_command(top_up_command)
+    group.add_command(set_parent_command)

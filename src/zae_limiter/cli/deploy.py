@@ -22,6 +22,7 @@ from zae_limiter import infra
 from zae_limiter.cli import render
 from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
+from zae_limiter.flows.expiry import check_bucket_ttl
 from zae_limiter.infra import policy
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.infra.render import package_version, render_regional_template
@@ -201,6 +202,11 @@ def _approver(yes: bool, err: Console) -> infra.deploy.Approve:
               help="S3 bucket for the aggregator zip (default: one created per account "
                    "and region).")  # fmt: skip
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before applying changes.")
+@click.option(
+    "--bucket-ttl", type=int, metavar="SECONDS", callback=lambda _c, _p, v: _bucket_ttl(v),
+    help="Store the idle time after which a full bucket's item expires, for every bucket "
+    "(the system level; 0: never). Without it the stored value, else 1 day, applies.",
+)  # fmt: skip
 def deploy_command(
     target: Target,
     stack_kwargs: dict[str, Any],
@@ -209,10 +215,40 @@ def deploy_command(
     table_only: bool,
     artifact_bucket: str | None,
     yes: bool,
+    bucket_ttl: int | None,
 ) -> None:
     """Deploy (create or update) the table, its aggregator and IAM policies."""
     if detailed_exitcode and not plan:
         raise click.UsageError("--detailed-exitcode goes with --plan")
+    applied = _deploy(
+        target, stack_kwargs, plan, detailed_exitcode, table_only, artifact_bucket, yes
+    )
+    if bucket_ttl is not None and applied:
+        with render.open_limiter(target) as limiter:  # stored config, like limits: audited
+            limiter.set_bucket_ttl(bucket_ttl)
+        if not target.json:
+            Console().print(f"Stored the bucket TTL: {bucket_ttl} s (system level).")
+
+
+def _bucket_ttl(value: int | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return check_bucket_ttl(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--bucket-ttl") from None
+
+
+def _deploy(
+    target: Target,
+    stack_kwargs: dict[str, Any],
+    plan: bool,
+    detailed_exitcode: bool,
+    table_only: bool,
+    artifact_bucket: str | None,
+    yes: bool,
+) -> bool:
+    """Deploy; True when the table is there as asked (not a plan, not declined)."""
     options = build_options(target.name, stack_kwargs)
     if options.is_global and table_only:
         raise click.UsageError("--table-only creates one region's table; drop --regions")
@@ -223,7 +259,7 @@ def deploy_command(
         pending = _deploy_table_only(aws, target, plan, err)
         if detailed_exitcode and pending:
             click.get_current_context().exit(EXIT_CHANGES)
-        return
+        return not plan
     progress = Progress(err)
     deployer = infra.Deployer(aws, on_event=progress)
     result = deployer.deploy(
@@ -235,6 +271,7 @@ def deploy_command(
         _show_deploy_result(result, progress.elapsed(), options)
     if detailed_exitcode and result.pending:
         click.get_current_context().exit(EXIT_CHANGES)
+    return result.action not in ("plan", "declined")
 
 
 def _plan_notes(changes: Sequence[ResourceChange], options: StackOptions) -> list[str]:

@@ -6,7 +6,8 @@ zae-limiter entity list [--parent P]
 zae-limiter entity delete ID [--yes]
 zae-limiter entity update ID [--display-name TEXT] [--parent P | --no-parent] [--[no-]cascade]
 zae-limiter entity shards show ID [--resource R]
-zae-limiter entity reset | top-up ID --resource R ...  (cli/controls.py)
+zae-limiter entity shares show ID --resource R --limit NAME  (cli/shares.py)
+zae-limiter entity reset | top-up ID --resource R ... ; entity set-parent ID P  (cli/controls.py)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import click
 
-from zae_limiter.cli import controls, render
+from zae_limiter.cli import controls, render, shares
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.limiter import SyncRateLimiter
 from zae_limiter.limits import Limit
@@ -420,4 +421,5 @@ def shards_show_command(entity_id: str, resource: str | None, target: Target) ->
 def register(root: click.Group) -> None:
     """Adds the `entity` group, with the operator's controls, to the root command."""
     controls.register(entity_group)
+    shares.register(entity_group)
     root.add_command(entity_group)

@@ -143,7 +143,8 @@ def limits_group() -> None:
     required=True,
     metavar="SPEC",
     callback=_parse_limit_options,
-    help="NAME:RATE[/sec|min|hour|day][:BURST], e.g. rpm:100/min (repeatable).",
+    help="NAME:RATE[/sec|min|hour|day][:BURST][:soft], e.g. rpm:100/min (repeatable); "
+    "':soft' counts and never rejects.",
 )
 @target_options
 def set_command(level: Level, limits: tuple[Limit, ...], target: Target) -> None:
@@ -163,7 +164,8 @@ def set_command(level: Level, limits: tuple[Limit, ...], target: Target) -> None
 @_level_options
 @target_options
 def get_command(level: Level, target: Target) -> None:
-    """Show the limits stored at one level (not resolved: see `entity show`)."""
+    """Show the limits stored at one level (not resolved: see `entity show`), with
+    the next change of each scheduled limit (when, and to what)."""
     with render.open_limiter(target) as limiter:
         _check_level(limiter, level)
         limits = read_level(limiter, level)
@@ -252,6 +254,11 @@ def _change_json(change: LevelChange) -> dict[str, Any]:
     }
 
 
+def _shown(limit: Limit) -> str:
+    # A schedule-only change must show in the plan: the spec alone is the base numbers.
+    return limit.describe() if limit.schedule else format_limit(limit)
+
+
 def _plan_table(the_plan: ApplyPlan) -> Any:
     table = render.new_table("plan", ["action", "what", "before", "after"])
     for spec in the_plan.create:
@@ -264,8 +271,8 @@ def _plan_table(the_plan: ApplyPlan) -> Any:
         table.add_row(
             change.action,
             change.level.describe(),
-            ", ".join(format_limit(x) for x in change.before) or "-",
-            ", ".join(format_limit(x) for x in change.after) or "-",
+            ", ".join(_shown(x) for x in change.before) or "-",
+            ", ".join(_shown(x) for x in change.after) or "-",
         )
     return table
 
@@ -329,6 +336,33 @@ def apply_command(file: Any, dry_run: bool, prune: bool, yes: bool, target: Targ
         render.echo(
             f"applied {count} change(s)" if apply else f"dry run: {count} change(s) not applied"
         )
+
+
+# `limits show` is `limits get`: the stored limits, with each schedule's next change.
+limits_group.add_command(get_command, "show")
+
+
+@limits_group.command("bucket-ttl")
+@_level_options
+@click.argument("seconds", required=False, type=int)
+@click.option("--clear", is_flag=True, help="Remove the level's value (the next level's applies).")
+@target_options
+def bucket_ttl_command(level: Level, seconds: int | None, clear: bool, target: Target) -> None:
+    """Show, or set to SECONDS, how long a full, idle bucket item of this level is kept
+    before it expires (0: never; default 1 day). See docs/quotas.md."""
+    if clear and seconds is not None:
+        raise click.UsageError("give SECONDS or --clear, not both")
+    where = {"entity_id": level.entity_id, "resource": level.resource}
+    with render.open_limiter(target) as limiter:
+        _check_level(limiter, level)
+        if seconds is not None or clear:
+            limiter.set_bucket_ttl(seconds, **where)
+        stored = limiter.get_bucket_ttl(**where)
+    if target.json:
+        render.echo_json({"level": render.level_json(level), "bucket_ttl": stored})
+        return
+    shown = "none stored (the next level's, else 1 day)" if stored is None else f"{stored} s"
+    render.echo(f"bucket TTL at {level.describe()}: {shown}")
 
 
 def register(root: click.Group) -> None:

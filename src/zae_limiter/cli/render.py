@@ -21,6 +21,7 @@ from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 
+from zae_limiter.cli import schedules
 from zae_limiter.cli.options import Target
 from zae_limiter.cli.spec import Level, format_limit
 from zae_limiter.limiter import SyncRateLimiter
@@ -135,6 +136,8 @@ def limit_json(limit: Limit) -> dict[str, Any]:
         "refill_amount": limit.refill_amount,
         "refill_period_seconds": limit.refill_period_seconds,
         "spec": format_limit(limit),
+        **({"soft": True} if limit.soft else {}),
+        **schedules.scheduled_json(limit, schedules.now_ms(), format_limit),
     }
 
 
@@ -158,7 +161,13 @@ def level_json(level: Level) -> dict[str, Any]:
 
 
 def limits_table(title: str | None, limits: Sequence[Limit]) -> Table:
-    table = new_table(title, ["limit", "rate", "capacity", "spec"], numeric=["capacity"])
+    scheduled = any(limit.schedule for limit in limits)
+    columns = ["limit", "rate", "capacity", "spec"] + (["next change"] if scheduled else [])
+    table = new_table(title, columns, numeric=["capacity"])
+    now = schedules.now_ms()
     for limit in limits:
-        table.add_row(limit.name, limit.describe(), str(limit.capacity), format_limit(limit))
+        row = [limit.name, limit.describe(), str(limit.capacity), format_limit(limit)]
+        if scheduled:
+            row.append(schedules.next_change_text(limit, now))
+        table.add_row(*row)
     return table

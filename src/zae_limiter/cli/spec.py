@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import yaml
@@ -41,12 +41,20 @@ ALL_RESOURCES = "*"
 LevelKind = Literal["entity", "entity_default", "resource", "system"]
 
 
+#: The suffix of a soft limit's spec (`rpm:100/min:soft`): it counts, never rejects.
+SOFT_SUFFIX = ":soft"
+
+
 def parse_limit(text: str) -> Limit:
-    """`rpm:100/min`, `tpm:100000/min:150000`, `rps:5` (per second), `x:10/30s`."""
-    match = _SPEC.match(text.strip())
+    """`rpm:100/min`, `tpm:100000/min:150000`, `rps:5` (per second), `x:10/30s`; any of
+    them ending in `:soft` is a soft limit."""
+    text = text.strip()
+    if text.endswith(SOFT_SUFFIX):
+        return replace(parse_limit(text.removesuffix(SOFT_SUFFIX)), soft=True)
+    match = _SPEC.match(text)
     if match is None:
         raise ValidationError(
-            f"invalid limit {text!r}: expected name:rate[/sec|min|hour|day][:burst], "
+            f"invalid limit {text!r}: expected name:rate[/sec|min|hour|day][:burst][:soft], "
             "for example rpm:100/min or tpm:100000/min:150000"
         )
     unit = match["unit"] or "sec"
@@ -82,7 +90,9 @@ def format_limit(limit: Limit) -> str:
     period = limit.refill_period_seconds
     unit = _CANONICAL_UNIT.get(period, f"{period}s")
     text = f"{limit.name}:{limit.refill_amount}/{unit}"
-    return text if limit.capacity == limit.refill_amount else f"{text}:{limit.capacity}"
+    if limit.capacity != limit.refill_amount:
+        text = f"{text}:{limit.capacity}"
+    return f"{text}{SOFT_SUFFIX}" if limit.soft else text
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -136,12 +146,29 @@ class Desired:
 def _spec_list(where: str, value: object) -> tuple[Limit, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, (str, dict)) for v in value):
         raise ValidationError(f"{where}: expected a list of limit specs like 'rpm:100/min'")
     try:
+        if any(isinstance(v, dict) for v in value):
+            return _with_schedules(where, value)
         return parse_limits(value)
     except ValidationError as error:
         raise ValidationError(f"{where}: {error}") from None
+
+
+def _with_schedules(where: str, value: list[Any]) -> tuple[Limit, ...]:
+    """Specs, some of them scheduled limits (cli/schedules.py, the mapping form)."""
+    from zae_limiter.cli.schedules import parse_scheduled
+
+    limits = tuple(
+        parse_limit(v) if isinstance(v, str) else parse_scheduled(f"[{i}]", v, parse_limit)
+        for i, v in enumerate(value)
+    )
+    names = [limit.name for limit in limits]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValidationError(f"limit {twice[0]!r} is given twice")
+    return limits
 
 
 def _mapping(where: str, value: object) -> dict[str, Any]:

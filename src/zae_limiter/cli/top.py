@@ -50,9 +50,9 @@ def top_table(rows: list[BucketRow], reader: StreamReader, tally: Tally, at_ms: 
     table = render.new_table(
         title,
         ["entity", "resource", "limit", "rate/s 10s", "rate/s 60s", "% 10s", "% 60s",
-         "left", "capacity", "reserved", "shards"],
+         "left", "capacity", "reserved", "over 60s", "shards"],
         numeric=["rate/s 10s", "rate/s 60s", "% 10s", "% 60s", "left", "capacity",
-                 "reserved", "shards"],
+                 "reserved", "over 60s", "shards"],
     )  # fmt: skip
     for row in rows:
         for i, limit in enumerate(row.limits):
@@ -63,10 +63,11 @@ def top_table(rows: list[BucketRow], reader: StreamReader, tally: Tally, at_ms: 
                 limit.name, _rate(limit.rate_10s), _rate(limit.rate_60s),
                 _pct(limit.pct_10s), _pct(limit.pct_60s), str(limit.tokens_left),
                 str(limit.capacity), str(limit.reserved) if limit.reserved else "-",
+                str(limit.over_60s) if limit.over_60s else "-",
                 f"{row.shard_count} ({row.shards_seen} seen)" if first else "",
             )  # fmt: skip
     if not rows:
-        table.add_row("(no bucket written yet)", *[""] * 10)
+        table.add_row("(no bucket written yet)", *[""] * 11)
     return table
 
 
@@ -175,6 +176,9 @@ class Session:
 def top_command(sort: str, resource: str | None, entity_prefix: str | None, interval: float,
                 rows: int, once: bool, watch_for: float, target: Target) -> None:  # fmt: skip
     """Live view of the busiest buckets, read from the table's stream (q or Ctrl-C leaves).
+
+    "over 60s" counts takes that left a limit below zero in the last minute: what a
+    soft limit would have rejected.
 
     Stream reads are billed per GetRecords call (one per stream shard per --interval),
     and a stream shard serves about two readers at once, one of them the aggregator:

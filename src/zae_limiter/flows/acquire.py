@@ -20,6 +20,7 @@ from zae_limiter.errors import (
 )
 from zae_limiter.flows import Flow, lockstep
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling.any_shard import take_any_shard
@@ -27,7 +28,7 @@ from zae_limiter.flows.write.charge import charge_all
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.memory import image_of_age, local_rejection
 from zae_limiter.flows.write.take import NOT_FETCHED
-from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, validate_limits
+from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
 
 log = logging.getLogger("zae_limiter")
@@ -49,6 +50,11 @@ class Acquired:
             if taken.entity_id == self.entity_id:
                 return taken
         return None
+
+    def soft_exceeded(self) -> tuple[tuple[str, str], ...]:
+        """(entity, limit) of every soft limit this acquire went past: a hard limit
+        there would have rejected it (docs/quotas.md, "Soft limits")."""
+        return tuple((t.entity_id, name) for t in self.taken for name in t.soft_over())
 
     @property
     def limit_names(self) -> frozenset[str]:
@@ -74,56 +80,74 @@ def validate_amounts(what: str, amounts: object, *, allow_negative: bool = False
 
 
 def _check_fits(
-    amounts: Mapping[str, int], limits: Sequence[Limit], entity_id: str, resource: str
+    amounts: Mapping[str, int], limits: Mapping[str, Sequence[Limit]], entity_id: str
 ) -> None:
-    by_name = {limit.name: limit for limit in limits}
+    """Every consumed limit is configured for at least one of the resources (`limits`:
+    the entity's, by resource), and no amount exceeds a capacity it is taken from."""
     for name, milli in amounts.items():
-        limit = by_name.get(name)
-        if limit is None:
+        having = [(r, lim) for r, ls in limits.items() for lim in ls if lim.name == name]
+        if not having:
+            where = " or ".join(repr(r) for r in limits)
+            configured = sorted({lim.name for ls in limits.values() for lim in ls})
             raise ValidationError(
                 f"consume names limit {name!r}, which is not configured for entity "
-                f"{entity_id!r} on resource {resource!r} (configured: {sorted(by_name)})"
+                f"{entity_id!r} on resource {where} (configured: {configured})"
             )
-        if milli > limit.capacity_milli:
-            raise ValidationError(
-                f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
-                f"capacity is {limit.capacity}"
-            )
+        for _resource, limit in having:
+            if milli > limit.capacity_milli:
+                raise ValidationError(
+                    f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
+                    f"capacity is {limit.capacity}"
+                )
 
 
-Prefetched = dict[str, Any]
+#: One acquire takes from at most this many resources: each is a write (two with
+#: cascade) in the acquire's one round trip.
+MAX_RESOURCES = 10
 
 
-def _given(
-    entity_ids: Sequence[str], limits: tuple[Limit, ...]
-) -> dict[str, ResolvedLimits | None]:
-    return {e: ResolvedLimits(limits, "call") for e in entity_ids}
+def validate_resources(resource: object) -> tuple[str, ...]:
+    """One resource, or several distinct ones (a sequence of names), in the order given."""
+    if isinstance(resource, str):
+        return (keys.validate_resource(resource),)
+    if not isinstance(resource, (list, tuple)) or not resource:
+        raise ValidationError(
+            f"resource must be a name or a non-empty list of names, got {resource!r}"
+        )
+    if len(resource) > MAX_RESOURCES:
+        raise ValidationError(
+            f"an acquire takes from at most {MAX_RESOURCES} resources, got {len(resource)}"
+        )
+    names = tuple(keys.validate_resource(r) for r in resource)
+    if len(set(names)) != len(names):
+        raise ValidationError(f"resource names a resource twice: {list(names)}")
+    return names
+
+
+#: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
+Prefetched = dict[tuple[str, str], Any]
+Resolved = dict[tuple[str, str], ResolvedLimits | None]
 
 
 def _resolve_levels(
     state: RepoState,
-    entity_ids: Sequence[str],
-    resource: str,
+    pairs: Sequence[tuple[str, str]],
     override: tuple[Limit, ...] | None,
     now_ms: int,
-) -> Flow[tuple[dict[str, ResolvedLimits | None], Prefetched]]:
-    """Limits per entity; for entities this client has never seen, their shard-0 bucket
-    rides along in the config BatchGetItem, so the first write needs no extra read."""
+) -> Flow[tuple[Resolved, Prefetched]]:
+    """Limits per (entity, resource); for buckets this client has no image of it may plan
+    from, the shard-0 item rides along in the config BatchGetItem, so the first write
+    needs no extra read."""
     if override is not None:
-        return _given(entity_ids, override), {}
-    # Entities this client does not know, and buckets it has no image of it may plan from.
-    unknown = [
-        e for e in entity_ids if image_of_age(state, e, (resource, 0), now_ms) is None
-    ]
-    bucket_keys = {e: keys.bucket_key(state.namespace, e, resource, 0) for e in unknown}
-    resolved, found = yield from resolve_and_fetch(
-        state, [(e, resource) for e in entity_ids], now_ms, list(bucket_keys.values())
-    )
+        return {pair: ResolvedLimits(override, "call") for pair in pairs}, {}
+    unknown = [(e, r) for e, r in pairs if image_of_age(state, e, (r, 0), now_ms) is None]
+    bucket_keys = {(e, r): keys.bucket_key(state.namespace, e, r, 0) for e, r in unknown}
+    resolved, found = yield from resolve_and_fetch(state, pairs, now_ms, list(bucket_keys.values()))
     prefetched: Prefetched = {}
     if found or not bucket_keys:
-        for e, k in bucket_keys.items():
-            prefetched[e] = found.get((k[keys.PK]["S"], k[keys.SK]["S"]))
-    return {e: resolved[(e, resource)] for e in entity_ids}, prefetched
+        for pair, k in bucket_keys.items():
+            prefetched[pair] = found.get((k[keys.PK]["S"], k[keys.SK]["S"]))
+    return {pair: resolved[pair] for pair in pairs}, prefetched
 
 
 def _level(
@@ -132,9 +156,13 @@ def _level(
     resource: str,
     limits: tuple[Limit, ...],
     amounts: Mapping[str, int],
+    bucket_ttl_s: int | None = None,
 ) -> Level:
     names = {limit.name for limit in limits}
     meta = state.entities.get(entity_id)
+    ttl = DEFAULT_BUCKET_TTL_S if bucket_ttl_s is None else bucket_ttl_s
+    if ttl != DEFAULT_BUCKET_TTL_S or (entity_id, resource) in state.bucket_ttls:
+        state.bucket_ttls[(entity_id, resource)] = ttl  # for this bucket's later charges
     return Level(
         entity_id=entity_id,
         resource=resource,
@@ -144,6 +172,7 @@ def _level(
         shard_count=state.shard_count(entity_id, resource),
         cascade=bool(meta and meta.cascades(resource)),
         parent_id=meta.parent_id if meta else None,
+        bucket_ttl_s=ttl,
     )
 
 
@@ -160,59 +189,101 @@ def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
 def acquire(
     state: RepoState,
     entity_id: str,
-    resource: str,
+    resource: str | Sequence[str],
     consume: Mapping[str, int],
     limits: Sequence[Limit] | None,
     now_ms: int,
     speculative: bool,
 ) -> Flow[Acquired]:
+    """Take `consume` from the entity's bucket of each resource (and its parent's, with
+    cascade): all of them or none, every write in one round trip."""
     keys.validate_id("entity_id", entity_id)
-    keys.validate_resource(resource)
+    resources = validate_resources(resource)
     amounts = validate_amounts("consume", consume)
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
-    override = validate_limits(limits) if limits is not None else None
+    override = in_force(validate_limits(limits), now_ms) if limits is not None else None
     if _bypassed(state, entity_id):
         return Acquired((), amounts, entity_id, bypassed=True)
-    parent = _parent_of(state, entity_id, resource)
-    ids = [entity_id] if parent is None else [entity_id, parent]
-    if override is not None:  # limits given with the call: nothing to resolve or fetch
-        resolved, prefetched = _given(ids, override), Prefetched()
-    else:
-        resolved, prefetched = yield from _resolve_levels(state, ids, resource, None, now_ms)
-        if _bypassed(state, entity_id):  # learned from the record just read
-            return Acquired((), amounts, entity_id, bypassed=True)
-    child_limits = require_limits(resolved[entity_id], entity_id, resource).limits
-    _check_fits(amounts, child_limits, entity_id, resource)
-    levels = [_level(state, entity_id, resource, child_limits, amounts)]
-    parent = _parent_of(state, entity_id, resource)
-    if parent is not None and entity_id in state.entities:
-        if parent not in resolved:
-            more, fetched = yield from _resolve_levels(state, [parent], resource, override, now_ms)
-            resolved.update(more)
-            prefetched.update(fetched)
-        parent_limits = resolved[parent]
+    resolved, prefetched = yield from _resolve_levels(
+        state, _pairs(state, entity_id, resources), override, now_ms
+    )
+    if _bypassed(state, entity_id):  # learned from the record just read
+        return Acquired((), amounts, entity_id, bypassed=True)
+    found = {r: require_limits(resolved[(entity_id, r)], entity_id, r) for r in resources}
+    own = {r: found[r].limits for r in resources}
+    _check_fits(amounts, own, entity_id)
+    levels = [
+        _level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s) for r in resources
+    ]
+    more = [(p, r) for r in resources if (p := _known_parent(state, entity_id, r)) is not None]
+    if any(pair not in resolved for pair in more):
+        extra, fetched = yield from _resolve_levels(
+            state, [pair for pair in more if pair not in resolved], override, now_ms
+        )
+        resolved.update(extra)
+        prefetched.update(fetched)
+    for p, r in more:
+        parent_limits = resolved[(p, r)]
         if parent_limits is not None:
-            levels.append(_level(state, parent, resource, parent_limits.limits, amounts))
+            levels.append(
+                _level(state, p, r, parent_limits.limits, amounts, parent_limits.bucket_ttl_s)
+            )
     served, rest = reserve_ops.serve(state, levels, now_ms)
     if not rest:
         return Acquired(tuple(served), amounts, entity_id)
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
-    parent = _parent_of(state, entity_id, resource)
-    if len(levels) == 1 and parent is not None and isinstance(outcomes[0], Taken):
-        # Cascade learned from the child's own bucket: the parent goes second, this once.
+    reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
+    outcomes += yield from _late_parents(
+        state, entity_id, (levels, outcomes), amounts, override, (now_ms, speculative)
+    )
+    return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
+
+
+def _pairs(state: RepoState, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = [(entity_id, r) for r in resources]
+    parents = [(_parent_of(state, entity_id, r), r) for r in resources]
+    return pairs + [(p, r) for p, r in parents if p is not None]
+
+
+def _known_parent(state: RepoState, entity_id: str, resource: str) -> str | None:
+    """The parent to take from together with the entity, when the entity is known."""
+    return _parent_of(state, entity_id, resource) if entity_id in state.entities else None
+
+
+def _late_parents(
+    state: RepoState,
+    entity_id: str,
+    taken: tuple[Sequence[Level], Sequence[object]],
+    amounts: Mapping[str, int],
+    override: tuple[Limit, ...] | None,
+    how: tuple[int, bool],
+) -> Flow[list[object]]:
+    """Cascade learned from the child's own bucket: the parent goes second, this once,
+    for each resource whose child take went through and had no parent level."""
+    levels, outcomes = taken
+    now_ms, speculative = how
+    if any(_failed(o) for o in outcomes):
+        return []  # all or nothing: the settle gives back what was taken
+    with_parent = {lv.resource for lv in levels if lv.entity_id != entity_id}
+    late: list[object] = []
+    for lv in levels:
+        parent = _parent_of(state, entity_id, lv.resource)
+        if lv.entity_id != entity_id or lv.resource in with_parent or parent is None:
+            continue
         try:
-            outcomes.append(
+            late.append(
                 (
                     yield from _take_parent(
-                        state, parent, resource, amounts, override, now_ms, speculative
+                        state, parent, lv.resource, amounts, override, now_ms, speculative
                     )
                 )
             )
         except Exception as error:
-            outcomes.append(error)
-    reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
+            late.append(error)
+        if _failed(late[-1]):
+            break
+    return late
 
 
 def _take_levels(
@@ -232,7 +303,9 @@ def _take_levels(
         yield from compensate(state, served, now_ms)
         raise
     flows = [
-        take_any_shard(state, lv, now_ms, speculative, prefetched.get(lv.entity_id, NOT_FETCHED))
+        take_any_shard(
+            state, lv, now_ms, speculative, prefetched.get((lv.entity_id, lv.resource), NOT_FETCHED)
+        )
         for lv in levels
     ]
     if len(flows) > 1:
@@ -255,17 +328,19 @@ def _take_parent(
     now_ms: int,
     speculative: bool,
 ) -> Flow[Taken | Rejected | None]:
-    resolved, prefetched = yield from _resolve_levels(state, [parent], resource, override, now_ms)
-    parent_limits = resolved[parent]
+    resolved, prefetched = yield from _resolve_levels(state, [(parent, resource)], override, now_ms)
+    parent_limits = resolved[(parent, resource)]
     if parent_limits is None:
         return None
-    level = _level(state, parent, resource, parent_limits.limits, amounts)
+    level = _level(
+        state, parent, resource, parent_limits.limits, amounts, parent_limits.bucket_ttl_s
+    )
     known = local_rejection(state, level, now_ms)
     if known is not None:
         return known
     return (
         yield from take_any_shard(
-            state, level, now_ms, speculative, prefetched.get(parent, NOT_FETCHED)
+            state, level, now_ms, speculative, prefetched.get((parent, resource), NOT_FETCHED)
         )
     )
 

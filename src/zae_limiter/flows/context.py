@@ -6,7 +6,7 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -124,6 +124,13 @@ class RepoState:
     #: give a `random.Random(seed)` to replay a run. The default is the process's shared
     #: generator, the one `random.seed` seeds.
     rng: random.Random = field(default_factory=lambda: shared_rng())
+    #: Whether bucket writes carry a `ttl` (flows/expiry.py): only on a table at schema 5
+    #: or later, whose clients all move it (flows/records/table.py learns it at open).
+    bucket_expiry: bool = True
+    #: The bucket TTL each config level stores (None: none), refreshed with its limits.
+    level_ttls: dict[Hashable, int | None] = field(default_factory=dict)
+    #: The idle TTL an acquire resolved per (entity, resource), for its later charges.
+    bucket_ttls: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def learn_entity(
         self,

@@ -34,6 +34,7 @@ from zae_limiter.keys.core import (
     s,
 )
 from zae_limiter.keys.entities import put_new
+from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 from zae_limiter.models import BucketState
@@ -199,20 +200,23 @@ def partition_wcu(item: Mapping[str, Any], default: int = 1000) -> int:
 
 
 def window_parts(reset: bool) -> tuple[list[str], list[str]]:
-    """(SET parts, ADD parts) that count `:wc` writes in the item's window; a restart
-    (at `:ws`) keeps the window it ends (`:wz` is 0, for an item that had none)."""
+    """(SET parts, ADD parts) that count `:writes` writes in the item's window; a restart
+    (at `:now_ms`) keeps the window it ends (`:zero`, for an item that had none)."""
     if reset:
         return [
-            f"{A_PREV_WINDOW_START} = if_not_exists({A_WINDOW_START}, :ws)",
-            f"{A_PREV_WINDOW_WRITES} = if_not_exists({A_WINDOW_WRITES}, :wz)",
-            f"{A_WINDOW_START} = :ws",
-            f"{A_WINDOW_WRITES} = :wc",
+            f"{A_PREV_WINDOW_START} = if_not_exists({A_WINDOW_START}, :now_ms)",
+            f"{A_PREV_WINDOW_WRITES} = if_not_exists({A_WINDOW_WRITES}, :zero)",
+            f"{A_WINDOW_START} = :now_ms",
+            f"{A_WINDOW_WRITES} = :writes",
         ], []
-    return [], [f"{A_WINDOW_WRITES} :wc"]
+    return [], [f"{A_WINDOW_WRITES} :writes"]
 
 
 #: A full-at value that says "none when the count rose" (full-at values are never negative).
 NO_SNAPSHOT = -1
+#: The placeholders of a limit's full-at time and its snapshot (`#full_at_0`, `#split_0`),
+#: as keys/takes.py numbers them.
+FULL_AT, SPLIT = "#full_at", "#split"
 
 
 def snapshot_parts(limits: Sequence[str]) -> tuple[list[str], dict[str, str], Item]:
@@ -225,10 +229,10 @@ def snapshot_parts(limits: Sequence[str]) -> tuple[list[str], dict[str, str], It
     count against its `fa` alone."""
     sets, names = [], {}
     for i, name in enumerate(limits):
-        names[f"#sf{i}"] = limit_attr(name, "sf")
-        names[f"#sa{i}"] = limit_attr(name, "fa")
-        sets.append(f"#sf{i} = if_not_exists(#sa{i}, :nosnap)")
-    return sets, names, ({":nosnap": n(NO_SNAPSHOT)} if sets else {})
+        names[f"{SPLIT}_{i}"] = limit_attr(name, "sf")
+        names[f"{FULL_AT}_{i}"] = limit_attr(name, "fa")
+        sets.append(f"{SPLIT}_{i} = if_not_exists({FULL_AT}_{i}, :no_snapshot)")
+    return sets, names, ({":no_snapshot": n(NO_SNAPSHOT)} if sets else {})
 
 
 def double_shards(
@@ -248,31 +252,37 @@ def double_shards(
     spread over the count it produced, or a burst would double again and again.
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
-    return {
-        "TableName": table,
-        "Key": shard0_key,
-        "UpdateExpression": "SET "
-        + ", ".join(["#sc = :new", "#sd = :now", "#ws = :now", "#wn = :zero", *snap_sets])
-        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
-        "ConditionExpression": "#sc = :old AND (attribute_not_exists(#sd) OR #sd <= :since)",
-        "ExpressionAttributeNames": {
-            "#sc": A_SHARD_COUNT,
-            "#sd": A_SHARD_DOUBLED,
-            "#ws": A_WINDOW_START,
-            "#wn": A_WINDOW_WRITES,
-            **snap_names,
+    sets = ["#shards = :new_shards", "#doubled_at = :now_ms", "#window_at = :now_ms"]
+    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    return with_expiry(
+        {
+            "TableName": table,
+            "Key": shard0_key,
+            "UpdateExpression": "SET "
+            + ", ".join([*sets, "#writes = :zero", *snap_sets])
+            + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
+            "ConditionExpression": "#shards = :shards"
+            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)",
+            "ExpressionAttributeNames": {
+                "#shards": A_SHARD_COUNT,
+                "#doubled_at": A_SHARD_DOUBLED,
+                "#window_at": A_WINDOW_START,
+                "#writes": A_WINDOW_WRITES,
+                **snap_names,
+            },
+            "ExpressionAttributeValues": {
+                ":new_shards": n(new_count),
+                ":shards": n(old_count),
+                ":now_ms": n(now_ms),
+                ":measured_since": n(measured_since),
+                ":zero": n(0),
+                **snap_values,
+            },
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         },
-        "ExpressionAttributeValues": {
-            ":new": n(new_count),
-            ":old": n(old_count),
-            ":now": n(now_ms),
-            ":since": n(measured_since),
-            ":zero": n(0),
-            **snap_values,
-        },
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+        None,
+    )
 
 
 def with_doubling(
@@ -291,15 +301,17 @@ def with_doubling(
     update = str(params["UpdateExpression"])
     names = params.get("ExpressionAttributeNames", {})
     snaps = [
-        _snapshot_after(update, alias, str(attr))
-        for alias, attr in names.items()
-        if str(attr).startswith(BUCKET_PREFIX) and str(attr).endswith("_fa")
+        _snapshot_after(update, placeholder, str(attr))
+        for placeholder, attr in names.items()
+        if placeholder.startswith(FULL_AT)
     ]
-    sets = ", ".join(["#sc = :dbl_new", "#sd = :dbl_now", *(part for part, _ in snaps)])
+    sets = ", ".join(
+        ["#shards = :doubled_shards", "#doubled_at = :doubled_at", *(part for part, _ in snaps)]
+    )
     update = f"SET {sets}, {update[4:]}" if update.startswith("SET ") else f"SET {sets} {update}"
     condition = (
-        f"({params['ConditionExpression']}) AND #sc = :dbl_old"
-        " AND (attribute_not_exists(#sd) OR #sd <= :dbl_since)"
+        f"({params['ConditionExpression']}) AND #shards = :doubled_from"
+        " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)"
     )
     return {
         **params,
@@ -307,32 +319,32 @@ def with_doubling(
         "ConditionExpression": condition,
         "ExpressionAttributeNames": {
             **params.get("ExpressionAttributeNames", {}),
-            "#sc": A_SHARD_COUNT,
-            "#sd": A_SHARD_DOUBLED,
+            "#shards": A_SHARD_COUNT,
+            "#doubled_at": A_SHARD_DOUBLED,
             **{alias: attr for _, (alias, attr) in snaps},
         },
         "ExpressionAttributeValues": {
             **params["ExpressionAttributeValues"],
-            **({":dbl_nosnap": n(NO_SNAPSHOT)} if ":dbl_nosnap" in sets else {}),
-            ":dbl_new": n(new_count),
-            ":dbl_old": n(old_count),
-            ":dbl_now": n(now_ms),
-            ":dbl_since": n(measured_since),
+            **({":no_snapshot": n(NO_SNAPSHOT)} if ":no_snapshot" in sets else {}),
+            ":doubled_shards": n(new_count),
+            ":doubled_from": n(old_count),
+            ":doubled_at": n(now_ms),
+            ":measured_since": n(measured_since),
         },
     }
 
 
-def _snapshot_after(update: str, fa_alias: str, fa_attr: str) -> tuple[str, tuple[str, str]]:
+def _snapshot_after(update: str, full_at: str, fa_attr: str) -> tuple[str, tuple[str, str]]:
     """The SET part that snapshots one limit's full-at value as the take in `update`
-    leaves it, and the name it needs: (part, (alias, attribute))."""
-    alias = "#d" + fa_alias[1:]
-    snap = (alias, fa_attr[: -len("fa")] + "sf")
-    value = fa_alias.replace("#f", ":v", 1)
-    if f"{fa_alias} {value}" in update:  # ADD: the stored value grows by the take
-        return f"{alias} = {fa_alias} + {value}", snap
-    if f"{fa_alias} = {value}" in update:  # SET: the value written
-        return f"{alias} = {value}", snap
-    return f"{alias} = if_not_exists({fa_alias}, :dbl_nosnap)", snap
+    leaves it, and the name it needs: (part, (placeholder, attribute))."""
+    suffix = full_at[len(FULL_AT) :]
+    split = SPLIT + suffix
+    snap = (split, fa_attr[: -len("fa")] + "sf")
+    if f"{full_at} :delta{suffix}" in update:  # ADD: the stored value grows by the take
+        return f"{split} = {full_at} + :delta{suffix}", snap
+    if f"{full_at} = :full_at{suffix}" in update:  # SET: the value written
+        return f"{split} = :full_at{suffix}", snap
+    return f"{split} = if_not_exists({full_at}, :no_snapshot)", snap
 
 
 __all__ = [
@@ -343,8 +355,10 @@ __all__ = [
     "A_WCU_LIMIT",
     "A_WINDOW_START",
     "A_WINDOW_WRITES",
+    "FULL_AT",
     "NO_SNAPSHOT",
     "QUOTA_PERIOD_BELOW",
+    "SPLIT",
     "WINDOW_MS",
     "create_bucket",
     "decode_bucket",

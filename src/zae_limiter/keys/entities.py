@@ -36,6 +36,7 @@ from zae_limiter.keys.core import (
 from zae_limiter.limits import Limit
 from zae_limiter.models import Entity
 from zae_limiter.quota import parse_spec
+from zae_limiter.schedule import Override
 
 
 # ---------------------------------------------------------------- entities
@@ -156,6 +157,9 @@ def put_new(table: str, item: Item) -> dict[str, Any]:
 #: A quota's window in a stored limit config (`Window.spec`: `cron:{expr}@{tz}` or
 #: `after:{ms}`); its `ra` and `rp` are 0 (schema v4).
 A_LIMIT_RESET = "qr"
+#: A soft limit (counts, never rejects); absent on a limit that enforces. A client that
+#: predates it ignores it and enforces the limit (docs/quotas.md, "Soft limits").
+A_LIMIT_SOFT = "sf"
 
 
 def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
@@ -163,14 +167,45 @@ def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
 
 
 def _encode_limit(limit: Limit) -> dict[str, Any]:
-    fields = {
+    fields: dict[str, Any] = {
         "cp": n(limit.capacity),
         "ra": n(limit.refill_amount),
         "rp": n(limit.refill_period_seconds),
     }
     if limit.window is not None:
         fields[A_LIMIT_RESET] = s(limit.window.spec())
+    if limit.soft:
+        fields[A_LIMIT_SOFT] = {"BOOL": True}
+    if limit.schedule:
+        fields[A_LIMIT_SCHEDULE] = {"L": [{"M": _encode_override(o)} for o in limit.schedule]}
     return fields
+
+
+#: A scheduled limit's overrides in a stored limit config (schema v5): a list of maps
+#: with the start and end cron expressions, the zone, and the numbers in force between.
+A_LIMIT_SCHEDULE = "sd"
+
+
+def _encode_override(item: Override) -> dict[str, Any]:
+    return {
+        "on": s(item.start),
+        "off": s(item.end),
+        "tz": s(item.tz),
+        "cp": n(item.capacity),
+        "ra": n(item.refill_amount),
+        "rp": n(item.refill_period_seconds),
+    }
+
+
+def _decode_override(fields: Mapping[str, Any]) -> Override:
+    return Override(
+        fields["on"]["S"],
+        fields["off"]["S"],
+        fields["tz"]["S"],
+        int(fields["cp"]["N"]),
+        int(fields["ra"]["N"]),
+        int(fields["rp"]["N"]),
+    )
 
 
 def decode_limits(item: Mapping[str, Any]) -> tuple[Limit, ...]:
@@ -186,6 +221,10 @@ def _decode_limit(name: str, fields: Mapping[str, Any]) -> Limit:
         int(fields["ra"]["N"]),
         int(fields["rp"]["N"]),
         window=None if reset is None else parse_spec(reset["S"]),
+        soft=bool(fields.get(A_LIMIT_SOFT, {}).get("BOOL", False)),
+        schedule=tuple(
+            _decode_override(o["M"]) for o in fields.get(A_LIMIT_SCHEDULE, {}).get("L", ())
+        ),
     )
 
 
@@ -208,13 +247,33 @@ def config_item(
 #: On the system config item: what acquire does when DynamoDB is unavailable.
 A_ON_UNAVAILABLE = "on_unavailable"
 
+#: On any config item: the idle seconds after which a full bucket's item expires
+#: (flows/expiry.py; 0: never), for the entities and resources the level covers.
+A_BUCKET_TTL = "bucket_ttl"
+
+
+def bucket_ttl_of(item: Mapping[str, Any] | None) -> int | None:
+    value = (item or {}).get(A_BUCKET_TTL)
+    return None if value is None else int(value["N"])
+
+
+def with_bucket_ttl(item: Item, seconds: int | None) -> Item:
+    out = {k: v for k, v in item.items() if k != A_BUCKET_TTL}
+    if seconds is not None:
+        out[A_BUCKET_TTL] = n(seconds)
+    return out
+
 
 __all__ = [
+    "A_BUCKET_TTL",
     "A_BYPASS",
     "A_CASCADE_FOR",
     "A_LIMIT_RESET",
+    "A_LIMIT_SCHEDULE",
+    "A_LIMIT_SOFT",
     "A_ON_UNAVAILABLE",
     "bucket_query_for_entity",
+    "bucket_ttl_of",
     "config_item",
     "decode_entity",
     "decode_limits",
@@ -224,4 +283,5 @@ __all__ = [
     "entity_query_items",
     "namespace_query_entities",
     "put_new",
+    "with_bucket_ttl",
 ]

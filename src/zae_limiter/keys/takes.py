@@ -1,13 +1,15 @@
 """The conditional writes that move a bucket's full-at times (see bucket.py).
 
-Per limit a write takes one form, picked by the client from its last image of the item:
-- ADD: the bucket is short of full. `ADD fa :a` under `fa > now*ra` (still short of full,
-  so the stored value is the base) and, for a take, `fa <= bound` (the tokens cover it).
-- SET: the bucket is full. `SET fa = now*ra + n*unit` under `fa <= now*ra` (or absent);
-  the client checked that the room covers the take.
-- CHECK: nothing taken from this limit, but it must not be in debt: `fa <= bound`.
-- GIVE: tokens back, `ADD fa -amount` with no bound (past full, the formula clamps);
-  for a quota, under `now*ra < fa <= bound`: the window the tokens were taken in is
+Per limit a write takes one form, picked by the client from its last image of the item
+(`now` below is `now_ms * ra`, the full-at value of a bucket full right now):
+- ADD: the bucket is short of full. `ADD full_at :delta` under `full_at > now` (still
+  short of full, so the stored value is the base) and, for a take, `full_at <= bound`
+  (the tokens cover it).
+- SET: the bucket is full. `SET full_at = now + n*unit` under `full_at <= now` (or
+  absent); the client checked that the room covers the take.
+- CHECK: nothing taken from this limit, but it must not be in debt: `full_at <= bound`.
+- GIVE: tokens back, `ADD full_at -amount` with no bound (past full, the formula clamps);
+  for a quota, under `now < full_at <= bound`: the window the tokens were taken in is
   still the stored one (else they went with it: a give-back never crosses a reset).
 - REBASE: the stored config (or a schema-v2 `tk`) differs: SET the config and a full-at
   time computed from the tokens read, under exactly the values read.
@@ -19,7 +21,8 @@ concurrent writers of either form; a failed condition's ALL_OLD says which form 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -68,51 +71,127 @@ def _shape(write: LimitWrite) -> tuple[Any, ...]:
     )
 
 
-def _never_taken(i: int) -> str:
-    # A schema-v2 item has no `fa` either, but its `tk` says how far from full it is.
-    return f"(attribute_not_exists(#f{i}) AND attribute_not_exists(#k{i}))"
+# One limit's named parts. The expressions below are written with these placeholders;
+# `_numbered` gives each limit of a write its own (`#full_at` -> `#full_at_0`), and the
+# names and values a request carries are exactly the placeholders its expressions use.
+# Stored names stay short (every byte is billed); placeholders are short words.
+
+#: Placeholder -> the stored field it names (`b_{limit}_{field}`, keys/core.py).
+_LIMIT_ATTRIBUTES: dict[str, str] = {
+    "#full_at": "fa",
+    "#cap": "cp",
+    "#refill": "ra",
+    "#period": "rp",
+    "#used": "tc",
+    "#tokens": "tk",  # schema v2: tokens as of the last refill
+}
+#: `#held{j}`: the held count of the j-th live epoch the write knows (`b_{limit}_rs{epoch}`).
+_HELD = "#held"
+
+_NO_CONFIG: tuple[int, int, int] = (0, 0, 0)
+#: Placeholder -> the number it carries, from the limit's write. `:x` is the client's
+#: value of `#x`; `:was_x` the value it read.
+_LIMIT_VALUES: dict[str, Callable[[LimitWrite], int | None]] = {
+    ":now": lambda w: w.now_ra,  # the full-at value of a bucket full right now
+    ":delta": lambda w: w.amount,  # ADD: how far the full-at time moves
+    ":full_at": lambda w: w.amount,  # SET, REBASE: the new full-at time
+    ":bound": lambda w: w.bound,
+    ":used": lambda w: w.consumed,
+    ":cap": lambda w: w.config[0],
+    ":refill": lambda w: w.config[1],
+    ":period": lambda w: w.config[2],
+    ":was_full_at": lambda w: w.old_full_at,
+    ":was_cap": lambda w: (w.old_config or _NO_CONFIG)[0],
+    ":was_refill": lambda w: (w.old_config or _NO_CONFIG)[1],
+    ":was_period": lambda w: (w.old_config or _NO_CONFIG)[2],
+    ":was_tokens": lambda w: w.old_tokens,
+}
+#: `:held{j}`: the count the client knows for `#held{j}`.
+_KNOWN_HELD = ":held"
+
+_CONFIG_UNCHANGED = "#cap = :cap AND #refill = :refill AND #period = :period"
+_CONFIG_AS_READ = "#cap = :was_cap AND #refill = :was_refill AND #period = :was_period"
+# A schema-v2 item has no full-at time either, but its `tk` says how far from full it is.
+_NEVER_TAKEN = "(attribute_not_exists(#full_at) AND attribute_not_exists(#tokens))"
 
 
-@lru_cache(maxsize=1024)
-def _limit_parts(i: int, shape: tuple[Any, ...]) -> tuple[list[str], list[str], list[str]]:
-    """(SET parts, ADD parts, conditions) of limit `i` (attribute names are `#f{i}` ...)."""
+def _form_parts(shape: tuple[Any, ...]) -> tuple[list[str], list[str], list[str]]:
+    """(SET parts, ADD parts, conditions) of one limit, in unnumbered placeholders."""
     form, bounded, held, consumed, old_fa_absent, old_cfg_absent, legacy = shape
     sets: list[str] = []
-    adds: list[str] = [f"#u{i} :t{i}"] if consumed else []
+    adds: list[str] = ["#used :used"] if consumed else []
     conds: list[str] = []
-    config = f"#c{i} = :cp{i} AND #a{i} = :ra{i} AND #p{i} = :rp{i}"
     if form == ADD:
-        adds.append(f"#f{i} :v{i}")
-        conds.append(f"#f{i} > :n{i}")
+        adds.append("#full_at :delta")
+        conds.append("#full_at > :now")  # short of full: the stored value is the base
         if bounded:
-            conds.append(f"#f{i} <= :b{i}")
-        conds.append(config)
+            conds.append("#full_at <= :bound")
+        conds.append(_CONFIG_UNCHANGED)
     elif form == SET:
-        sets.append(f"#f{i} = :v{i}")
-        conds.append(f"({_never_taken(i)} OR #f{i} <= :n{i})")
-        conds.append(config)
+        sets.append("#full_at = :full_at")
+        conds.append(f"({_NEVER_TAKEN} OR #full_at <= :now)")
+        conds.append(_CONFIG_UNCHANGED)
     elif form == GIVE:
         # A give-back moves the full-at time back; past now it only says "full". A v2
         # item must be converted first (its `tk` is the truth there).
-        adds.append(f"#f{i} :v{i}")
-        conds.append(f"attribute_not_exists(#k{i})")
+        adds.append("#full_at :delta")
+        conds.append("attribute_not_exists(#tokens)")
         if bounded:
-            conds.append(f"#f{i} > :n{i} AND #f{i} <= :b{i}")
+            conds.append("#full_at > :now AND #full_at <= :bound")
     elif form == CHECK:
-        conds.append(f"({_never_taken(i)} OR #f{i} <= :b{i})")
-        conds.append(config)
+        conds.append(f"({_NEVER_TAKEN} OR #full_at <= :bound)")
+        conds.append(_CONFIG_UNCHANGED)
     else:
-        sets.extend([f"#f{i} = :v{i}", f"#c{i} = :cp{i}", f"#a{i} = :ra{i}", f"#p{i} = :rp{i}"])
-        conds.append(f"attribute_not_exists(#f{i})" if old_fa_absent else f"#f{i} = :of{i}")
-        if old_cfg_absent:
-            conds.append(f"attribute_not_exists(#c{i})")
-        else:
-            conds.append(f"#c{i} = :ocp{i} AND #a{i} = :ora{i} AND #p{i} = :orp{i}")
+        sets.append("#full_at = :full_at")
+        sets.extend(_CONFIG_UNCHANGED.split(" AND "))
+        read = "#full_at = :was_full_at"
+        conds.append("attribute_not_exists(#full_at)" if old_fa_absent else read)
+        conds.append("attribute_not_exists(#cap)" if old_cfg_absent else _CONFIG_AS_READ)
         if legacy:
-            conds.append(f"#k{i} = :ok{i}")
+            conds.append("#tokens = :was_tokens")
     for j in range(held):
-        conds.append(f"(attribute_not_exists(#h{i}_{j}) OR #h{i}_{j} <= :h{i}_{j})")
+        conds.append(f"(attribute_not_exists({_HELD}{j}) OR {_HELD}{j} <= {_KNOWN_HELD}{j})")
     return sets, adds, conds
+
+
+_PLACEHOLDER = re.compile(r"([#:][a-z_]+\d*)")
+
+
+def _numbered(parts: list[str], i: int) -> list[str]:
+    return [_PLACEHOLDER.sub(rf"\1_{i}", part) for part in parts]
+
+
+@dataclass(frozen=True, slots=True)
+class _LimitParts:
+    sets: tuple[str, ...]
+    adds: tuple[str, ...]
+    conds: tuple[str, ...]
+    #: (numbered placeholder, unnumbered one) of every name the parts use.
+    names: tuple[tuple[str, str], ...]
+    #: (numbered placeholder, what it carries) of every value the parts use.
+    values: tuple[tuple[str, Callable[[LimitWrite], int | None]], ...]
+
+
+def _carried(plain: str) -> Callable[[LimitWrite], int | None]:
+    if plain.startswith(_KNOWN_HELD):
+        j = int(plain[len(_KNOWN_HELD) :])
+        return lambda w: w.held[j][1]
+    return _LIMIT_VALUES[plain]
+
+
+@lru_cache(maxsize=1024)
+def _limit_parts(i: int, shape: tuple[Any, ...]) -> _LimitParts:
+    plain = _form_parts(shape)
+    sets, adds, conds = (tuple(_numbered(part, i)) for part in plain)
+    used = dict.fromkeys(_PLACEHOLDER.findall(" ".join(part for parts in plain for part in parts)))
+    pairs = tuple((f"{p}_{i}", p) for p in used)
+    return _LimitParts(
+        sets,
+        adds,
+        conds,
+        tuple(pair for pair in pairs if pair[0][0] == "#"),
+        tuple((numbered, _carried(plain)) for numbered, plain in pairs if plain[0] == ":"),
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -124,75 +203,45 @@ def _expression(
     legacy_rf: bool,
 ) -> tuple[str, str]:
     sets, adds = window_parts(reset_window)
-    conds = ["#sc = :sc"]
+    conds = ["#shards = :shards"]
     for i, shape in enumerate(shapes):
-        s_, a_, c_ = _limit_parts(i, shape)
-        sets.extend(s_)
-        adds.extend(a_)
-        conds.extend(c_)
-    adds.extend(f"#r{j} :r{j}" for j in range(len(held_exact)))
-    conds.extend(f"#r{j} = :q{j}" for j, exact in enumerate(held_exact) if exact)
+        parts = _limit_parts(i, shape)
+        sets.extend(parts.sets)
+        adds.extend(parts.adds)
+        conds.extend(parts.conds)
+    adds.extend(f"#reserve{j} :reserve{j}" for j in range(len(held_exact)))
+    conds.extend(f"#reserve{j} = :was_reserve{j}" for j, exact in enumerate(held_exact) if exact)
     if legacy_rf:
-        conds.append("#rf = :orf")
-    parts = []
+        conds.append("#refilled = :was_refilled")
+    out = []
     if sets:
-        parts.append("SET " + ", ".join(sets))
-    parts.append("ADD " + ", ".join(adds))
-    removed = [f"#x{j}" for j in range(removes)]
+        out.append("SET " + ", ".join(sets))
+    out.append("ADD " + ", ".join(adds))
+    removed = [f"#stale{j}" for j in range(removes)]
     if legacy_rf:
-        removed.append("#rf")
-    removed.extend(f"#k{i}" for i, shape in enumerate(shapes) if shape[6])
+        removed.append("#refilled")
+    removed.extend(f"#tokens_{i}" for i, shape in enumerate(shapes) if shape[6])
     if removed:
-        parts.append("REMOVE " + ", ".join(removed))
-    return " ".join(parts), " AND ".join(conds)
-
-
-def _limit_names(i: int, write: LimitWrite, names: dict[str, str]) -> None:
-    legacy = write.old_tokens is not None or write.form in (SET, CHECK, GIVE)
-    epochs = tuple(epoch for epoch, _known in write.held)
-    names.update(_names(i, write.name, write.form == GIVE, write.consumed != 0, legacy, epochs))
+        out.append("REMOVE " + ", ".join(removed))
+    return " ".join(out), " AND ".join(conds)
 
 
 @lru_cache(maxsize=1024)
-def _names(
-    i: int, name: str, give: bool, consumed: bool, legacy: bool, epochs: tuple[int, ...]
-) -> dict[str, str]:
+def _names(parts: _LimitParts, name: str, epochs: tuple[int, ...]) -> dict[str, str]:
     # The same few shapes recur on every write of a limit (the epochs change every 20 s).
-    names = {f"#f{i}": limit_attr(name, "fa")}
-    if not give:
-        names[f"#c{i}"] = limit_attr(name, "cp")
-        names[f"#a{i}"] = limit_attr(name, "ra")
-        names[f"#p{i}"] = limit_attr(name, "rp")
-    if consumed:
-        names[f"#u{i}"] = limit_attr(name, "tc")
-    if legacy:
-        names[f"#k{i}"] = limit_attr(name, "tk")
-    for j, epoch in enumerate(epochs):
-        names[f"#h{i}_{j}"] = reserve_attr(name, epoch)
+    names = {}
+    for placeholder, plain in parts.names:
+        if plain.startswith(_HELD):
+            names[placeholder] = reserve_attr(name, epochs[int(plain[len(_HELD) :])])
+        else:
+            names[placeholder] = limit_attr(name, _LIMIT_ATTRIBUTES[plain])
     return names
 
 
-def _limit_values(i: int, write: LimitWrite, values: Item) -> None:
-    if write.form != GIVE:
-        values[f":cp{i}"], values[f":ra{i}"], values[f":rp{i}"] = (n(v) for v in write.config)
-    if write.form in (ADD, SET) or (write.form == GIVE and write.bound is not None):
-        values[f":n{i}"] = n(write.now_ra)
-    if write.form != CHECK:
-        values[f":v{i}"] = n(write.amount)
-    if write.bound is not None and write.form in (ADD, CHECK, GIVE):
-        values[f":b{i}"] = n(write.bound)
-    if write.consumed:
-        values[f":t{i}"] = n(write.consumed)
-    for j, (_epoch, known) in enumerate(write.held):
-        values[f":h{i}_{j}"] = n(known)
-    if write.form == REBASE:
-        if write.old_full_at is not None:
-            values[f":of{i}"] = n(write.old_full_at)
-        if write.old_config is not None:
-            old = write.old_config
-            values[f":ocp{i}"], values[f":ora{i}"], values[f":orp{i}"] = (n(v) for v in old)
-        if write.old_tokens is not None:
-            values[f":ok{i}"] = n(write.old_tokens)
+def _limit_values(parts: _LimitParts, write: LimitWrite, values: Item) -> None:
+    for placeholder, carried in parts.values:
+        # Never None: a placeholder is used only where its write has the number.
+        values[placeholder] = n(carried(write))  # type: ignore[arg-type]
 
 
 def take_write(
@@ -221,22 +270,23 @@ def take_write(
     shapes = tuple(_shape(w) for w in writes)
     exact = tuple(attr in held_exact for attr in held_adds)
     update, condition = _expression(shapes, reset_window, exact, len(remove), legacy_rf is not None)
-    names: dict[str, str] = {"#sc": A_SHARD_COUNT}
-    values: Item = {":wc": n(writes_counted), ":sc": n(shard_count)}
+    names: dict[str, str] = {"#shards": A_SHARD_COUNT}
+    values: Item = {":writes": n(writes_counted), ":shards": n(shard_count)}
     if reset_window:
-        values[":ws"], values[":wz"] = n(now_ms), n(0)
-    for i, write in enumerate(writes):
-        _limit_names(i, write, names)
-        _limit_values(i, write, values)
+        values[":now_ms"], values[":zero"] = n(now_ms), n(0)
+    for i, (write, shape) in enumerate(zip(writes, shapes, strict=True)):
+        parts = _limit_parts(i, shape)
+        names.update(_names(parts, write.name, tuple(epoch for epoch, _ in write.held)))
+        _limit_values(parts, write, values)
     for j, (attr, milli) in enumerate(held_adds.items()):
-        names[f"#r{j}"] = attr
-        values[f":r{j}"] = n(milli)
+        names[f"#reserve{j}"] = attr
+        values[f":reserve{j}"] = n(milli)
         if attr in held_exact:
-            values[f":q{j}"] = n(held_exact[attr])
-    names.update({f"#x{j}": attr for j, attr in enumerate(remove)})
+            values[f":was_reserve{j}"] = n(held_exact[attr])
+    names.update({f"#stale{j}": attr for j, attr in enumerate(remove)})
     if legacy_rf is not None:
-        names["#rf"] = A_REFILL
-        values[":orf"] = n(legacy_rf)
+        names["#refilled"] = A_REFILL
+        values[":was_refilled"] = n(legacy_rf)
     return {
         "TableName": table,
         "Key": bucket_item_key,
@@ -265,24 +315,24 @@ def give_back_write(
     adds: list[str] = []
     for i, (name, amount) in enumerate(back.items()):
         if amount:
-            names[f"#f{i}"] = limit_attr(name, "fa")
-            values[f":f{i}"] = n(-amount)
-            adds.append(f"#f{i} :f{i}")
+            names[f"#full_at_{i}"] = limit_attr(name, _LIMIT_ATTRIBUTES["#full_at"])
+            values[f":delta_{i}"] = n(-amount)
+            adds.append(f"#full_at_{i} :delta_{i}")
     for i, (name, milli) in enumerate(consumed.items()):
         if milli:
-            names[f"#u{i}"] = limit_attr(name, "tc")
-            values[f":u{i}"] = n(milli)
-            adds.append(f"#u{i} :u{i}")
+            names[f"#used_{i}"] = limit_attr(name, _LIMIT_ATTRIBUTES["#used"])
+            values[f":used_{i}"] = n(milli)
+            adds.append(f"#used_{i} :used_{i}")
     for j, (attr, milli) in enumerate((held_adds or {}).items()):
         if milli:
-            names[f"#r{j}"] = attr
-            values[f":r{j}"] = n(milli)
-            adds.append(f"#r{j} :r{j}")
+            names[f"#reserve{j}"] = attr
+            values[f":reserve{j}"] = n(milli)
+            adds.append(f"#reserve{j} :reserve{j}")
     if not adds:
         # nothing to move: still a valid request that only checks the item exists
-        names["#wn"] = A_WINDOW_WRITES
+        names["#writes"] = A_WINDOW_WRITES
         values[":zero"] = n(0)
-        adds.append("#wn :zero")
+        adds.append("#writes :zero")
     return {
         "TableName": table,
         "Key": bucket_item_key,
@@ -308,10 +358,14 @@ def set_shard_count(
     return {
         "TableName": table,
         "Key": bucket_item_key,
-        "UpdateExpression": "SET " + ", ".join(["#sc = :new", *sets]),
-        "ConditionExpression": "attribute_exists(#pk) AND #sc = :old",
-        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT, **names},
-        "ExpressionAttributeValues": {":new": n(new_count), ":old": n(old_count), **values},
+        "UpdateExpression": "SET " + ", ".join(["#shards = :new_shards", *sets]),
+        "ConditionExpression": "attribute_exists(#pk) AND #shards = :shards",
+        "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, **names},
+        "ExpressionAttributeValues": {
+            ":new_shards": n(new_count),
+            ":shards": n(old_count),
+            **values,
+        },
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }

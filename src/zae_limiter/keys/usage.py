@@ -40,6 +40,7 @@ from zae_limiter.keys.core import (
     s,
     usage_sk,
 )
+from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.models import UsageSnapshot
 
 # ======================================================== usage snapshots and the aggregator
@@ -223,22 +224,26 @@ def propagate_shard_count(
     The write-rate window restarts at `now_ms` (the window before it is dropped): what it
     counted was traffic meant for fewer shards, which must not prove this count hot."""
     sets, names, values = snapshot_parts(limits)
-    window = [f"{A_WINDOW_START} = :now", f"{A_WINDOW_WRITES} = :zero"]
-    return {
-        "TableName": table,
-        "Key": bucket_item_key,
-        "UpdateExpression": "SET "
-        + ", ".join(["#sc = :new", *window, *sets])
-        + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
-        "ConditionExpression": "attribute_exists(#pk) AND #sc < :new",
-        "ExpressionAttributeNames": {"#pk": PK, "#sc": A_SHARD_COUNT, **names},
-        "ExpressionAttributeValues": {
-            ":new": n(new_count),
-            ":now": n(now_ms),
-            ":zero": n(0),
-            **values,
+    window = [f"{A_WINDOW_START} = :now_ms", f"{A_WINDOW_WRITES} = :zero"]
+    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    return with_expiry(
+        {
+            "TableName": table,
+            "Key": bucket_item_key,
+            "UpdateExpression": "SET "
+            + ", ".join(["#shards = :new_shards", *window, *sets])
+            + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
+            "ConditionExpression": "attribute_exists(#pk) AND #shards < :new_shards",
+            "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, **names},
+            "ExpressionAttributeValues": {
+                ":new_shards": n(new_count),
+                ":now_ms": n(now_ms),
+                ":zero": n(0),
+                **values,
+            },
         },
-    }
+        None,
+    )
 
 
 def mark_quiet(table: str, shard0_key: Item, shard_count: int, now_ms: int) -> dict[str, Any]:
@@ -246,10 +251,15 @@ def mark_quiet(table: str, shard0_key: Item, shard_count: int, now_ms: int) -> d
     return {
         "TableName": table,
         "Key": shard0_key,
-        "UpdateExpression": "SET #qs = :now",
-        "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#qs) AND #sc = :sc",
-        "ExpressionAttributeNames": {"#pk": PK, "#qs": A_QUIET_SINCE, "#sc": A_SHARD_COUNT},
-        "ExpressionAttributeValues": {":now": n(now_ms), ":sc": n(shard_count)},
+        "UpdateExpression": "SET #quiet_since = :now_ms",
+        "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#quiet_since)"
+        " AND #shards = :shards",
+        "ExpressionAttributeNames": {
+            "#pk": PK,
+            "#quiet_since": A_QUIET_SINCE,
+            "#shards": A_SHARD_COUNT,
+        },
+        "ExpressionAttributeValues": {":now_ms": n(now_ms), ":shards": n(shard_count)},
     }
 
 
@@ -257,9 +267,9 @@ def clear_quiet(table: str, shard0_key: Item) -> dict[str, Any]:
     return {
         "TableName": table,
         "Key": shard0_key,
-        "UpdateExpression": "REMOVE #qs",
-        "ConditionExpression": "attribute_exists(#qs)",
-        "ExpressionAttributeNames": {"#qs": A_QUIET_SINCE},
+        "UpdateExpression": "REMOVE #quiet_since",
+        "ConditionExpression": "attribute_exists(#quiet_since)",
+        "ExpressionAttributeNames": {"#quiet_since": A_QUIET_SINCE},
     }
 
 
@@ -280,25 +290,25 @@ def merge_update(
     and the new full-at times. On shard 0 (`shard0_now_ms`) the change time `sd` is set
     and the quiet mark cleared.
     """
-    names = {"#pk": PK, "#sc": A_SHARD_COUNT}
-    values: Item = {":old": n(old_count), ":new": n(new_count)}
-    sets = ["#sc = :new"]
-    conds = ["attribute_exists(#pk)", "#sc = :old"]
+    names = {"#pk": PK, "#shards": A_SHARD_COUNT}
+    values: Item = {":shards": n(old_count), ":new_shards": n(new_count)}
+    sets = ["#shards = :new_shards"]
+    conds = ["attribute_exists(#pk)", "#shards = :shards"]
     for i, name in enumerate(sorted(new_full_at)):
-        names[f"#f{i}"] = limit_attr(name, "fa")
-        values[f":f{i}"] = n(new_full_at[name])
-        sets.append(f"#f{i} = :f{i}")
+        names[f"#full_at_{i}"] = limit_attr(name, "fa")
+        values[f":full_at_{i}"] = n(new_full_at[name])
+        sets.append(f"#full_at_{i} = :full_at_{i}")
         old = old_full_at.get(name)
         if old is None:
-            conds.append(f"attribute_not_exists(#f{i})")
+            conds.append(f"attribute_not_exists(#full_at_{i})")
         else:
-            values[f":o{i}"] = n(old)
-            conds.append(f"#f{i} = :o{i}")
+            values[f":was_full_at_{i}"] = n(old)
+            conds.append(f"#full_at_{i} = :was_full_at_{i}")
     update = "SET " + ", ".join(sets)
     if shard0_now_ms is not None:
-        names.update({"#sd": A_SHARD_DOUBLED, "#qs": A_QUIET_SINCE})
-        values[":sd"] = n(shard0_now_ms)
-        update += ", #sd = :sd REMOVE #qs"
+        names.update({"#doubled_at": A_SHARD_DOUBLED, "#quiet_since": A_QUIET_SINCE})
+        values[":doubled_at"] = n(shard0_now_ms)
+        update += ", #doubled_at = :doubled_at REMOVE #quiet_since"
     return {
         "TableName": table,
         "Key": bucket_item_key,

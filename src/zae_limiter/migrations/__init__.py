@@ -20,6 +20,7 @@ from zae_limiter.flows.records.version import VersionRecord, read_version, write
 from zae_limiter.migrations import v0002_pre_shard_buckets as _v0002
 from zae_limiter.migrations import v0003_full_at_buckets as _v0003
 from zae_limiter.migrations import v0004_quotas as _v0004
+from zae_limiter.migrations import v0005_schedules_and_expiry as _v0005
 from zae_limiter.migrations._base import (
     BASE_MIN_CLIENT_VERSION,
     BASE_VERSION,
@@ -72,6 +73,15 @@ STEPS: tuple[Migration, ...] = (
         up=_v0004.up,
         plan=_v0004.plan,
         down=_v0004.down,
+    ),
+    Migration(
+        version=_v0005.version,
+        description=_v0005.description,
+        reversible=_v0005.reversible,
+        min_client_version=_v0005.min_client_version,
+        up=_v0005.up,
+        plan=_v0005.plan,
+        down=_v0005.down,
     ),
 )
 LATEST = STEPS[-1].version if STEPS else BASE_VERSION

@@ -48,7 +48,7 @@ class Violation:
 @dataclass(frozen=True, slots=True)
 class Event:
     """One change to a level, as the ideal bucket takes it: `take` (an admission),
-    `charge` (usage after the fact) or `give` (tokens back)."""
+    `charge` (usage after the fact), `give` (tokens back) or `reset` (deleted: full)."""
 
     at_ms: int
     seq: int
@@ -80,6 +80,9 @@ class Checker:
     into_reserves: dict[Level, Fraction] = field(default_factory=dict)
     #: Allowance for debt the table cannot see (see `allow`), per level.
     sharded: dict[Level, Fraction] = field(default_factory=dict)
+    #: Entities where a write charged expired held counts: tokens lost by design (a
+    #: reserve its client did not give back in time), so `kept_all` does not judge them.
+    lossy: set[str] = field(default_factory=set)
 
     def allow(self, entity: str, name: str, milli: int) -> None:
         """Debt the table cannot see where it admits (docs/guarantees.md, "Known
@@ -125,6 +128,9 @@ class Checker:
                 worst = max(worst, -ideal.tokens - skew - late)
             elif event.kind == "charge":
                 ideal.charge(event.amount, event.at_ms)
+            elif event.kind == "reset":
+                ideal.refill(event.at_ms)
+                ideal.tokens = ideal.capacity
             else:
                 ideal.give_back(event.amount, event.at_ms)
         return ideal, worst, skew + late
@@ -164,6 +170,16 @@ class Checker:
                 continue
             self._add(taken.entity_id, limit, event)
 
+    def reset(self, entity: str, at: tuple[int, int], held: Mapping[str, int]) -> None:
+        """The entity's buckets were deleted at `at` (an operator deleted the entity): its
+        usage is forgotten, and the ideal bucket starts full again. Reserves that clients
+        held of the deleted buckets (`held`, per limit) can still be spent for a while:
+        each adds what it held to the level's allowance. Its loss is not judged."""
+        self.lossy.add(entity)
+        for limit in self.limits:
+            self.allow(entity, limit.name, held.get(limit.name, 0))
+            self._add(entity, limit, self._event(at, "reset", 0, at[0]))
+
     def settled_back(self, entity: str, name: str, milli: int) -> None:
         """Tokens given back into a client's reserve: fed to the ideal bucket then, they
         reach the table only with the reserve's return, by when the ideal bucket may
@@ -183,6 +199,23 @@ class Checker:
                 "tokens created",
                 f"{entity}/{limit.name}: the table offers {tokens}, the ideal bucket holds "
                 f"{float(level):.3f} (allowance {float(allowed):.3f})",
+            )
+
+    def kept_all(self, entity: str, limit: Limit, kept_milli: int, at_ms: int) -> None:
+        """No tokens lost, on a schedule without a fault that loses them by design: what
+        the table holds plus what reserves still hold (`kept_milli`) is all the ideal
+        bucket holds. Judged for limits that do not refill within a schedule (refill
+        would hide a loss, and rounding in the limiter's favour is a loss there), with
+        half a token of slack for the year's refill of a schedule's minutes."""
+        if entity in self.lossy:
+            return
+        ideal, _worst, _allowed = self.replay((entity, limit.name))
+        level = ideal.level(at_ms)
+        if Fraction(kept_milli, 1000) < level - Fraction(1, 2):
+            self.fail(
+                "tokens lost",
+                f"{entity}/{limit.name}: the table and reserves keep {kept_milli / 1000:g}, "
+                f"the ideal bucket holds {float(level):.3f} (no fault lost any)",
             )
 
     def fail(self, kind: str, detail: str) -> None:

@@ -36,6 +36,8 @@ class Delivery(Machine):
     def _deliver(self, thread: Thread, p: Pending) -> None:
         fault = self._fault() if self.faults_on else None
         client = thread.client
+        if fault is not None:
+            self._may_lose(p)
         if fault in (kinds.THROTTLED, kinds.THROTTLED_BARE):
             outcome: Any = _throttle(self.table, fault == kinds.THROTTLED)
             self._record(thread, p.call, "throttled", fault)
@@ -59,7 +61,8 @@ class Delivery(Machine):
             self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial, p.what))
             self._answer(thread, p.index, _unavailable("timed out", CALL_TIMEOUT))
             return
-        outcome, applied = self._execute(p.call, thread, p.serial, what=p.what)
+        region = client.spec.region
+        outcome, applied = self._execute(p.call, thread, p.serial, what=p.what, region=region)
         if fault == kinds.LOST:
             self._record(
                 thread, p.call, "applied, answer lost" if applied else "answer lost", fault
@@ -70,6 +73,16 @@ class Delivery(Machine):
             self._answer(thread, p.index, _unavailable("read timeout", "ReadTimeoutError"))
             return
         self._answer(thread, p.index, outcome)
+
+    def _may_lose(self, p: Pending) -> None:
+        """A fault on a write that gives tokens back (a compensation, a rollback, a
+        reserve's return) loses them by design: the checker does not judge the entity's
+        loss (`Checker.kept_all`). A take that fails only fails to take."""
+        key = _pk(p.call)
+        if key is None or _BUCKET not in key or p.call.op not in WRITES:
+            return
+        if not p.what.startswith("acquire") or any(v < 0 for v in _consumed(p.call).values()):
+            self.checker.lossy.add(_entity_of(key))
 
     def _retries(self, client: SimClient, call: Call, applied: bool, attempt: int) -> bool:
         """Whether the client's SDK sends the request again by itself (botocore's retries on
@@ -85,23 +98,33 @@ class Delivery(Machine):
         return None if index == 0 else delivery[index - 1]
 
     def _execute(
-        self, call: Call, thread: Thread | None, serial: int = 0, tid: int = 0, what: str = ""
+        self,
+        call: Call,
+        thread: Thread | None,
+        serial: int = 0,
+        tid: int = 0,
+        what: str = "",
+        region: str = "",
     ) -> tuple[Any, bool]:
-        """Apply one request to the engine: (the flow's outcome, whether it changed state)."""
+        """Apply one request to the engine (of `region`, when the world has several):
+        (the flow's outcome, whether it changed state)."""
         self.counts.operations += 1
         self.tick += 1
+        engine, peek = self.engines.get(region, self.engine), self.peeks.get(region, self.peek)
         key = _pk(call)
         bucket = key if key is not None and _BUCKET in key and call.op in WRITES else None
-        before = None if bucket is None else self.peek(bucket)
+        before = None if bucket is None else peek(bucket)
+        deleted = self._deleting(call)
         try:
-            response = self.engine(call.op, dict(call.params))
+            response = engine(call.op, dict(call.params))
         except ClientError as error:
             outcome = error_outcome(error, self.table)
             self._record(thread, call, _short(outcome), None, self.trace.image(key), key)
             return outcome, False
+        self._deleted(deleted)
         applied = call.op in WRITES
         if bucket is not None:
-            self._sharding(bucket, before, self.peek(bucket))
+            self._sharding(bucket, before, peek(bucket))
             if what.startswith("acquire"):
                 self._compensated(bucket, call)
         if applied and key is not None:
@@ -113,7 +136,30 @@ class Delivery(Machine):
         self._record(thread, call, "ok", None, before if self.trace.on else None, key)
         return Result(response), applied
 
+    def _deleting(self, call: Call) -> dict[str, dict[str, int]]:
+        """Bucket items a batch write deletes: entity -> limit -> held counts live now."""
+        if call.op != "batch_write_item":
+            return {}
+        out: dict[str, dict[str, int]] = {}
+        for chunk in call.params.get("RequestItems", {}).values():
+            for request in chunk:
+                pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
+                item = self.peek(pk) if _BUCKET in pk else None
+                if item is not None:
+                    held = out.setdefault(_entity_of(pk), {})
+                    for name, counts in keys.decode_reserved(item).items():
+                        held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
+        return out
+
+    def _deleted(self, deleted: dict[str, dict[str, int]]) -> None:
+        for entity, held in deleted.items():
+            self.trace.note(self.true_ms, f"{entity}'s buckets deleted")
+            self.checker.reset(entity, (self.true_ms, self.tick), held)
+
     def _time_out(self, thread: Thread, index: int, p: Pending) -> None:
+        # Only held requests time out (time passes under requests in flight only then):
+        # each counts as the fault it is, applied later or never.
+        self.counts.fault(kinds.LATE)
         if self.faults_on and self.spec.faults.of(kinds.LATE) and self.c.chance(300):
             self.orphans.append(Orphan(thread.client.name, p.call, thread.tid, p.serial, p.what))
         self._answer(thread, index, _unavailable("timed out", CALL_TIMEOUT))
@@ -121,7 +167,8 @@ class Delivery(Machine):
     def _deliver_orphan(self) -> None:
         orphan = self.orphans.pop(self.c.below(len(self.orphans)))
         self.trace.note(self.true_ms, f"{orphan.client} late request arrives")
-        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what)
+        region = next((c.spec.region for c in self.clients if c.name == orphan.client), "")
+        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what, region)
 
     def _sharding(self, key: str, before: Any, after: Any) -> None:
         """Tell the checker of what sharding cannot see: held counts on a shard that
@@ -130,11 +177,18 @@ class Delivery(Machine):
             return
         entity = _entity_of(key)
         held = keys.decode_reserved(before) if before else {}
+        # Any client's write may charge held counts it sees expired (its clock ahead).
+        horizon = self.true_ms + self.spec.skew_ms
+        if any(keys.lost_milli(counts, horizon) for counts in held.values()):
+            self.checker.lossy.add(entity)
         for limit in self.spec.limits:
             sf = keys.limit_attr(limit.name, "sf")
             if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
                 live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
                 self.checker.allow(entity, limit.name, live)
+                # A split rounds each shard's share in the limiter's favour: it may lose
+                # a fraction of a token (seed 438 lost half of one), never create one.
+                self.checker.lossy.add(entity)
 
     def _compensated(self, key: str, call: Call) -> None:
         """A give-back an acquire sent for a level it took from, the acquire being refused

@@ -16,9 +16,21 @@ from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.operations import Operations
 from zae_limiter.repository import _state
+from zae_limiter.sim.background import Admin
 from zae_limiter.sim.checker import Checker, Violation
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.spec import FAULT_KINDS, RESOURCE, YEAR_S, WorldSpec, draw_world
+from zae_limiter.sim.regions import Replication
+from zae_limiter.sim.spec import (
+    ALL_KINDS,
+    CRASH,
+    LATE,
+    LOST,
+    PAUSE,
+    RESOURCE,
+    YEAR_S,
+    WorldSpec,
+    draw_world,
+)
 from zae_limiter.sim.threads import Counts, EngineCall
 from zae_limiter.sim.trace import Trace
 from zae_limiter.sim.world import World
@@ -35,6 +47,14 @@ class Backend:
 
     call: EngineCall
     peek: Callable[[str], Mapping[str, Any] | None]
+    #: The table's stream records so far (None: none to read; the aggregator then idles).
+    records: Callable[[], Sequence[Any]] | None = None
+    #: Tells the engine the true time (it dates stream records).
+    tell_time: Callable[[int], None] | None = None
+    #: Several regions: each one's engine, and the replicator between them.
+    engines: Mapping[str, EngineCall] | None = None
+    peeks: Mapping[str, Callable[[str], Mapping[str, Any] | None]] | None = None
+    replication: Replication | None = None
 
 
 @dataclass
@@ -51,41 +71,37 @@ class Outcome:
         return bool(self.violations)
 
 
-class _Admin:
-    """What `Operations` needs of a repository, for the fault-free setup."""
-
-    def __init__(self, state: RepoState, clock: Callable[[], int]) -> None:
-        self.state = state
-        self.principal = "sim"
-        self.audit_retention_days: int | None = None
-        self._clock = clock
-
-    def now_ms(self) -> int:
-        return self._clock()
-
-    def get_reserve_stats(self) -> Any:
-        return None
-
-
 def run_schedule(
     seed: int,
     backend_factory: Callable[[], Backend],
     prefix: Sequence[int] | None = None,
     traced: bool = False,
-    kinds: frozenset[str] = frozenset(FAULT_KINDS),
+    kinds: frozenset[str] = frozenset(ALL_KINDS),
     table: str = TABLE,
     quotas: bool = False,
+    regions: tuple[str, ...] = (),
+    active: tuple[str, ...] = (),
 ) -> Outcome:
     # The library's own jitter draws from `random`: seeded, the schedule replays exactly.
     random.seed(seed)
     throttled._RNG.seed(seed)
     choices = Choices(seed, prefix)
-    spec = draw_world(choices, kinds, quotas)
+    spec = draw_world(choices, kinds, quotas, regions, active)
     backend = backend_factory()
+    if regions and (backend.engines is None or set(backend.engines) != set(regions)):
+        raise ValueError(f"a world of regions {regions} needs a backend with those engines")
     trace = Trace(spec.start_ms, backend.peek if traced else None)
     admin_state = _state(table, None, 60, 1000, 256, False)
     checker = Checker(spec.limits, admin_state.namespace, spec.start_ms, spec.skew_ms)
-    world = World(spec, choices, backend.call, backend.peek, checker, trace, table)
+    world = World(spec, choices, backend.call, backend.peek, checker, trace, table,
+                  backend.records, backend.tell_time)  # fmt: skip
+    world.engines = dict(backend.engines or {})
+    world.peeks = dict(backend.peeks or {})
+    world.replication = backend.replication
+    if world.replication is not None:
+        world.replication.lag_ms = spec.lag_ms
+    if backend.tell_time is not None:
+        backend.tell_time(spec.start_ms)
     _setup(world, admin_state)
     world.run(MAX_STEPS)
     if not checker.violations:
@@ -94,11 +110,15 @@ def run_schedule(
 
 
 def _setup(world: World, state: RepoState) -> None:
-    ops = Operations(_Admin(state, lambda: world.true_ms))  # type: ignore[arg-type]
+    ops = Operations(Admin(state, lambda: world.true_ms))  # type: ignore[arg-type]
+    for region in world.spec.regions[1:]:  # a global table: a replica in every region
+        world.settle_all(open_table(state, True, world.true_ms, False), region)
     world.settle_all(open_table(state, True, world.true_ms, False))
     for entity, parent in sorted(world.spec.entities.items(), key=lambda e: e[1] is not None):
         world.settle_all(ops.create_entity(entity, parent_id=parent, cascade=parent is not None))
     world.settle_all(ops.set_resource_defaults(RESOURCE, list(world.spec.limits)))
+    if world.replication is not None:
+        world.replication.settle(world.true_ms)
 
 
 def _finish(world: World, state: RepoState) -> None:
@@ -111,6 +131,11 @@ def _finish(world: World, state: RepoState) -> None:
     for client in world._live():
         world._keeper(client, everything=True)
     _quiesce(world)
+    if world.replication is not None:  # every region ends with the same items
+        world.replication.settle(world.true_ms)
+        differ = world.replication.differing()
+        if differ:
+            world.checker.fail("replicas differ", f"{len(differ)} items, e.g. {differ[0]}")
     _judge(world, state, recovered=False)
     world.advance(SETTLE_MS + _recovery_ms(world))
     _judge(world, state, recovered=True)
@@ -138,9 +163,15 @@ def _recovery_ms(world: World) -> int:
     return wait
 
 
+#: Faults that lose tokens by design (docs/reserves.md): a schedule with none is judged
+#: for loss as well (`Checker.kept_all`).
+LOSING = frozenset({LOST, LATE, CRASH, PAUSE})
+
+
 def _judge(world: World, state: RepoState, recovered: bool) -> None:
     checker = world.checker
     now = world.true_ms
+    lossless = not recovered and not LOSING & set(world.counts.faults)
     for entity in world.spec.entities:
         shards = world.settle_all(read.read_shards(state, entity, RESOURCE))
         offered = world.settle_all(
@@ -148,8 +179,22 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
         )
         for limit in world.spec.limits:
             checker.holds_at_most_ideal(entity, limit, offered[limit.name], now)
+            if lossless and limit.refill_period_seconds == YEAR_S:
+                checker.kept_all(entity, limit, _kept(shards, limit, now), now)
             if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None:
                 _came_back(checker, entity, limit, shards, now)
+
+
+def _kept(shards: Any, limit: Any, now: int) -> int:
+    """Millitokens the table holds for a limit, and its held counts (reserves out); a
+    bucket with no item is full."""
+    if not shards:
+        return int(limit.capacity) * 1000
+    kept = 0
+    for shard, shares in read_shares(shards):
+        kept += tokens_now(shard, limit, now, shares)
+        kept += sum(v for v in shard.reserved.get(limit.name, {}).values() if v > 0)
+    return kept
 
 
 def _came_back(checker: Checker, entity: str, limit: Any, shards: Any, now: int) -> None:

@@ -15,12 +15,12 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from zae_limiter.sim.backends import engine_backend
+from zae_limiter.sim.backends import engine_backend, regions_backend
 from zae_limiter.sim.run import Outcome, run_schedule
 from zae_limiter.sim.shrink import shrink
-from zae_limiter.sim.spec import FAULT_KINDS
+from zae_limiter.sim.spec import ALL_KINDS as KINDS
 
-ALL_KINDS = frozenset(FAULT_KINDS)
+ALL_KINDS = frozenset(KINDS)
 #: Seeds one worker runs before it reports (small: a search bounded in time stops soon).
 CHUNK = 50
 
@@ -54,16 +54,42 @@ class Tally:
         self.failures.extend(other.failures)
 
 
-def run_seeds(
-    seeds: Iterable[int], kinds: frozenset[str] = ALL_KINDS, quotas: bool = False
-) -> Tally:
-    """Run these seeds here, one after another (`quotas`: see `run_schedule`)."""
+@dataclass(frozen=True, slots=True)
+class Worlds:
+    """Which worlds a search draws: the fault kinds, quotas (each world's first limit a
+    quota), and regions (each with its engine, replicated; `active`: the regions whose
+    clients acquire, all of them when empty)."""
+
+    kinds: frozenset[str] = ALL_KINDS
+    quotas: bool = False
+    regions: tuple[str, ...] = ()
+    active: tuple[str, ...] = ()
+
+    def run(self, seed: int, prefix: Sequence[int] | None = None, traced: bool = False) -> Outcome:
+        backend = regions_backend(self.regions) if self.regions else engine_backend
+        return run_schedule(
+            seed, backend, prefix=prefix, traced=traced, kinds=self.kinds,
+            quotas=self.quotas, regions=self.regions, active=self.active,
+        )  # fmt: skip
+
+    def again(self) -> str:
+        """The options that replay a seed of these worlds on the command line."""
+        out = " --quotas" if self.quotas else ""
+        if self.regions:
+            out += f" --regions {','.join(self.regions)}"
+        if self.active:
+            out += f" --active {','.join(self.active)}"
+        return out
+
+
+def run_seeds(seeds: Iterable[int], worlds: Worlds = Worlds()) -> Tally:
+    """Run these seeds here, one after another."""
     # Lost returns and give-backs are logged as warnings by the library: expected here.
     logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
     tally = Tally()
     started = time.process_time()
     for seed in seeds:
-        tally.add(run_schedule(seed, engine_backend, kinds=kinds, quotas=quotas))
+        tally.add(worlds.run(seed))
     tally.cpu_seconds = time.process_time() - started
     return tally
 
@@ -74,8 +100,7 @@ def search(
     *,
     jobs: int = 1,
     seconds: float | None = None,
-    kinds: frozenset[str] = ALL_KINDS,
-    quotas: bool = False,
+    worlds: Worlds = Worlds(),
 ) -> Tally:
     """Seeds `start` .. `start + count - 1` on `jobs` processes, until done or `seconds`
     have passed (seeds not started by then are not run)."""
@@ -86,17 +111,13 @@ def search(
         for first, size in chunks:
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            tally.merge(run_seeds(range(first, first + size), kinds, quotas))
+            tally.merge(run_seeds(range(first, first + size), worlds))
         return tally
-    return _parallel(chunks, jobs, deadline, kinds, quotas)
+    return _parallel(chunks, jobs, deadline, worlds)
 
 
 def _parallel(
-    chunks: Iterable[tuple[int, int]],
-    jobs: int,
-    deadline: float | None,
-    kinds: frozenset[str],
-    quotas: bool = False,
+    chunks: Iterable[tuple[int, int]], jobs: int, deadline: float | None, worlds: Worlds
 ) -> Tally:
     tally = Tally()
     pending: set[Future[Tally]] = set()
@@ -109,7 +130,7 @@ def _parallel(
                 if chunk is None:
                     break
                 seeds = range(chunk[0], chunk[0] + chunk[1])
-                pending.add(pool.submit(run_seeds, seeds, kinds, quotas))
+                pending.add(pool.submit(run_seeds, seeds, worlds))
             if not pending:
                 return tally
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -117,25 +138,20 @@ def _parallel(
                 tally.merge(future.result())
 
 
-def explain(
-    seed: int, kinds: frozenset[str] = ALL_KINDS, budget: int = 400, quotas: bool = False
-) -> Outcome:
+def explain(seed: int, worlds: Worlds = Worlds(), budget: int = 400) -> Outcome:
     """A failing seed shrunk to a plainer schedule that fails the same way, replayed with
     its trace; a passing seed replayed with its trace."""
     logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
-    first = run_schedule(seed, engine_backend, kinds=kinds, quotas=quotas)
+    first = worlds.run(seed)
     if not first.failed:
-        return run_schedule(seed, engine_backend, kinds=kinds, traced=True, quotas=quotas)
+        return worlds.run(seed, traced=True)
     kind = first.violations[0].kind
 
     def fails(prefix: Sequence[int]) -> bool:
-        out = run_schedule(seed, engine_backend, prefix=prefix, kinds=kinds, quotas=quotas)
-        return any(v.kind == kind for v in out.violations)
+        return any(v.kind == kind for v in worlds.run(seed, prefix=prefix).violations)
 
     small = shrink(first.drawn, fails, budget)
-    return run_schedule(
-        seed, engine_backend, prefix=small, kinds=kinds, traced=True, quotas=quotas
-    )
+    return worlds.run(seed, prefix=small, traced=True)
 
 
 def default_jobs() -> int:

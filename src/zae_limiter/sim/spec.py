@@ -7,7 +7,7 @@ tokens, so that a schedule reaches the edge of its buckets within a handful of s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zae_limiter.limits import Limit
 from zae_limiter.sim.choices import Choices
@@ -25,7 +25,15 @@ LATE = "late"  # held in flight past the client's timeout, applied later (or nev
 CRASH = "crash"  # the process dies: memory, reserves and keeper gone
 PAUSE = "pause"  # the process freezes for seconds and wakes with its old images
 JUMP = "clock-jump"  # the client's clock jumps within the skew bound
+PARTITION = "partition"  # a region is cut off from the others, then heals (regions only)
+AGGREGATE = "aggregator"  # the aggregator runs on a batch of the stream (sim/background.py)
+DELETE = "entity-deleted"  # an operator deletes a leaf entity while clients acquire
 FAULT_KINDS = (LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE, JUMP)
+#: Work beside the clients, drawn like the per-step faults (`World.step`).
+BACKGROUND_KINDS = (AGGREGATE, DELETE)
+#: Drawn only in worlds of several regions.
+REGION_KINDS = (PARTITION,)
+ALL_KINDS = (*FAULT_KINDS, *BACKGROUND_KINDS, *REGION_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,8 @@ class ClientSpec:
     ops: tuple[OpSpec, ...]
     #: Limits come with each call (`limits=`) instead of from stored config.
     inline_limits: bool
+    #: The region whose engine it talks to ("": the world's only or first one).
+    region: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +83,29 @@ class WorldSpec:
     #: Bound on any client's clock offset from true time (ms); skews are drawn within it.
     skew_ms: int
     start_ms: int
+    #: How time passes between requests (`TEMPOS`).
+    tempo: str = "mixed"
+    #: Regions, each with its own engine, replicated (sim/regions.py); () for one engine.
+    regions: tuple[str, ...] = ()
+    #: How long a change waits before it travels to another region.
+    lag_ms: int = 0
 
     @property
     def leaves(self) -> list[str]:
         parents = {p for p in self.entities.values() if p is not None}
         return [e for e in self.entities if e not in parents]
+
+
+#: How time passes when the world lets it (`World._pass_time`): weights of three bands of
+#: (low ms, high ms). "mixed" is mostly milliseconds, with seconds and long idles;
+#: "steady" never idles as long as a reserve's `idle_ms` (2 s), so reserves age in use
+#: and are renewed; "bursty" is bursts within milliseconds between idles long enough to
+#: fill buckets, expire held counts and outlive images.
+TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "mixed": ((70, 1, 50), (20, 100, 3000), (10, 15_000, 65_000)),
+    "steady": ((60, 1, 50), (40, 100, 1500)),
+    "bursty": ((85, 1, 5), (15, 20_000, 130_000)),
+}
 
 
 def as_quota(limit: Limit) -> Limit:
@@ -151,7 +179,11 @@ def draw_faults(c: Choices, kinds: frozenset[str]) -> FaultRates:
 
 
 def draw_world(
-    c: Choices, kinds: frozenset[str] = frozenset(FAULT_KINDS), quotas: bool = False
+    c: Choices,
+    kinds: frozenset[str] = frozenset(ALL_KINDS),
+    quotas: bool = False,
+    regions: tuple[str, ...] = (),
+    active: tuple[str, ...] = (),
 ) -> WorldSpec:
     """A world; `kinds` are the fault kinds it may draw (all of them by default). One
     world in three is busy: larger limits, and clients acquiring often enough to take
@@ -166,9 +198,22 @@ def draw_world(
     skew = c.pick([0, 0, 5, 50]) if JUMP in kinds else 0
     faults = draw_faults(c, kinds)
     leaves = [e for e in entities if e not in {p for p in entities.values() if p}]
-    clients = tuple(
-        draw_client(c, i, skew, leaves, limits, busy) for i in range(c.between(1, 4))
-    )
+    clients = tuple(draw_client(c, i, skew, leaves, limits, busy) for i in range(c.between(1, 4)))
     # Anywhere in a reserve epoch (20 s): schedules cross epoch boundaries at every phase.
     start = 1_767_225_600_000 + c.below(20_000)
-    return WorldSpec(limits, entities, clients, faults, skew, start)
+    tempo = ("mixed", "mixed", "steady", "bursty")[c.below(4)]
+    rates = dict(faults.rates)
+    for kind in BACKGROUND_KINDS:
+        if c.chance(400) and kind in kinds:
+            rates[kind] = c.pick([30, 80, 200])
+    if not regions:
+        return WorldSpec(limits, entities, clients, FaultRates(rates), skew, start, tempo)
+    # Several regions: drawn after everything else, so a seed's world is otherwise the
+    # one it is with one region.
+    serving = list(active or regions)  # the regions whose clients acquire
+    clients = tuple(replace(cl, region=c.pick(serving)) for cl in clients)
+    lag = c.pick([0, 200, 1000, 5000])
+    if c.chance(500) and PARTITION in kinds:
+        rates[PARTITION] = c.pick([30, 80, 200])
+    return WorldSpec(limits, entities, clients, FaultRates(rates), skew, start, tempo,
+                     regions, lag)  # fmt: skip

@@ -86,7 +86,17 @@ class Machine:
         checker: Checker,
         trace: Trace,
         table: str,
+        records: Callable[[], Any] | None = None,
+        tell_time: Callable[[int], None] | None = None,
     ) -> None:
+        #: The table's stream records so far (None: the backend has no stream), and how
+        #: the engine learns the time (to date its stream records).
+        self.records = records
+        self.tell_time = tell_time
+        #: Several regions: each one's engine and reader, and the replicator between them.
+        self.engines: dict[str, EngineCall] = {}
+        self.peeks: dict[str, Callable[[str], Any]] = {}
+        self.replication: Any = None
         self.spec = spec
         self.c = choices
         self.engine = engine

@@ -14,14 +14,21 @@ from collections.abc import Callable
 from typing import Any
 
 from zae_limiter.flows import Call, Flow, Sleep
+from zae_limiter.operations import Operations
+from zae_limiter.sim import background
 from zae_limiter.sim import spec as kinds
+from zae_limiter.sim.background import Stream
 from zae_limiter.sim.client import SimClient, Thread, acquire_program, keeper_program
 from zae_limiter.sim.delivery import Delivery, _short
+from zae_limiter.sim.spec import ClientSpec
 from zae_limiter.sim.threads import Orphan
 
 
 class World(Delivery):
     """The whole schedule: which step comes next, time, and the faults that strike a client."""
+
+    #: Where the aggregator is in the table's stream (made on its first run).
+    stream: Stream | None = None
 
     # ------------------------------------------------------------------ the loop
     def run(self, max_steps: int = 2000) -> None:
@@ -51,10 +58,14 @@ class World(Delivery):
             options.append((5, lambda: self._keeper(self.c.pick(keepers))))
         if self.orphans:
             options.append((4, self._deliver_orphan))
+        if self.replication is not None:
+            options.append((10, self._replicate))
         rates = self.spec.faults
         if self.faults_on:
             for kind, act in ((kinds.CRASH, self._crash), (kinds.PAUSE, self._pause),
-                              (kinds.JUMP, self._jump)):  # fmt: skip
+                              (kinds.JUMP, self._jump), (kinds.AGGREGATE, self._aggregate),
+                              (kinds.DELETE, self._delete),
+                              (kinds.PARTITION, self._partition)):  # fmt: skip
                 if rates.of(kind):
                     options.append((max(1, rates.of(kind) // 40), act))
         if not pending and not idle and not self._busy():
@@ -102,17 +113,18 @@ class World(Delivery):
         if not held and any(t.pending for t in self._threads()):
             self.advance(self.c.between(1, 50))
             return
-        band = self.c.weighted([70, 20, 10])
-        ms = (self.c.between(1, 50), self.c.between(100, 3000), self.c.between(15_000, 65_000))[
-            band
-        ]
-        self.advance(ms)
+        bands = kinds.TEMPOS[self.spec.tempo]
+        _weight, low, high = bands[self.c.weighted([w for w, _, _ in bands])]
+        self.advance(self.c.between(low, high))
 
     def advance(self, ms: int) -> None:
         self.true_ms += ms
+        if self.tell_time is not None:
+            self.tell_time(self.true_ms)
         self.trace.note(self.true_ms, f"time +{ms} ms")
         for client in self.clients:
             client.true_now = self.true_ms
+        self._expired_reserves()
         for thread in self._threads():
             for index, p in list(thread.pending.items()):
                 if self.true_ms >= p.timeout_at and index in thread.pending:
@@ -120,6 +132,15 @@ class World(Delivery):
                         self._answer(thread, index, thread.client.now())
                     else:
                         self._time_out(thread, index, p)
+
+    def _expired_reserves(self) -> None:
+        """Time passed beyond a reserve's return (its client's keeper did not run in
+        time, as in a pause): its tokens left are lost by design, and the checker does
+        not judge its entity's loss."""
+        for client in self._live():
+            if client.state.reserves is not None:
+                for entity, _resource in client.state.reserves.unreturnable(client.now()):
+                    self.checker.lossy.add(entity)
 
     def _wake(self) -> None:
         for client in self.clients:
@@ -131,6 +152,69 @@ class World(Delivery):
                 if isinstance(p.call, Sleep) and p.timeout_at <= self.true_ms:
                     self._answer(thread, index, thread.client.now())
             self._advance(thread)
+
+    # ------------------------------------------------------------------ beside the clients
+    def _beside(self, spec: ClientSpec) -> SimClient | None:
+        """The live process that runs `spec`'s work (started on first use; after a crash,
+        the restarted one), None while it is busy or paused."""
+        mine = [cl for cl in self.clients if cl.spec is spec]
+        live = [cl for cl in mine if cl.alive]
+        if not mine:
+            live = [SimClient(spec, self.table, seed=self.spec.start_ms)]
+            live[0].true_now = self.true_ms
+            self.clients.append(live[0])
+        if not live:
+            return None
+        who = live[0]
+        if self._paused(who) or any(not t.done for t in who.threads):
+            return None
+        return who
+
+    def _aggregate(self) -> None:
+        if self.records is None:
+            return
+        if self.stream is None:
+            self.stream = Stream(self.records)
+        pending = self.stream.pending()
+        who = self._beside(background.AGGREGATOR)
+        if not pending or who is None:
+            return
+        batch = pending[: self.c.between(1, min(len(pending), 100))]
+        self.counts.fault(kinds.AGGREGATE)
+        config = background.aggregator_config(self.table)
+        program = background.aggregator_program(self.stream, batch, config, self.true_ms)
+        self._spawn(who, program, f"aggregator on {len(batch)} records")
+
+    def _delete(self) -> None:
+        who = self._beside(background.OPERATOR)
+        if who is None:
+            return
+        entity = self.c.pick(self.spec.leaves)
+        self.counts.fault(kinds.DELETE)
+        ops = Operations(background.Admin(who.state, who.now))  # type: ignore[arg-type]
+        note = lambda ok: self.trace.note(  # noqa: E731
+            self.true_ms, f"operator {'deleted' if ok else 'could not delete'} {entity}"
+        )
+        self._spawn(who, background.delete_program(ops, entity, note), f"delete {entity}")
+
+    def _replicate(self) -> None:
+        written = self.replication.deliver(self.true_ms)
+        if written:
+            self.trace.note(self.true_ms, f"replicator writes {written} changes")
+
+    def _partition(self) -> None:
+        """A region is cut off from the others, or a cut-off one heals."""
+        replication = self.replication
+        if replication is None:
+            return
+        region = self.c.pick(list(self.spec.regions))
+        self.counts.fault(kinds.PARTITION)
+        if region in replication.partitioned:
+            replication.partitioned.discard(region)
+            self.trace.note(self.true_ms, f"region {region} heals")
+        else:
+            replication.partitioned.add(region)
+            self.trace.note(self.true_ms, f"region {region} PARTITIONED")
 
     # ------------------------------------------------------------------ faults
     def _crash(self) -> None:
@@ -172,8 +256,9 @@ class World(Delivery):
         self.counts.fault(kinds.JUMP)
         self.trace.note(self.true_ms, f"{client.name} clock jumps to offset {client.offset_ms} ms")
 
-    def settle_all(self, flow: Flow[Any]) -> Any:
-        """Run a flow to its end with no faults and no interleaving (setup, final reads)."""
+    def settle_all(self, flow: Flow[Any], region: str = "") -> Any:
+        """Run a flow to its end with no faults and no interleaving (setup, final reads),
+        against `region`'s engine when the world has several."""
         send: Any = None
         while True:
             try:
@@ -186,7 +271,7 @@ class World(Delivery):
                 if isinstance(step, Sleep):
                     results.append(self.true_ms)
                     continue
-                results.append(self._execute(step, None)[0])
+                results.append(self._execute(step, None, region=region)[0])
             send = tuple(results) if isinstance(request, tuple) else results[0]
 
 
@@ -197,6 +282,8 @@ class _Observer:
         self.world = world
         self.client = client
         self.limits = world.spec.limits
+        #: Per bucket PK a lease end is about to change: its reserve's tokens left then.
+        self._left_before: dict[str, dict[str, int] | None] = {}
 
     def refused(self, op: Any, error: BaseException) -> None:
         self.world.trace.note(self.world.true_ms, f"{self.client.name} refused: {_short(error)}")
@@ -223,23 +310,42 @@ class _Observer:
             change = {n: v for n, v in change.items() if v and n in names}
             if change:
                 thread.next_intents[self.world.checker.bucket_pk(taken)] = (taken, change)
+                self._left_before[self.world.checker.bucket_pk(taken)] = self._left(taken)
+
+    def _left(self, taken: Any) -> dict[str, int] | None:
+        """What the client's reserve of the bucket holds now (None: no reserve there)."""
+        book = self.client.state.reserves
+        held = None if book is None else book.holding((taken.entity_id, taken.resource))
+        if held is None or held.shard_id != taken.shard_id:
+            return None
+        return dict(held.left)
+
+    def _settled_here(self, pk: str, taken: Any, change: dict[str, int]) -> bool:
+        """Whether the lease's end settled `change` in the client's reserve (no write):
+        the reserve's tokens left moved by exactly the change."""
+        before, after = self._left_before.pop(pk, None), self._left(taken)
+        if before is None or after is None:
+            return False
+        return all(after.get(n, 0) == before.get(n, 0) - v for n, v in change.items())
 
     def ended(self) -> None:
         """The lease's end ran: what it settled in a reserve (no request) counts from its
-        start; what it wrote counted when applied; what it sent and was not applied (yet)
-        is usage the library could not record."""
+        start; what it wrote counted when applied; what it sent and was not applied (yet),
+        or never sent (the end gave up before it), is usage the library could not record."""
         thread = self._current()
+        checker = self.world.checker
         intents = self.world.intents.get((thread.tid, thread.serial), {})
         for pk, intent in list(intents.items()):
-            if pk not in thread.attempted:
-                at = (intent.planned_ms, intent.tick)
-                self.world.checker.change(intent.taken, intent.change, at, intent.planned_ms)
-                for name, milli in intent.change.items():
-                    if milli < 0:
-                        self.world.checker.settled_back(intent.taken.entity_id, name, -milli)
-                del intents[pk]
-            else:
-                self.world.checker.unrecorded += 1
+            settled = self._settled_here(pk, intent.taken, intent.change)
+            if pk in thread.attempted or not settled:
+                checker.unrecorded += 1
+                continue
+            at = (intent.planned_ms, intent.tick)
+            checker.change(intent.taken, intent.change, at, intent.planned_ms)
+            for name, milli in intent.change.items():
+                if milli < 0:
+                    checker.settled_back(intent.taken.entity_id, name, -milli)
+            del intents[pk]
 
     def lost(self, error: BaseException) -> None:
         self.world.trace.note(self.world.true_ms, f"{self.client.name} lease end failed: {error}")

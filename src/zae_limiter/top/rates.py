@@ -20,8 +20,8 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.aggregator.records import MalformedRecord, parse
-from zae_limiter.flows.offpath.shards import shard_info
-from zae_limiter.flows.write.shares import read_shares
+from zae_limiter.flows.offpath.shards import limit_of, shard_info
+from zae_limiter.flows.write.shares import read_shares, tokens_now
 
 SHORT_MS = 10_000
 LONG_MS = 60_000
@@ -54,6 +54,9 @@ class LimitRow:
     capacity: int
     tokens_left: int
     reserved: int
+    #: Takes in the last 60 s that left the limit below zero: a soft limit's would-be
+    #: rejections (or a lease's adjustment past the limit).
+    over_60s: int = 0
 
     @property
     def pct_10s(self) -> float:
@@ -74,6 +77,7 @@ class LimitRow:
             "capacity": self.capacity,
             "tokens_left": self.tokens_left,
             "reserved": self.reserved,
+            "over_60s": self.over_60s,
         }
 
 
@@ -112,6 +116,25 @@ class _Bucket:
     shards: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     #: limit -> (read at ms, millitokens consumed), oldest first.
     consumed: dict[str, deque[tuple[int, int]]] = field(default_factory=dict)
+    #: limit -> (read at ms, 1) of each take that left it below zero, oldest first.
+    over: dict[str, deque[tuple[int, int]]] = field(default_factory=dict)
+
+
+def went_past(image: Mapping[str, Any], deltas: Mapping[str, int], at_ms: int) -> list[str]:
+    """The limits a take left below zero: those it consumed (`deltas` > 0) that the new
+    image shows in debt at `at_ms`. A hard limit's take is bounded, so this is a soft
+    limit going past its limit, which would have rejected the take; read about a poll
+    after the write, a take that refill covered by then is not counted."""
+    taken = [name for name, milli in deltas.items() if milli > 0]
+    if not taken:
+        return []
+    shard = keys.decode_bucket(image)
+    past = []
+    for name in taken:
+        stored = shard.user_limits.get(name)
+        if stored is not None and tokens_now(shard, limit_of(name, stored), at_ms) < 0:
+            past.append(name)
+    return past
 
 
 class Tally:
@@ -141,12 +164,15 @@ class Tally:
                 bucket.shards[change.shard_id] = change.new
             for name, milli in change.deltas.items():
                 bucket.consumed.setdefault(name, deque()).append((read_ms, milli))
+            if change.new is not None and change.consumed:
+                for name in went_past(change.new, change.deltas, read_ms):
+                    bucket.over.setdefault(name, deque()).append((read_ms, 1))
         self._forget(read_ms)
 
     def _forget(self, now_ms: int) -> None:
         horizon = now_ms - LONG_MS
         for bucket in self.buckets.values():
-            for samples in bucket.consumed.values():
+            for samples in (*bucket.consumed.values(), *bucket.over.values()):
                 while samples and samples[0][0] <= horizon:
                     samples.popleft()
 
@@ -177,6 +203,7 @@ class Tally:
                     capacity=config.capacity_milli // 1000 if config else 0,
                     tokens_left=sum(i.tokens.get(name, 0) for i in infos),
                     reserved=sum(i.reserved.get(name, 0) for i in infos),
+                    over_60s=len(bucket.over.get(name, ())),
                 )
             )
         return tuple(rows)

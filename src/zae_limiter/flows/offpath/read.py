@@ -14,7 +14,7 @@ from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.records.config import require_limits, resolve
 from zae_limiter.flows.write.shares import read_shares, stored_config, tokens_now
-from zae_limiter.limits import Limit, validate_limits
+from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import BucketState
 
 
@@ -40,7 +40,7 @@ def _limits(
     keys.validate_id("entity_id", entity_id)
     keys.validate_resource(resource)
     if limits is not None:
-        return validate_limits(limits)
+        return in_force(validate_limits(limits), now_ms)
     resolved = yield from resolve(state, [(entity_id, resource)], now_ms)
     return require_limits(resolved[(entity_id, resource)], entity_id, resource).limits
 

@@ -20,7 +20,7 @@ def list_resources(state: RepoState, entity_id: str) -> Flow[list[str]]:
     return sorted({keys.parse_bucket_pk(k[keys.PK]["S"])[2] for k in found})
 
 
-def _limit_of(name: str, stored: LimitState) -> Limit:
+def limit_of(name: str, stored: LimitState) -> Limit:
     """The limit a shard's stored numbers describe (shown without reading the config)."""
     capacity = max(1, stored.capacity_milli // 1000)
     if stored.window is not None:
@@ -49,7 +49,7 @@ def shard_info(
     tokens: dict[str, int] = {}
     reserved: dict[str, int] = {}
     for name, stored in bucket.user_limits.items():
-        limit = _limit_of(name, stored)
+        limit = limit_of(name, stored)
         held = keys.held_milli(bucket.reserved.get(name, {}), now_ms)
         capacity[name] = capacity_of(limit, measured.shard_count, shares) // 1000
         tokens[name] = tokens_now(measured, limit, now_ms, shares) // 1000

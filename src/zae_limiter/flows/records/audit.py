@@ -107,6 +107,18 @@ def _limit_json(limit: Limit) -> dict[str, Any]:
     }
     if limit.window is not None:  # a quota: the audit trail says how it resets
         body["reset"] = limit.window.spec()
+    if limit.schedule:  # a scheduled limit: its overrides are part of what changed
+        body["schedule"] = [
+            {
+                "start": o.start,
+                "end": o.end,
+                "tz": o.tz,
+                "capacity": o.capacity,
+                "refill_amount": o.refill_amount,
+                "refill_period_seconds": o.refill_period_seconds,
+            }
+            for o in limit.schedule
+        ]
     return body
 
 

@@ -18,7 +18,7 @@ from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.records.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.records.version import read_version
-from zae_limiter.limits import Limit, validate_limits
+from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 
 FailurePolicy = Literal["block", "allow"]
@@ -119,6 +119,8 @@ def resolve_and_fetch(
             limits = keys.decode_limits(item) if item is not None else None
             known[cache_key] = limits or None
             cache.store(cache_key, limits or None, now_ms)
+            # Refetched with the limits, so it is as fresh as their cache entry.
+            state.level_ttls[cache_key] = keys.bucket_ttl_of(item)
         for entity_id, _resource in wanted:
             meta_item = found.get(keys.key_id(keys.entity_key(state.namespace, entity_id)))
             # No META: an implicit entity, which never cascades. That is not cached, so
@@ -135,12 +137,26 @@ def resolve_and_fetch(
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None
+        ttl = _bucket_ttl(state, entity_id, resource)
         for source, cache_key in config_levels(entity_id, resource):
             limits = known.get(cache_key)
             if limits:
-                out[(entity_id, resource)] = ResolvedLimits(limits, source)
+                # The stored schedule picks the limit in force from the time passed in:
+                # a boundary needs no read, each client switches by its own clock.
+                out[(entity_id, resource)] = ResolvedLimits(
+                    in_force(limits, now_ms), source, ttl
+                )
                 break
     return out, found
+
+
+def _bucket_ttl(state: RepoState, entity_id: str, resource: str) -> int | None:
+    """The bucket TTL of the most specific level that stores one (flows/bucket_ttl.py)."""
+    for _source, cache_key in config_levels(entity_id, resource):
+        seconds = state.level_ttls.get(cache_key)
+        if seconds is not None:
+            return seconds
+    return None
 
 
 def evict(state: RepoState, entity_id: str | None, resource: str | None) -> None:
@@ -168,15 +184,23 @@ def validate_level(entity_id: str | None, resource: str | None) -> None:
         keys.validate_resource(resource)
 
 
-def _quotas_allowed(state: RepoState) -> Flow[None]:
-    """A quota is stored only in a table at schema 4 or later: the version record then
-    keeps out every client that would read it as a refilling limit."""
+def _quotas_allowed(state: RepoState, scheduled: bool = False) -> Flow[None]:
+    """A quota is stored only in a table at schema 4 or later, a scheduled limit at 5 or
+    later: the version record then keeps out every client that would misread it (a quota
+    as a refilling limit, a schedule as its base numbers at all hours)."""
     record = yield from read_version(state)
-    if record is not None and record.schema_version < schema.QUOTA_SCHEMA_VERSION:
+    needed = schema.SCHEDULE_SCHEMA_VERSION if scheduled else schema.QUOTA_SCHEMA_VERSION
+    what = (
+        "scheduled limits need {v}, which keeps out clients that would enforce the base "
+        "numbers at all hours"
+        if scheduled
+        else "quotas need {v}, which keeps out clients that would read a quota as a "
+        "refilling limit"
+    ).format(v=needed)
+    if record is not None and record.schema_version < needed:
         raise SchemaVersionError(
-            f"table {state.table!r} has schema version {record.schema_version}: quotas need "
-            f"{schema.QUOTA_SCHEMA_VERSION}, which keeps out clients that would read a quota "
-            f"as a refilling limit: run `zae-limiter migrate --name {state.table}` first"
+            f"table {state.table!r} has schema version {record.schema_version}: {what}: "
+            f"run `zae-limiter migrate --name {state.table}` first"
         )
 
 
@@ -200,7 +224,9 @@ def set_limits(
         if entity_id is not None or resource is not None:
             raise ValidationError("on_unavailable is stored with the system defaults only")
     checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
-    if any(limit.window is not None for limit in checked):
+    if any(limit.schedule for limit in checked):
+        yield from _quotas_allowed(state, scheduled=True)
+    elif any(limit.window is not None for limit in checked):
         yield from _quotas_allowed(state)
     kind = (
         "entity_config"
@@ -226,7 +252,9 @@ def set_limits(
             before=_config_json(before),
             after=_config_json(item),
         )
-        put = keys.tx_put(state.table, item, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
+        # The level's bucket TTL is not a limit: replacing the limits keeps it.
+        kept = keys.with_bucket_ttl(item, keys.bucket_ttl_of(before))
+        put = keys.tx_put(state.table, kept, keys.unchanged(before, keys.CONFIG_VERSION_ATTRS))
         return [put, event]
 
     yield from audited_change(state, item_key, _limits_at(item_key), plan)

@@ -114,10 +114,13 @@ def update_entity(
     auditor: Auditor,
     cascade_for: Mapping[str, bool] | _Unset = UNSET,
     bypass: bool | _Unset = UNSET,
+    why: tuple[str, str | None] = ("update_entity", None),
 ) -> Flow[Entity]:
     """Change an entity's name, parent, cascade (`cascade_for` replaces the per-resource
-    choices whole) or bypass; its bucket shards follow the new links."""
+    choices whole) or bypass; its bucket shards follow the new links. `why`: the audit
+    event's action and the operator's reason (recorded in its `after`, when given)."""
     keys.validate_id("entity_id", entity_id)
+    action, reason = why
 
     def plan(read: keys.Item | None) -> Flow[list[dict[str, Any]]]:
         if read is None:
@@ -127,12 +130,11 @@ def update_entity(
         yield from _check_links(state, after)
         item = keys.encode_entity(state.namespace, after)
         put = keys.tx_put(state.table, item, keys.unchanged(read, _ENTITY_ATTRS))
+        recorded = entity_json(after)
+        if reason is not None:
+            recorded["reason"] = reason
         event = auditor.put(
-            state,
-            "update_entity",
-            entity_id=entity_id,
-            before=entity_json(before),
-            after=entity_json(after),
+            state, action, entity_id=entity_id, before=entity_json(before), after=recorded
         )
         return [put, event]
 

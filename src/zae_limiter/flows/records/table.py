@@ -51,4 +51,7 @@ def open_table(
     yield from ensure_table(state, create, now_ms)
     if not check_schema:
         return None
-    return (yield from check_version(state))
+    record = yield from check_version(state)
+    # Below schema 5 an older client may share the table and would not move a `ttl`.
+    state.bucket_expiry = record is None or record.schema_version >= schema.EXPIRY_SCHEMA_VERSION
+    return record

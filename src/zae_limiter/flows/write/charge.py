@@ -15,6 +15,7 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.flows import Call, Flow, Result, one, together
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S, expires_at_s
 from zae_limiter.flows.write.levels import Level, Taken
 from zae_limiter.flows.write.shares import config_of, current
 from zae_limiter.limits import Limit
@@ -62,6 +63,10 @@ def charge_write(
         held_adds=held_adds,
         held_exact=held_exact,
     )
+    if state.bucket_expiry and any(v > 0 for v in delta.values()):
+        # A charge after the fact may leave debt: the item must outlive its refill.
+        idle = state.bucket_ttls.get((entity_id, resource), DEFAULT_BUCKET_TTL_S)
+        params = keys.with_expiry(params, expires_at_s(limits, count, now_ms, idle, delta))
     return Call("update_item", params)
 
 

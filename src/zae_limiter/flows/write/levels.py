@@ -32,6 +32,9 @@ class Level:
     hold_milli: Mapping[str, int] = field(default_factory=dict)
     #: What this client's reserve of the shard spent since its last write, to report.
     flush: keys.Flush | None = None
+    #: The idle seconds after which the item of a full bucket may expire (flows/expiry.py;
+    #: the level that configured it, else the default); 0: never.
+    bucket_ttl_s: int = 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,19 @@ class Taken:
             left = tokens_now(shard, limit, self.at_ms) + self.held_milli.get(limit.name, 0)
             out[limit.name] = max(0, min(limit.capacity, left * count // 1000))
         return out
+
+    def soft_over(self) -> tuple[str, ...]:
+        """The soft limits this write took from that it left below zero: those that
+        would have rejected it (tokens before < tokens asked, read from the write's own
+        ALL_NEW, so exact under contention). Per shard, as a rejection is. Decodes the
+        item only when the take has a soft limit."""
+        soft = [
+            limit for limit in self.limits if limit.soft and self.consumed_milli.get(limit.name)
+        ]
+        if not soft or not self.after:
+            return ()
+        shard = keys.decode_bucket(self.after)
+        return tuple(limit.name for limit in soft if tokens_now(shard, limit, self.at_ms) < 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.flows.context import EntityMeta, RepoState
+from zae_limiter.flows.write import plan
 from zae_limiter.flows.write.levels import Level, Rejected
 from zae_limiter.models import LimitStatus
 
@@ -25,7 +26,7 @@ def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | N
     wait = 0
     for limit in level.limits:
         seen = memory.limits.get(limit.name)
-        if seen is None:
+        if seen is None or not plan.enforces(limit):
             continue
         held = memory.held.get(limit.name, 0)
         have = seen.tokens(now_ms, 1, held)
@@ -66,13 +67,18 @@ def learn(
     # A few attributes, read directly: decoding the whole item costs more than the rest of
     # a write's client-side work.
     count = max(1, keys.get_n(attributes, keys.A_SHARD_COUNT, 1))
-    meta = state.learn_entity(
-        level.entity_id,
+    cascade, parent = (
         keys.get_bool(attributes, keys.A_CASCADE),
         keys.get_s(attributes, keys.A_PARENT),
+    )
+    meta = state.learn_entity(
+        level.entity_id,
+        cascade,
+        parent,
         of=level.resource,
         bypass=keys.get_bool(attributes, keys.A_BYPASS),
     )
+    follow_move(meta, level, cascade, parent)
     known = meta.shard_counts.get(level.resource, 1)
     # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond
     # its own count (merged away), which proves the count went down.
@@ -121,3 +127,18 @@ def image_of_age(
     if keys.reserve_epoch(now_ms) - keys.reserve_epoch(since) > MAX_IMAGE_EPOCHS:
         return None
     return remembered, since
+
+
+def follow_move(meta: EntityMeta, level: Level, cascade: bool, parent: str | None) -> None:
+    """The entity moved when shard 0 names another parent than this client knows:
+    set_parent relinks its buckets after its record and shard 0 existed then, so what
+    the write just showed is newer, and the next cascade goes to the new parent
+    (docs/controls.md, "Move an entity to a new parent"). A later shard may have been
+    made by a client that had not seen the move, and a bucket made without knowing the
+    entity names no parent: neither is followed. Only a move from one parent to another
+    is: an entity without a parent does not cascade, so moving it changes nothing to
+    follow (its cascade is turned on by an update, which clients learn as before)."""
+    moved = meta.parent_id is not None and parent is not None and meta.parent_id != parent
+    if moved and level.shard_id == 0:
+        meta.parent_id = parent
+        meta.cascade_for[level.resource] = cascade

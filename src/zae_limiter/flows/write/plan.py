@@ -23,6 +23,12 @@ from zae_limiter.models import BucketState, LimitStatus
 MIN_GRANT_SHARE = 0.25
 
 
+def enforces(limit: Limit) -> bool:
+    """A limit that rejects what it cannot hold; a soft one (Limit.soft) takes anyway,
+    its bucket going below zero, and only reports (docs/quotas.md, "Soft limits")."""
+    return not limit.soft
+
+
 def grant(
     hold: Mapping[str, int], tokens: Mapping[str, int], consume: Mapping[str, int]
 ) -> dict[str, int]:
@@ -130,7 +136,7 @@ def plan_write(
         state, held, _rebase = states[limit.name]
         need = level.consume_milli.get(limit.name, 0)
         have = tokens[limit.name]
-        if confirmed and (have < need or have < 0):
+        if confirmed and enforces(limit) and (have < need or have < 0):
             ms = state.ms_until(max(need, 0), now_ms, count, held)
             # More than this shard can ever hold: come back after a full refill period,
             # by when the count may have changed (never a tight retry loop).
@@ -158,7 +164,7 @@ def plan_write(
     }
     held_adds.update({attr: -count for attr, count in expired.items()})
     watched = watched_epochs(now_ms if since_ms is None else since_ms, now_ms)
-    writes = [
+    planned = [
         _limit_write(
             bucket,
             limit,
@@ -171,6 +177,7 @@ def plan_write(
         )
         for limit in level.limits
     ]
+    writes = [write for write in planned if write is not None]
     remove = _stale(bucket, now_ms) if confirmed and bucket.reserved else []
     legacy = bucket.last_refill_ms if bucket.legacy_tokens else None
     params = keys.take_write(
@@ -214,7 +221,7 @@ def _limit_write(
     moves: tuple[Mapping[str, int], Mapping[str, int], Mapping[str, int]],
     confirmed: bool,
     watched: range,
-) -> keys.LimitWrite:
+) -> keys.LimitWrite | None:
     """One limit's form (see keys/takes.py) and its numbers. `moves`: the reserve granted,
     the held counts the write moves, and those among them it charges exactly."""
     granted, held_adds, charged_exactly = moves
@@ -249,8 +256,12 @@ def _limit_write(
     slack = max(0, left // 2)
     spare -= slack
     known = tuple((e, reserved.get(e, 0) + (slack if e == epoch else 0)) for e in watching)
-    bounded = need > 0 or reserve > 0
+    # A soft limit takes without a bound (its bucket may go below zero) and checks
+    # nothing; a reserve taken from it is bounded like any other (tokens leave first).
+    bounded = reserve > 0 or (need > 0 and enforces(limit))
     if not bounded and charge == 0:
+        if not enforces(limit):
+            return None
         return keys.LimitWrite(
             name, keys.CHECK, now_ra, bound=base + spare * unit, held=known, config=config
         )

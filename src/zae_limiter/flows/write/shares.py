@@ -49,10 +49,25 @@ def current(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState,
     if legacy is not None:
         tokens = legacy_tokens(stored, legacy, bucket.last_refill_ms, now_ms, count, held)
     elif config_of(stored) != config_of(cfg):
-        tokens = stored.tokens(now_ms, count, held)
+        at = switched_at(stored, limit, now_ms, count)
+        tokens = stored.tokens(at, count, held)
+        return _at(cfg, cfg.with_tokens(tokens, at, count, held)), held, True
     else:
         return _at(cfg, stored.full_at), held, False
     return _at(cfg, cfg.with_tokens(tokens, now_ms, count, held)), held, True
+
+
+def switched_at(stored: LimitState, limit: Limit, now_ms: int, count: int) -> int:
+    """When the stored numbers stopped being the limit's: a scheduled limit's boundary
+    (`since_ms`), so the old numbers refill up to it and the new ones from it, as an ideal
+    bucket whose numbers change at that instant would. Else `now_ms` (a change stored by
+    an operator: its time is not known). A stored state already in debt at the boundary
+    was written after it (a client whose clock is behind, still on the old numbers, or
+    one ahead that switched back): it is rebased at `now_ms`, off by at most that skew."""
+    since = limit.since_ms
+    if since is None or since > now_ms or stored.tokens(since, count) < 0:
+        return now_ms
+    return since
 
 
 def _at(cfg: LimitState, full_at: int | None) -> LimitState:

@@ -19,6 +19,7 @@ from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, Stopped, one, pause
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.expiry import expires_at_s
 from zae_limiter.flows.scaling.doubling import after_write
 from zae_limiter.flows.scaling.split import create_split_shard
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
@@ -162,6 +163,10 @@ def _write(
         params = plan.params
         if wanted is not None:
             params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
+        if state.bucket_expiry:
+            # The write moves the item's expiry; a doubling removes it (flows/expiry.py).
+            count = bucket.shard_count * (2 if wanted is not None else 1)
+            params = keys.with_expiry(params, expiry_of(level, count, now_ms))
         # A throttle raises here and leaves the doubling wished for: on a partition that
         # refuses most writes, it rides on whichever write of this client gets through.
         result = yield from one(Call("update_item", params))
@@ -277,6 +282,9 @@ def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow
     if level.shard_id == 0:
         bucket = new_bucket(level, now_ms, state.partition_wcu)
         item = keys.new_bucket_item(state.namespace, bucket, now_ms)
+        if state.bucket_expiry:
+            expires = expiry_of(level, bucket.shard_count, now_ms)
+            item = keys.item_with_expiry(item, expires)
         result = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
         if result.ok:
             learn(state, level, item, now_ms)
@@ -317,3 +325,7 @@ def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
 def _backoff_ms(state: RepoState, attempt: int) -> int:
     """After `attempt + 1` lost races on one bucket (flows/backoff.py)."""
     return backoff_ms(attempt + 1, state.rng, RACE_FIRST_MS, RACE_CAP_MS)
+
+
+def expiry_of(level: Level, count: int, now_ms: int) -> int | None:
+    return expires_at_s(level.limits, count, now_ms, level.bucket_ttl_s)

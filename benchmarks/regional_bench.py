@@ -1,0 +1,157 @@
+"""`python -m benchmarks regions [--seconds S] [--lag-ms MS]`: one global limit across three
+regions on the local multi-region engine (`local up --regions` with moto's server).
+
+Four runs of the same offer (1.5x a 300/s limit, demand 80/10/10% moving to 10/10/80% at
+a third of the run): regional shares; regional shares with eu-west-1 partitioned for a
+third of the run; independent regional limits (each region the whole limit); one home
+region's table (every region writes to us-east-1). Exits 1 when the shares runs admit
+past one ideal bucket of the whole limit, or serve less than 95% of min(offered, limit)
+outside the seconds after a shift (5 s plus the lag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from benchmarks.regional import Analysis, Scenario, analyse, run_scenario
+from zae_limiter.local import regions as local_regions
+
+REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-1")
+INSTANCE = "bench-regions"
+#: Admissions past the ideal bucket tolerated: a take's clock is read a moment before
+#: its write lands, so two concurrent takes can land in the other order (1 token).
+TOLERANCE_TOKENS = 1.0
+SERVED_FLOOR = 0.95
+
+
+def scenario(seconds: float, lag_ms: int, partitioned: bool, limit: int = 300) -> Scenario:
+    shift = seconds / 3
+    return Scenario(
+        regions=REGIONS,
+        limit_per_second=limit,
+        seconds=seconds,
+        schedule=((0.0, (0.8, 0.1, 0.1)), (shift, (0.1, 0.1, 0.8))),
+        partition=("eu-west-1", shift + 10 * seconds / 90, shift + 40 * seconds / 90)
+        if partitioned
+        else None,
+        lag_ms=lag_ms,
+    )
+
+
+def _row(a: Analysis) -> str:
+    return (
+        f"| {a.mode} | {a.offered} | {a.admitted} | {a.over_admitted:.1f} | "
+        f"{100 * a.served:.1f}% | {100 * a.worst_second:.1f}% | {a.p50_ms:.1f} | {a.p99_ms:.1f} |"
+    )
+
+
+def _per_second(a: Analysis) -> list[str]:
+    head = " | ".join(f"{r} share / admitted" for r in REGIONS)
+    lines = [f"| s | offered | {head} |", "|---|---|" + "---|" * len(REGIONS)]
+    for row in a.per_second:
+        cells = " | ".join(f"{100 * row['shares'][r]:.0f}% / {row['admitted'][r]}" for r in REGIONS)
+        lines.append(f"| {row['second']} | {row['offered']} | {cells} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks regions")
+    parser.add_argument("--seconds", type=float, default=90.0, help="length of each run (90)")
+    parser.add_argument("--lag-ms", type=int, default=1000, help="replication lag (1000)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument("--quick", action="store_true", help="30 s runs")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=300,
+        help="the global limit per second (300; capacity the same)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("dynamodb-local", "moto"),
+        default="dynamodb-local",
+        help="each region's engine (DynamoDB Local: moto's server cannot take 900 writes/s)",
+    )
+    args = parser.parse_args(argv)
+    seconds = 30.0 if args.quick else args.seconds
+    local_regions.up_regions(args.engine, REGIONS, instance=INSTANCE, lag_ms=args.lag_ms)
+    try:
+        local_regions.wait_replicating(INSTANCE)
+        envs = {r: local_regions.region_env(r, INSTANCE) for r in REGIONS}
+        endpoints = {r: env["AWS_ENDPOINT_URL"] for r, env in envs.items()}
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ACCOUNT_ID_ENDPOINT_MODE"):
+            if name in envs[REGIONS[0]]:
+                os.environ[name] = envs[REGIONS[0]][name]
+
+        def cut(region: str, on: bool) -> None:
+            local_regions.partition(region, on, INSTANCE)
+
+        results = []
+        for mode, partitioned, home in (
+            ("shares", False, None),
+            ("shares", True, None),
+            ("independent", False, None),
+            ("home", False, "us-east-1"),
+        ):
+            table = f"bench-regions-{uuid.uuid4().hex[:6]}"
+            run = run_scenario(
+                scenario(seconds, args.lag_ms, partitioned, args.limit),
+                mode,
+                endpoints,
+                table,
+                cut,
+                home,
+            )
+            analysis = analyse(run)
+            analysis.mode = mode + (" + partition" if partitioned else "")
+            results.append((analysis, run.errors))
+            print(f"{analysis.mode}: done ({len(run.errors)} errors)", flush=True)
+    finally:
+        local_regions.down_regions(INSTANCE)
+    return report(results, args.out, seconds, args.lag_ms, args.limit)
+
+
+def report(
+    results: list[tuple[Analysis, list[str]]], out: Path, seconds: float, lag: int, limit: int
+) -> int:
+    lines = [
+        f"## One global limit of {limit}/s across regions ({seconds:.0f} s runs, lag {lag} ms,"
+        f" offered {1.5 * limit:.0f}/s intended)",
+        "",
+        "| run | offered | admitted | past one ideal bucket (tokens) | served outside shifts "
+        "| worst second | p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|---|",
+        *(_row(a) for a, _ in results),
+    ]
+    for a, errors in results:
+        if a.mode.startswith("shares"):
+            lines += ["", f"### {a.mode}: shares and admitted per region per second", ""]
+            lines += _per_second(a)
+        if errors:
+            lines += ["", f"{a.mode}: {len(errors)} errors, first: {errors[0]}"]
+    text = "\n".join(lines)
+    print(text)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "regions.md").write_text(text + "\n")
+    body = [{k: v for k, v in vars(a).items()} for a, _ in results]
+    (out / "regions.json").write_text(json.dumps(body, indent=1) + "\n")
+    failed = []
+    for a, _ in results:
+        if not a.mode.startswith("shares"):
+            continue
+        if a.over_admitted > TOLERANCE_TOKENS:
+            failed.append(f"{a.mode} admitted {a.over_admitted:.1f} tokens past the ideal bucket")
+        if a.served < SERVED_FLOOR and "partition" not in a.mode:
+            failed.append(f"{a.mode} served {100 * a.served:.1f}% < 95% outside the shifts")
+    for failure in failed:
+        print(f"failed: {failure}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

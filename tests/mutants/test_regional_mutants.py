@@ -1,0 +1,146 @@
+"""Regional shares (docs/global.md, "Why it cannot over-admit") hold because the giver
+lowers first, the receiver raises only by what it has seen released, and a raise brings
+no token. Each mutant below breaks one of the three; the model of three regions under lag,
+reordering and partitions (tests/unit/test_regional_shares.py) must catch it, and the
+engine test on the local multi-region engine must catch the first two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.engine.conftest import moto_server  # noqa: F401  (a fixture)
+from tests.engine.test_regional_shares import global_table  # noqa: F401  (a fixture)
+from tests.mutants import must_fail, mutant, mutant_wrapping
+from tests.unit.test_regional_shares import (
+    broken_seeds,
+    burst_model,
+    drained_then_moved,
+    run_model,
+)
+from zae_limiter.flows import regional as core
+
+
+def _all_seeds() -> None:
+    drained_then_moved()
+    broken_seeds(run_model)
+    broken_seeds(burst_model, range(6))
+
+
+def _raise_before_release(original: Any) -> Any:
+    """The receiver raises by what its target says it is owed, before any release."""
+
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any) -> Any:
+        transfer = original(own, images, wanted, reachable)
+        owed = wanted[own.region] - own.parts
+        if owed > core.HYSTERESIS and (transfer is None or not transfer.released):
+            base = transfer or core.Transfer(own.parts, own.given, own.taken, 0, {})
+            return core.Transfer(base.parts + owed, base.given, base.taken, owed, {})
+        return transfer
+
+    return broken
+
+
+def _give_without_lowering(original: Any) -> Any:
+    """The giver raises `g_receiver` but keeps its parts (it would lower them later)."""
+
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any) -> Any:
+        transfer = original(own, images, wanted, reachable)
+        if transfer is None or not transfer.released:
+            return transfer
+        kept = transfer.parts + sum(transfer.released.values())
+        return core.Transfer(kept, transfer.given, transfer.taken, transfer.absorbed, {})
+
+    return broken
+
+
+def _raise_brings_tokens(original: Any) -> Any:
+    """A raise credits the raised capacity as tokens (the bucket jumps by the increase)."""
+
+    def broken(own: Any, transfer: Any, limit: Any, now_ms: int) -> Any:
+        fields = original(own, transfer, limit, now_ms)
+        cp = fields[core.rk.ShareAttr.CAPACITY]
+        if cp > own.capacity_milli:
+            after = core.LimitState(
+                capacity_milli=cp,
+                refill_amount_milli=fields[core.rk.ShareAttr.RATE],
+                refill_period_ms=fields[core.rk.ShareAttr.PERIOD],
+            )
+            tokens = own.tokens(now_ms) + cp - own.capacity_milli
+            fields[core.rk.ShareAttr.FULL_AT] = after.with_tokens(tokens, now_ms)
+        return fields
+
+    return broken
+
+
+def _full_at_kept(original: Any) -> Any:
+    """A share change keeps `fa` as it was, written for the old rate (not re-expressed)."""
+
+    def broken(own: Any, transfer: Any, limit: Any, now_ms: int) -> Any:
+        fields = original(own, transfer, limit, now_ms)
+        if own.full_at is not None:
+            fields[core.rk.ShareAttr.FULL_AT] = own.full_at
+        return fields
+
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("plan_transfer", _raise_before_release),
+        ("plan_transfer", _give_without_lowering),
+        ("reshare_fields", _raise_brings_tokens),
+        ("reshare_fields", _full_at_kept),
+    ],
+    ids=["receiver-raises-first", "giver-does-not-lower", "raise-brings-tokens", "fa-kept"],
+)
+def test_the_model_catches_each_broken_transfer(name: str, make: Any) -> None:
+    _all_seeds()  # passes on the real code
+    with mutant_wrapping(core, name, make):
+        killed = must_fail(_all_seeds)
+    assert "past" in str(killed), killed
+
+
+def _room_ignores_reserves(original: Any) -> Any:
+    """A take plans as if reserves held nothing: the room is the whole share."""
+
+    def broken(image: Any, amount: int, now_ms: int, extra: int = 0) -> Any:
+        plan = original(core.replace(image, held=0, held_before=0), amount, now_ms, extra)
+        if isinstance(plan, core.TakePlan):  # the held counts still written as they were
+            return core.replace(plan, held=image.held_seen(extra, now_ms))
+        return plan
+
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [("plan_take", _room_ignores_reserves)],
+    ids=["room-ignores-reserves"],
+)
+def test_the_model_catches_reserves_forgotten(name: str, make: Any) -> None:
+    with mutant_wrapping(core, name, make):
+        killed = must_fail(_all_seeds)
+    assert "past" in str(killed), killed
+
+
+def test_the_model_catches_a_floor_of_zero_tokens_ignored() -> None:
+    """A take that ignores the share (plans as if always full) is caught too."""
+    with mutant(core, "plan_take", lambda image, amount, now, extra=0: core.TakePlan(0, (0, None))):
+        must_fail(_all_seeds)
+
+
+@pytest.mark.engine
+def test_the_engine_test_catches_a_giver_that_does_not_lower(
+    moto_server: Any,  # noqa: F811  (the fixtures imported above)
+    global_table: Any,  # noqa: F811
+) -> None:
+    """On the local multi-region engine: the counters check of the three regions' own
+    items fails when the giver raises `g_receiver` without lowering its parts."""
+    from tests.engine import test_regional_shares as engine_test
+
+    with mutant_wrapping(core, "plan_transfer", _give_without_lowering):
+        must_fail(engine_test.test_one_global_limit_across_three_regions, moto_server, global_table)
