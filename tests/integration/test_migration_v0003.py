@@ -16,7 +16,12 @@ from zae_limiter import SchemaVersionError, SyncRepository, keys, migrations, sc
 from zae_limiter.bucket import LimitState
 from zae_limiter.cli import _errors, cli
 from zae_limiter.flows import Call, Flow
-from zae_limiter.flows.version import check_record, check_version, read_version, write_version
+from zae_limiter.flows.records.version import (
+    check_record,
+    check_version,
+    read_version,
+    write_version,
+)
 from zae_limiter.migrations import v0003_full_at_buckets as v0003
 from zae_limiter.models import BucketState
 

@@ -14,9 +14,9 @@ import pytest
 
 from tests.mutants import must_fail, mutant
 from tests.unit import test_throttled_pacing as pacing
-from zae_limiter.flows import any_shard, throttled
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling import any_shard, throttled
+from zae_limiter.flows.write.levels import Level
 
 
 def _run(body: Callable[[pytest.MonkeyPatch], None]) -> None:

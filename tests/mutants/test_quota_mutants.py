@@ -24,7 +24,7 @@ from tests.integration import test_quota_boundary as boundary
 from tests.integration import test_quotas as quotas
 from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrapping
 from zae_limiter.bucket import LimitState
-from zae_limiter.flows import charge as charge_flows
+from zae_limiter.flows.write import charge as charge_flows
 from zae_limiter.keys import takes as takes_module
 
 

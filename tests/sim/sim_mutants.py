@@ -25,8 +25,8 @@ from tests.mutants.test_skew_mutant import _set_without_its_condition
 from zae_limiter import drivers
 from zae_limiter import flows as flows_package
 from zae_limiter.flows import acquire as acquire_flow
-from zae_limiter.flows import plan as plan_module
-from zae_limiter.flows import reserve as reserve_module
+from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import buckets as buckets_module
 from zae_limiter.keys import takes as takes_module
 

@@ -15,10 +15,11 @@ import pytest
 
 from tests.unit._flowkit import T0, answered, item, make_level, ok
 from tests.unit.test_flows_throttled import FULL, shard_of, state_with, throttle
-from zae_limiter.flows import Call, Result, throttled
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
-from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
 
 
 def _step_per_row(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,11 +22,11 @@ from zae_limiter.errors import (
     throttling_reasons,
 )
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.evidence import REFUSAL_PROOF_MS, entity_evidence
-from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.evidence import REFUSAL_PROOF_MS, entity_evidence
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
 
 WCU = 50
 FULL = {"rpm": 9000, "tpm": 900_000}

@@ -5,7 +5,7 @@ a reason to fail the caller while capacity may exist elsewhere: another shard of
 entity sits on another partition, and a partition's refusals clear within the second.
 So a throttled acquire write tries a shard it has not tried yet (at most
 `MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
-jitter (see flows/backoff.py), never shorter than the bucket's gate (below), then tries
+jitter (see flows/reserves/pacing.py), never shorter than the bucket's gate (below), then tries
 again, at most `MAX_THROTTLED_WAITS` times, the waits adding up to `THROTTLED_WAIT_MS`.
 Only then does `RateLimiterUnavailable` reach the caller. The waits are counted in
 simulated time (the flow's own sum), never read from a clock: the driver's deadline
@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from zae_limiter.flows import Flow, pause
-from zae_limiter.flows.backoff import backoff_ms
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.reserves.pacing import backoff_ms
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
 
 #: One generator for every acquire's jitter: a `random.Random()` per acquire seeds itself
 #: from the OS, which cost more than the rest of a steady acquire's planning.
@@ -130,7 +130,7 @@ class Tries:
 
 def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
     """A write to the bucket was throttled: this client's writes to it hold back for a
-    backoff that grows with the throttles in a row (full jitter, see flows/backoff.py).
+    backoff that grows with the throttles in a row (full jitter, see flows/reserves/pacing.py).
 
     Only a throttle met while the gate was open makes it grow. Several acquires of one
     client throttled at the same moment (threads, tasks) are one refusal of the partition,
@@ -197,7 +197,7 @@ def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
 
 def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: int) -> None:
     """A write to the bucket went through or was throttled: the bucket's reserve
-    write-rate target steps up (after a reserve write) or is halved (flows/stretch.py).
+    write-rate target steps up (after a reserve write) or is halved (flows/reserves/stretch.py).
 
     Any throttled acquire write halves it, not only one that asked for a reserve: the
     partition refuses this client's writes, and fewer, larger ones are the relief."""

@@ -1,9 +1,9 @@
 """When a shard count doubles, and the write that doubles it.
 
 After a good write, the write-rate window its ALL_NEW shows may prove the partition
-hot (flows/evidence.py): then one conditional write on shard 0 raises the count, at most
+hot (flows/scaling/evidence.py): then one conditional write on shard 0 raises the count, at most
 once per window per client. A shard that records an older count than shard 0 is told the
-new one first. A throttled acquire doubles through `double` as well (flows/any_shard.py),
+new one first. A throttled acquire doubles through `double` as well (flows/scaling/any_shard.py),
 on the evidence a throttle needs.
 """
 
@@ -15,10 +15,8 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level
-from zae_limiter.flows.charge import charge_lost
 from zae_limiter.flows.context import EntityMeta, RepoState
-from zae_limiter.flows.evidence import (
+from zae_limiter.flows.scaling.evidence import (
     DOUBLING_THRESHOLD,
     EVIDENCE_SIGMAS,
     THROTTLE_EVIDENCE_AGE_MS,
@@ -27,7 +25,9 @@ from zae_limiter.flows.evidence import (
     partition_bound,
     window_seen,
 )
-from zae_limiter.flows.memory import learn
+from zae_limiter.flows.write.charge import charge_lost
+from zae_limiter.flows.write.levels import Level
+from zae_limiter.flows.write.memory import learn
 
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250

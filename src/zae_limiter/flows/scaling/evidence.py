@@ -23,7 +23,6 @@ comes.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -31,8 +30,8 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.write.levels import Level
 
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000
@@ -223,6 +222,6 @@ def entity_evidence(
         known = throttle_evidence(state, replace(level, shard_id=shard), now_ms)
         if known is not None:
             return min(since, known)
-    other = replace(level, shard_id=random.choice(others), shard_count=count)
+    other = replace(level, shard_id=state.rng.choice(others), shard_count=count)
     also = yield from read_evidence(state, other, now_ms)
     return None if also is None else min(since, also)
