@@ -1,6 +1,7 @@
 """The fault simulator's search in the suite (docs/simulator.md): every fault kind of a
-one-region world, every seed; a failure names the seed to replay with `python -m zae_limiter.sim --seed N`. The
-seeds are split over test_search_a.py and test_search_b.py, so that two workers share them.
+one-region world, every seed; a failure names the seed to replay with
+`python -m zae_limiter.sim --seed N`. The seeds are split over test_search_a.py and
+test_search_b.py, so that two workers share them.
 """
 
 from __future__ import annotations
