@@ -18,6 +18,8 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/python -m tools.unasync --check
+	$(BIN)/python -m tools.deadcode
+	$(BIN)/python -m tools.docnames
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -43,6 +45,8 @@ DURATIONS ?= 25
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/python -m tools.unasync --check
+	$(BIN)/python -m tools.deadcode
+	$(BIN)/python -m tools.docnames
 	$(BIN)/mypy
 	$(MKDOCS)
 	$(PYTEST) --durations=$(DURATIONS)
@@ -55,6 +59,8 @@ CHECK_PATHS := tests/unit tests/mutants $(wildcard tests/sim)
 check: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/python -m tools.unasync --check
+	$(BIN)/python -m tools.deadcode
+	$(BIN)/python -m tools.docnames
 	$(BIN)/mypy
 	$(PYTEST) -m "not engine and not slow" --durations=10 $(CHECK_PATHS)
 

@@ -235,6 +235,10 @@ def run_phase(
             time.sleep(POLL_INTERVAL_S * 2)
     rows = _rows(phase, tally, start_at, emu, poller)
     result = {"summary": _summary(phase, rows, tally), "seconds": rows}
+    operations = emu.stats().by_operation
+    result["requests"] = {
+        op: {"forwarded": c.forwarded, "throttled": c.throttled} for op, c in operations.items()
+    }
     latencies = sorted(tally.admitted_latency)
     if latencies:
         result["admitted_latency_ms"] = {

@@ -11,12 +11,14 @@ runs, the library's defaults and `reserve=False`, each with its promises:
   acquire below 1 ms, and the emulator never refusing more than 2x the partition's limit
   in any second after the first 5;
 - `reserve=False`: >= 95% admitted in the last 20 s, no `RateLimiterUnavailable` once
-  the shard count has settled, at most twice the shards the load needs. Its throttles
-  per second are reported, not judged: until the count has grown, every acquire writes
-  to a full partition.
+  the shard count has settled, at most twice the shards the load needs, the shards it
+  needs by second 10, at most 2 requests (the emulator's count, reads included) per
+  admitted acquire, and no timeouts. Its throttles per second are reported, not judged:
+  until the count has grown, every acquire writes to a full partition.
 
     python -m benchmarks.hot_throttle --seconds 30
     python -m benchmarks.hot_throttle --no-reasons --shape fixed   # harder emulators
+    python -m benchmarks.hot_throttle --only reserve-off           # one of the two runs
 
 The emulator's throttles name whose limit refused them, as DynamoDB's do since 2025;
 `--no-reasons` takes that away (the library then doubles on its windows alone), and
@@ -34,6 +36,7 @@ from typing import Any
 from benchmarks.hot_phase import run_phase
 from benchmarks.hot_scenarios import target_shards
 from benchmarks.sections import Log, Section
+from zae_limiter.errors import CALL_TIMEOUT
 from zae_limiter.limits import Limit
 from zae_limiter.testing.emulator import FIXED, SMOOTH, PartitionEmulator
 from zae_limiter.testing.load import Phase
@@ -126,6 +129,23 @@ def judge(name: str, run: dict[str, Any], seconds: float) -> dict[str, Any]:
                                                 "bound": 0, "ok": late == 0}  # fmt: skip
         checks["max_shards"] = {"value": max_shards, "bound": 2 * needed,
                                 "ok": max_shards <= 2 * needed}  # fmt: skip
+        grown = next((r["second"] for r in rows if r["shard_count"] >= needed), None)
+        in_time = grown is not None and grown <= 10
+        checks["second_at_needed_shards"] = {
+            "value": grown,
+            "needed": needed,
+            "bound": 10,
+            "ok": in_time,
+        }
+        requests = sum(c["forwarded"] + c["throttled"] for c in run.get("requests", {}).values())
+        admitted = max(1, sum(r["admitted"] for r in rows))
+        per = round(requests / admitted, 2)
+        checks["requests_per_admitted"] = {"value": per, "bound": 2, "ok": per <= 2}
+        # The acquire's deadline (CALL_TIMEOUT) and the SDK's socket timeouts
+        # (ReadTimeoutError, ConnectTimeoutError): what a storm of requests does to an engine.
+        codes = run.get("summary", {}).get("unavailable_codes", {})
+        timeouts = sum(n for code, n in codes.items() if CALL_TIMEOUT in code)
+        checks["timeouts"] = {"value": timeouts, "bound": 0, "ok": timeouts == 0}
         # Reported, not judged: while the count grows, every acquire meets a full partition.
         checks["emulator_throttles_per_s_after_settling"] = {
             "value": max((r["throttles"] for r in rows if r["second"] > settled), default=0),
@@ -135,13 +155,22 @@ def judge(name: str, run: dict[str, Any], seconds: float) -> dict[str, Any]:
     return checks
 
 
+RUNS: dict[str, bool | None] = {"defaults": None, "reserve-off": False}
+
+
 def run(
-    emu: PartitionEmulator, upstream: str, table: str, seconds: float = 30
+    emu: PartitionEmulator,
+    upstream: str,
+    table: str,
+    seconds: float = 30,
+    only: tuple[str, ...] = tuple(RUNS),
 ) -> dict[str, Any]:
-    """Both runs and their verdicts."""
+    """The runs named in `only` (both by default) and their verdicts."""
     emu.writes_per_second = PARTITION_LIMIT
     out: dict[str, Any] = {}
-    for name, reserve in (("defaults", None), ("reserve-off", False)):
+    for name, reserve in RUNS.items():
+        if name not in only:
+            continue
         test = phase(name, reserve, seconds)
         result = run_phase(emu, upstream, table, test, PROCESSES, prime=True)
         result["checks"] = judge(name, result, seconds)
@@ -169,20 +198,30 @@ def markdown(results: dict[str, Any]) -> list[str]:
             "|" + "---:|" * len(COLUMNS),
         ]
         lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in result["seconds"]]
-        facts = {"checks": result["checks"], "latency": result.get("admitted_latency_ms")}
+        facts = {
+            "checks": result["checks"],
+            "latency": result.get("admitted_latency_ms"),
+            "requests": result.get("requests"),
+            "unavailable_codes": result.get("summary", {}).get("unavailable_codes"),
+        }
         lines += ["", "```json", json.dumps(facts, indent=2), "```", ""]
     return lines
 
 
-def measure_all(seconds: float, shape: str = SMOOTH, reasons: bool = True) -> dict[str, Any]:
-    """Both runs on a local engine of their own, behind the emulator (its `shape`, and
+def measure_all(
+    seconds: float,
+    shape: str = SMOOTH,
+    reasons: bool = True,
+    only: tuple[str, ...] = tuple(RUNS),
+) -> dict[str, Any]:
+    """The runs on a local engine of their own, behind the emulator (its `shape`, and
     whether its throttles give reasons)."""
     from benchmarks.engines import create_table
     from benchmarks.hot_entity import environment, pick_engine
 
     with environment(pick_engine(None), PARTITION_LIMIT, shape, reasons) as (upstream, emu):
         table = create_table(upstream, prefix="zael-bench-throttle")
-        return run(emu, upstream, table, seconds)
+        return run(emu, upstream, table, seconds, only)
 
 
 def _measure(out_dir: Path, quick: bool, log: Log, failed: list[str]) -> dict[str, Any]:
@@ -212,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="throttles name no reason (DynamoDB before 2025): doubling on windows alone",
     )
+    parser.add_argument("--only", choices=list(RUNS), action="append", help="this run only")
     args = parser.parse_args(argv)
-    results = measure_all(args.seconds, args.shape, not args.no_reasons)
+    only = tuple(args.only or RUNS)
+    results = measure_all(args.seconds, args.shape, not args.no_reasons, only)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hot_throttle.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -18,7 +18,7 @@ import boto3
 
 from benchmarks.engines import DYNAMODB_LOCAL, MOTO, create_table, running
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
-from zae_limiter.flows.bucket_write import stored_config
+from zae_limiter.flows.write.levels import stored_config
 from zae_limiter.wire import lean_client
 
 LIMIT = Limit.per_second("rps", 1_000_000)  # never binds: every call succeeds

@@ -8,14 +8,21 @@ happens when a scenario advances it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import os
+import random
+import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository, keys
 from zae_limiter.capacity import Measurement
-from zae_limiter.flows import Call, any_shard, one
+from zae_limiter.flows import Call, one
 
 RESOURCE = "gpt-4"
 RPM = Limit.per_minute("rpm", 100)
@@ -196,27 +203,29 @@ def rollback_cascade(bench: Bench) -> Measurement:
     return m
 
 
-class _PickShard:
-    """Stands in for `random` in the acquire flow: the first pick is `first`."""
+class _PickShard(random.Random):
+    """Stands in for the state's generator in the acquire flow: the first pick is `first`."""
 
     def __init__(self, first: int) -> None:
+        super().__init__(0)
         self.first = first
 
-    def randrange(self, stop: int) -> int:
-        return self.first % stop
+    def randrange(self, start: int, *_: Any, **__: Any) -> int:
+        return self.first % start
 
     def choice(self, seq: Any) -> Any:
         return seq[0]
 
 
 @contextlib.contextmanager
-def first_shard(shard: int) -> Iterator[None]:
-    saved = getattr(any_shard, "random")  # noqa: B009 - not exported: swapped for a test
-    setattr(any_shard, "random", _PickShard(shard))  # noqa: B010
+def first_shard(limiter: SyncRateLimiter, shard: int) -> Iterator[None]:
+    state = limiter.repository.state
+    saved = state.rng
+    state.rng = _PickShard(shard)
     try:
         yield
     finally:
-        setattr(any_shard, "random", saved)  # noqa: B010
+        state.rng = saved
 
 
 def _set_shard_count(limiter: SyncRateLimiter, entity: str, count: int) -> None:
@@ -239,11 +248,11 @@ def shard_retry(bench: Bench) -> Measurement:
     limiter.set_limits("key-1", [RPM], resource=RESOURCE)
     take(limiter, "key-1", rpm=1)
     _set_shard_count(limiter, "key-1", 2)
-    with first_shard(0):
+    with first_shard(limiter, 0):
         take(limiter, "key-1", rpm=1)  # ALL_NEW tells the client there are two shards
-    with first_shard(1):
+    with first_shard(limiter, 1):
         take(limiter, "key-1", rpm=1)  # creates shard 1 from half of shard 0
-    with first_shard(0):
+    with first_shard(limiter, 0):
         take(limiter, "key-1", rpm=_tokens(limiter, "key-1", 0))  # drains shard 0
         with measure(limiter) as m:
             take(limiter, "key-1", rpm=1)  # shard 0 refuses; shard 1 grants
@@ -271,3 +280,134 @@ SCENARIOS: dict[str, Scenario] = {
     "rollback_cascade": rollback_cascade,
     "shard_retry": shard_retry,
 }
+
+
+# ---------------------------------------------------------------- what one acquire walks
+#: Warm-up acquires before a walk is traced: the bucket exists, the client remembers it,
+#: and (reserves on) it holds a reserve that the traced acquire is served from.
+WALK_WARMUP = 50
+WALK_LIMIT = Limit.per_second("rps", 1_000_000)  # never binds: every acquire succeeds
+#: Acquires per CPU round (per request: each is a request to moto in this process), and
+#: rounds (the median is reported).
+WALK_ACQUIRES = {False: 300, True: 20_000}
+WALK_ROUNDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """The package code one steady acquire passes through (`sys.setprofile`)."""
+
+    path: str
+    functions: int  # distinct package functions
+    calls: int  # package function calls
+    files: int  # distinct package files
+    depth: int  # deepest package call chain
+    requests: int  # DynamoDB calls the traced acquire made
+    cpu_us: float  # CPU per acquire, median round, requests included
+    names: tuple[str, ...] = ()  # "file:function", in first-call order
+
+
+def _package_file(filename: str) -> str | None:
+    marker = f"{os.sep}zae_limiter{os.sep}"
+    at = filename.rfind(marker)
+    return None if at < 0 else filename[at + len(marker) :]
+
+
+def _trace(one: Callable[[], None]) -> tuple[list[str], int, set[str], int]:
+    seen: dict[str, None] = {}
+    files: set[str] = set()
+    calls, depth, deepest = [0], [0], [0]
+
+    def profile(frame: FrameType, event: str, _arg: Any) -> None:
+        if event not in ("call", "return"):
+            return
+        name = _package_file(frame.f_code.co_filename)
+        if name is None:
+            return
+        if event == "return":
+            depth[0] -= 1
+            return
+        depth[0] += 1
+        deepest[0] = max(deepest[0], depth[0])
+        calls[0] += 1
+        files.add(name)
+        seen.setdefault(f"{name}:{frame.f_code.co_qualname}", None)
+
+    sys.setprofile(profile)
+    try:
+        one()
+    finally:
+        sys.setprofile(None)
+    return list(seen), calls[0], files, deepest[0]
+
+
+def walk(reserve: bool) -> Walk:
+    """Trace one steady acquire on in-process moto: reserves off (one UpdateItem), or on
+    (served from the reserve the warm-up took), then time WALK_ROUNDS rounds of them."""
+    repo = SyncRepository.open(name=f"walk-{int(reserve)}", create_table=True, reserve=reserve)
+    try:
+        limiter = SyncRateLimiter(repo)
+
+        def one() -> None:
+            with limiter.acquire("walker", "walk", {WALK_LIMIT.name: 1}, limits=[WALK_LIMIT]):
+                pass
+
+        for _ in range(WALK_WARMUP):
+            one()
+        with repo.meter.measure() as m:
+            names, calls, files, depth = _trace(one)
+        rounds = []
+        for _ in range(WALK_ROUNDS):
+            start = time.process_time()
+            for _ in range(WALK_ACQUIRES[reserve]):
+                one()
+            rounds.append((time.process_time() - start) / WALK_ACQUIRES[reserve] * 1e6)
+        label = "reserve hit" if reserve else "per request (reserve=False)"
+        cpu = statistics.median(rounds)
+        return Walk(label, len(names), calls, len(files), depth, len(m.calls), cpu, tuple(names))
+    finally:
+        repo.close()
+
+
+def walks() -> list[Walk]:
+    for name, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"),
+                        ("AWS_DEFAULT_REGION", "us-east-1")):  # fmt: skip
+        os.environ.setdefault(name, value)
+    from moto import mock_aws
+
+    with mock_aws():
+        return [walk(False), walk(True)]
+
+
+def walks_markdown(found: list[Walk]) -> str:
+    lines = [
+        "| acquire | package functions | calls | files | depth | requests | CPU us (moto) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for w in found:
+        lines.append(
+            f"| {w.path} | {w.functions} | {w.calls} | {w.files} | {w.depth} | {w.requests} "
+            f"| {w.cpu_us:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.paths",
+        description="What one steady acquire walks through: package functions, calls and "
+        "files (sys.setprofile, in-process moto), per request and served from a reserve.",
+    )
+    parser.add_argument("--names", action="store_true", help="list the functions, in order")
+    args = parser.parse_args(argv)
+    found = walks()
+    print(walks_markdown(found))
+    if args.names:
+        for w in found:
+            print(f"{w.path}:")
+            print("\n".join(f"  {n}" for n in w.names))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

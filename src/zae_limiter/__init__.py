@@ -12,10 +12,10 @@ from zae_limiter.errors import (
     ValidationError,
     ZaeLimiterError,
 )
-from zae_limiter.flows.controls import TopUp
-from zae_limiter.flows.namespace import NamespaceInfo
-from zae_limiter.flows.reserve import ReserveSettings, ReserveStats
-from zae_limiter.flows.version import client_version as _client_version
+from zae_limiter.flows.offpath.controls import TopUp
+from zae_limiter.flows.records.namespace import NamespaceInfo
+from zae_limiter.flows.records.version import client_version as _client_version
+from zae_limiter.flows.reserves.book import ReserveSettings, ReserveStats
 from zae_limiter.lease import Lease, SyncLease
 from zae_limiter.limiter import RateLimiter, SyncRateLimiter
 from zae_limiter.limits import Limit

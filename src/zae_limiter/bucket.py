@@ -61,7 +61,7 @@ class LimitState:
     total_consumed_milli: int = 0
     full_at: int | None = None
     #: A quota's window (None: a refilling limit). Not stored in the item: the limit's
-    #: config carries it (flows/shares.py).
+    #: config carries it (flows/write/shares.py).
     window: Window | None = None
 
     def threshold(self, now_ms: int) -> int:

@@ -1,7 +1,9 @@
 """One exception tree for the library.
 
-`map_client_error` is the only place where botocore's errors become ours; it works on
-the error's code and message so that this module never imports botocore.
+`map_client_error` is the only place where a DynamoDB error code becomes ours; it works
+on the error's code and message so that this module never imports botocore. The driver
+(drivers.py) raises the errors no DynamoDB answer carries: a deadline that passed, a call
+the capacity budget refused, an endpoint that could not be reached.
 """
 
 from __future__ import annotations

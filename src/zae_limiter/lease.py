@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
-from zae_limiter.flows.acquire import Acquired, commit, compensate, validate_amounts
+from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments, validate_amounts
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
     from zae_limiter.limits import Limit
     from zae_limiter.repository import Repository, SyncRepository
-    from zae_limiter.stats import Outcome
+    from zae_limiter.stats import Decision
 
 #: A lease that holds nothing: allowed on failure, or rejected in shadow mode.
 NOTHING = Acquired(())
@@ -23,7 +23,7 @@ class _LeaseState:
     """Buffers usage deltas; nothing is written until the lease ends."""
 
     def __init__(
-        self, acquired: Acquired, consumed: Mapping[str, int], degraded: Outcome | None
+        self, acquired: Acquired, consumed: Mapping[str, int], degraded: Decision | None
     ) -> None:
         self.acquired = acquired
         self.consumed = dict(consumed)
@@ -56,7 +56,7 @@ class _Held:
     """What both lease faces hold: the buffered state, and the flow that ends it."""
 
     def __init__(
-        self, acquired: Acquired, consumed: Mapping[str, int], degraded: Outcome | None
+        self, acquired: Acquired, consumed: Mapping[str, int], degraded: Decision | None
     ) -> None:
         self._state = _LeaseState(acquired, consumed, degraded)
 
@@ -80,7 +80,7 @@ class _Held:
         return own.remaining() if own is not None else None
 
     @property
-    def degraded(self) -> Outcome | None:
+    def degraded(self) -> Decision | None:
         """None for a real lease; "allowed_on_failure" or "shadow_rejected" for one that
         holds nothing (its adjustments are accepted and never written)."""
         return self._state.degraded
@@ -95,11 +95,11 @@ class _Held:
         written only when it holds none or cannot cover them.
         """
         held = self._state
-        if held.holds_nothing or (not failed and not any(held.pending.values())):
+        if held.degraded is not None or (not failed and not any(held.pending.values())):
             return None
         if failed:
             return compensate(repo_state, held.acquired.taken, clock())
-        return commit(repo_state, held.acquired, held.pending, clock())
+        return record_adjustments(repo_state, held.acquired, held.pending, clock())
 
 
 # unasync: source
@@ -111,7 +111,7 @@ class Lease(_Held):
         repo: Repository,
         acquired: Acquired,
         consumed: Mapping[str, int],
-        degraded: Outcome | None = None,
+        degraded: Decision | None = None,
     ) -> None:
         super().__init__(acquired, consumed, degraded)
         self._repo = repo
@@ -141,7 +141,7 @@ class SyncLease(_Held):
         repo: SyncRepository,
         acquired: Acquired,
         consumed: Mapping[str, int],
-        degraded: Outcome | None = None,
+        degraded: Decision | None = None,
     ) -> None:
         super().__init__(acquired, consumed, degraded)
         self._repo = repo

@@ -16,13 +16,18 @@ from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired
-from zae_limiter.flows.config import FailurePolicy, check_failure_policy, stored_failure_policy
-from zae_limiter.flows.reserve import ReserveStats
+from zae_limiter.flows.records.config import (
+    FailurePolicy,
+    check_failure_policy,
+    stored_failure_policy,
+)
+from zae_limiter.flows.reserves import hit
+from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
 from zae_limiter.repository import Repository, SyncRepository, _Base
-from zae_limiter.stats import DecisionStats, LimiterStats, Outcome
+from zae_limiter.stats import Decision, DecisionStats, LimiterStats
 
 log = logging.getLogger("zae_limiter")
 
@@ -59,7 +64,7 @@ class _Decisions:
                 return check_failure_policy(value)
         return "block"
 
-    def record(self, resource: Resources, outcome: Outcome, started: float) -> None:
+    def record(self, resource: Resources, outcome: Decision, started: float) -> None:
         """One decision; an acquire of several resources is a decision of each."""
         latency = (self.timer() - started) * 1000
         for name in (resource,) if isinstance(resource, str) else resource:
@@ -72,7 +77,7 @@ class _Decisions:
 
     def degrade(
         self, error: Exception, resource: Resources, started: float, call: FailurePolicy | None
-    ) -> Outcome:
+    ) -> Decision:
         """What a failed acquire becomes: a lease holding nothing, or the error raised."""
         if isinstance(error, RateLimitExceeded):
             if self.shadow:
@@ -101,16 +106,16 @@ class _Decisions:
         )
         return flow, self.timer()
 
-    def settle(
+    def decide(
         self,
         resource: Resources,
         started: float,
         call: FailurePolicy | None,
         acquired: Acquired | None = None,
         error: Exception | None = None,
-    ) -> tuple[Acquired, Outcome | None]:
+    ) -> tuple[Acquired, Decision | None]:
         """What the lease holds, and why it holds nothing (None when admitted)."""
-        outcome: Outcome = "admitted"
+        outcome: Decision = "admitted"
         if error is not None:
             outcome = self.degrade(error, resource, started, call)
         elif acquired is not None and acquired.bypassed:
@@ -319,7 +324,7 @@ class SyncRateLimiter(_Face):
 # unasync: end
 
 
-LeaseParts = tuple[Acquired, Mapping[str, int], Outcome | None]
+LeaseParts = tuple[Acquired, Mapping[str, int], Decision | None]
 RepoT = TypeVar("RepoT", Repository, SyncRepository)
 
 
@@ -352,11 +357,31 @@ class _Acquiring(Generic[RepoT]):
         )
         return flow
 
-    def _settle(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
+    def _served(self) -> LeaseParts | None:
+        """An acquire this client's token reserve serves (flows/reserves/hit.py): no flow,
+        no driver, no request. None: the full path decides."""
+        repo, decisions = self._repo, self._face._decisions
+        if repo.state.reserves is None:
+            return None  # reserves off: every acquire is the full path
+        entity_id, resource, consume, limits = self._args
+        if not isinstance(resource, str):
+            return None  # several resources: the full path takes them all or none
+        if self._policy is not None:
+            check_failure_policy(self._policy)
+        self._started = started = decisions.timer()
+        served = hit.serve(repo.state, entity_id, resource, consume, limits, repo.clock())
+        if served is None:
+            return None
+        taken, amounts = served
+        decisions.stats.record(resource, "admitted", (decisions.timer() - started) * 1000)
+        repo.tend_reserves()
+        return Acquired((taken,), amounts, entity_id), amounts, None
+
+    def _lease_parts(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
         """What the lease holds, what it starts from, and why it holds nothing; the
         reserves are tended after an acquire that reached DynamoDB's answer."""
         decisions, resource = self._face._decisions, self._args[1]
-        held, why = decisions.settle(resource, self._started, self._policy, acquired, error)
+        held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
         if error is None:
             self._repo.tend_reserves()
         return held, _consumed(held, self._args[2]), why
@@ -370,10 +395,12 @@ class AsyncAcquiring(_Acquiring[Repository]):
 
     async def __aenter__(self) -> Lease:
         repo = self._repo
-        try:
-            parts = self._settle(await repo.run(self._begin(), repo.timeout), None)
-        except _FAILED as error:
-            parts = self._settle(None, error)
+        parts = self._served()
+        if parts is None:
+            try:
+                parts = self._lease_parts(await repo.run(self._begin(), repo.timeout), None)
+            except _FAILED as error:
+                parts = self._lease_parts(None, error)
         self._lease = Lease(repo, *parts)
         return self._lease
 
@@ -389,10 +416,12 @@ class SyncAcquiring(_Acquiring[SyncRepository]):
 
     def __enter__(self) -> SyncLease:
         repo = self._repo
-        try:
-            parts = self._settle(repo.run(self._begin(), repo.timeout), None)
-        except _FAILED as error:
-            parts = self._settle(None, error)
+        parts = self._served()
+        if parts is None:
+            try:
+                parts = self._lease_parts(repo.run(self._begin(), repo.timeout), None)
+            except _FAILED as error:
+                parts = self._lease_parts(None, error)
         self._lease = SyncLease(repo, *parts)
         return self._lease
 

@@ -70,7 +70,7 @@ class Limit:
     soft: bool = field(default=False, kw_only=True)
     #: Scheduled overrides (schedule.py): the limit in force changes at cron instants.
     schedule: tuple[Override, ...] = field(default=(), kw_only=True)
-    #: On a limit `schedule.active` chose: the instant it took over (not compared: the
+    #: On a limit `limits.active` chose: the instant it took over (not compared: the
     #: same numbers are the same limit).
     since_ms: int | None = field(default=None, kw_only=True, compare=False)
 
@@ -251,7 +251,7 @@ def _numbers(limit: Limit) -> tuple[int, int, int]:
 def active(limit: Limit, now_ms: int) -> Limit:
     """The limit in force at `now_ms` (itself when not scheduled). It carries `since_ms`,
     the instant it took over, at which a bucket under the previous numbers is rebased
-    (flows/shares.py). Instants are whole minutes: one answer per minute, cached."""
+    (flows/write/shares.py). Instants are whole minutes: one answer per minute, cached."""
     if not limit.schedule:
         return limit
     numbers, since = pick(limit.schedule, _numbers(limit), now_ms // 60_000)

@@ -43,7 +43,7 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
     ) from missing
 
 from zae_limiter.errors import RateLimitExceeded
-from zae_limiter.flows.config import FailurePolicy
+from zae_limiter.flows.records.config import FailurePolicy
 from zae_limiter.lease import SyncLease
 from zae_limiter.limiter import SyncRateLimiter
 from zae_limiter.limits import Limit

@@ -15,26 +15,19 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows import (
-    Flow,
-    bucket_ttl,
-    config,
-    controls,
-    entities,
-    namespace,
-    read,
-    shards,
-)
-from zae_limiter.flows import audit as audit_flows
-from zae_limiter.flows import usage as usage_flows
-from zae_limiter.flows.audit import Auditor
-from zae_limiter.flows.config import FailurePolicy
+from zae_limiter.flows import Flow, bucket_ttl
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.controls import TopUp
-from zae_limiter.flows.entities import UNSET, _Unset
-from zae_limiter.flows.namespace import DEFAULT_DELETE_WCU, NamespaceInfo, Progress
-from zae_limiter.flows.reserve import ReserveStats
-from zae_limiter.flows.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
+from zae_limiter.flows.offpath import controls, read, shards
+from zae_limiter.flows.offpath.controls import TopUp
+from zae_limiter.flows.records import audit as audit_flows
+from zae_limiter.flows.records import config, entities, namespace
+from zae_limiter.flows.records import usage as usage_flows
+from zae_limiter.flows.records.audit import Auditor
+from zae_limiter.flows.records.config import FailurePolicy
+from zae_limiter.flows.records.entities import UNSET, _Unset
+from zae_limiter.flows.records.namespace import DEFAULT_DELETE_WCU, NamespaceInfo, Progress
+from zae_limiter.flows.records.usage import DEFAULT_SUMMARY_WINDOW, TimeArg
+from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.limits import Limit
 from zae_limiter.models import (
     AuditEvent,

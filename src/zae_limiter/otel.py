@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from zae_limiter.stats import DecisionStats, Outcome
+from zae_limiter.stats import Decision, DecisionStats
 
 INSTALL_HINT = "pip install 'zae-limiter[otel]'"
 METER_NAME = "zae_limiter"
@@ -33,7 +33,7 @@ class Instrumentation:
         self.histogram = histogram
         stats.add_listener(self._on_decision)
 
-    def _on_decision(self, resource: str, outcome: Outcome, latency_ms: float) -> None:
+    def _on_decision(self, resource: str, outcome: Decision, latency_ms: float) -> None:
         attributes = {"resource": resource, "outcome": outcome}
         self.counter.add(1, attributes)
         self.histogram.record(latency_ms, attributes)

@@ -30,9 +30,9 @@ from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows.context import DEFAULT_MAX_SHARDS, DEFAULT_PARTITION_WCU, RepoState
-from zae_limiter.flows.reserve import ReserveBook, ReserveSettings, ReserveStats
-from zae_limiter.flows.table import open_table
-from zae_limiter.flows.version import VersionRecord
+from zae_limiter.flows.records.table import open_table
+from zae_limiter.flows.records.version import VersionRecord
+from zae_limiter.flows.reserves.book import ReserveBook, ReserveSettings, ReserveStats
 from zae_limiter.limits import Limit
 from zae_limiter.models import CacheStats
 from zae_limiter.reserve_keeper import AsyncKeeper, SyncKeeper, due_returns

@@ -1,7 +1,7 @@
 """Keepers: background work that returns a repository's token reserves when they are due.
 
 A reserve goes back after `idle_ms` without an acquire or at `max_age_ms` (see
-flows/reserve.py), whether or not the client makes another call: a sync repository runs a
+flows/reserves/book.py), whether or not the client makes another call: a sync repository runs a
 daemon thread for it, an async one a task on its event loop, both started by the first
 reserve and asleep while none is held. Closing returns everything; a repository that was
 never closed returns its reserves at interpreter exit (the async face then uses a boto3
@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zae_limiter.flows import Flow
-from zae_limiter.flows.reserve_ops import give_back_reserves
+from zae_limiter.flows.reserves.ops import give_back_reserves
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState

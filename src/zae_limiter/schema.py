@@ -1,7 +1,7 @@
 """The schema version of the table, and the record that states it.
 
 The version record lives at `keys.version_key()` (PK `_/SYSTEM#`, SK `#VERSION`); its
-attribute names are in `keys.py`, and `flows.version` reads and migrates it.
+attribute names are in `keys/version.py`, and `flows.records.version` reads and migrates it.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-Outcome = Literal[
+Decision = Literal[
     "admitted", "rejected", "allowed_on_failure", "shadow_rejected", "unavailable", "bypassed"
 ]
-OUTCOMES: tuple[Outcome, ...] = (
+OUTCOMES: tuple[Decision, ...] = (
     "admitted",
     "rejected",
     "allowed_on_failure",
@@ -39,7 +39,7 @@ LATENCY_BUCKETS_MS: tuple[float, ...] = (
     2500,
     5000,
 )
-Listener = Callable[[str, Outcome, float], None]
+Listener = Callable[[str, Decision, float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,7 @@ class DecisionStats:
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
 
-    def record(self, resource: str, outcome: Outcome, latency_ms: float) -> None:
+    def record(self, resource: str, outcome: Decision, latency_ms: float) -> None:
         with self._lock:
             counters = self._by_resource.get(resource)
             if counters is None:

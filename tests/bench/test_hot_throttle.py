@@ -50,5 +50,14 @@ def test_each_broken_promise_without_reserves_is_named() -> None:
     late = rows(shard_count=growing, unavailable={4: 9, 12: 1})
     assert failed("reserve-off", run_of(late)) == {"unavailable_after_settling"}
     assert failed("reserve-off", run_of(rows(shard_count={**growing, 5: 64}))) == {"max_shards"}
-    short = rows(admitted={s: 30 for s in range(10, 30)})
+    short = rows(shard_count=growing, admitted={s: 30 for s in range(10, 30)})
     assert failed("reserve-off", run_of(short)) == {"admitted_share_last_20s"}
+    slow = {0: 1, 5: 2, 8: 4, 10: 8, 11: 16}
+    assert failed("reserve-off", run_of(rows(shard_count=slow))) == {"second_at_needed_shards"}
+    chatty = run_of(rows(shard_count=growing))
+    chatty["requests"] = {"UpdateItem": {"forwarded": 1200, "throttled": 1000}, "GetItem": {
+        "forwarded": 300, "throttled": 0}}  # fmt: skip
+    assert failed("reserve-off", chatty) == {"requests_per_admitted"}
+    stormed = run_of(rows(shard_count=growing))
+    stormed["summary"] = {"unavailable_codes": {"ReadTimeoutError": 3, "Timeout": 1}}
+    assert failed("reserve-off", stormed) == {"timeouts"}

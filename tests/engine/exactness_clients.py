@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tests.exactness_model import Replay, SimClock
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
-from zae_limiter.flows.reserve import ReserveSettings
+from zae_limiter.flows.reserves.book import ReserveSettings
 
 RESOURCE = "api"
 CLIENTS = 3

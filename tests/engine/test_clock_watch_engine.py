@@ -14,7 +14,7 @@ import pytest
 from tests._servers import EngineEndpoint, unique_name
 from zae_limiter import Repository, SyncRepository
 from zae_limiter.clock_watch import ClockStats
-from zae_limiter.flows.version import read_version
+from zae_limiter.flows.records.version import read_version
 
 #: Long enough for the server's second to tick at least once.
 SPAN_S = 1.3

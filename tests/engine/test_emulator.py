@@ -190,7 +190,7 @@ def test_the_library_keeps_a_throttles_reasons(
     engine_endpoint: EngineEndpoint, emulator: PartitionEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Through the library's own request path: the refusal that reaches the caller says
-    the partition refused it (flows/evidence.py doubles on that, when it may)."""
+    the partition refused it (flows/scaling/evidence.py doubles on that, when it may)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", emulator.endpoint_url)
     name = unique_name()
     roomy = [Limit.per_second("rps", 1000)]

@@ -9,7 +9,7 @@ import pytest
 
 from tests._servers import EngineEndpoint, unique_name
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
-from zae_limiter.flows import controls
+from zae_limiter.flows.offpath import controls
 
 pytestmark = pytest.mark.engine
 

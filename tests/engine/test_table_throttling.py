@@ -2,7 +2,7 @@
 
 The emulator limits the whole table below what one partition takes; one client acquires
 on one entity as fast as it can. A throttled acquire waits a few jittered backoffs within
-its budget (flows/throttled.py), so most get through; a refusal reaches the caller as a
+its budget (flows/scaling/throttled.py), so most get through; a refusal reaches the caller as a
 throttled `RateLimiterUnavailable`; no acquire sends more than a handful of writes, none
 is a doubling write, and the shard count stays 1.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from tests._servers import EngineEndpoint, unique_name
 from zae_limiter import Limit, RateLimiterUnavailable, SyncRateLimiter, SyncRepository
-from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
+from zae_limiter.flows.scaling.throttled import MAX_THROTTLED_WAITS
 from zae_limiter.testing import PartitionEmulator
 
 pytestmark = pytest.mark.engine

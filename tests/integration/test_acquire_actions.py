@@ -14,8 +14,8 @@ from moto import mock_aws
 
 from tests.conftest import Clock
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
-from zae_limiter.flows.table import ensure_table
-from zae_limiter.flows.version import check_version
+from zae_limiter.flows.records.table import ensure_table
+from zae_limiter.flows.records.version import check_version
 from zae_limiter.infra.options import ACQUIRE_ACTIONS
 
 LIMITS = [Limit.per_minute("rpm", 100)]

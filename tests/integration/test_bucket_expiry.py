@@ -176,7 +176,7 @@ def test_a_sharded_bucket_never_expires(api: Api, clock: Clock) -> None:
 
 def test_below_schema_5_no_ttl_is_written_and_no_schedule_stored(api: Api) -> None:
     from zae_limiter.errors import SchemaVersionError
-    from zae_limiter.flows.version import write_version
+    from zae_limiter.flows.records.version import write_version
 
     api.run(api.repo.run(write_version(api.repo.state, 4, "0.3.0", 0, "test")))
     older = api.new_client()  # opens the table at schema 4: an older client may share it

@@ -120,7 +120,7 @@ def reset_with_an_acquire_in_between(table_name: str, clock: Clock) -> None:
     from moto import mock_aws
 
     from zae_limiter import SyncRateLimiter, SyncRepository
-    from zae_limiter.flows import controls
+    from zae_limiter.flows.offpath import controls
 
     with mock_aws(), pytest.MonkeyPatch.context() as patch:
         mine = SyncRepository.open(name=table_name, create_table=True, clock=clock, reserve=False)

@@ -15,7 +15,7 @@ from tests.conftest import Api
 from tests.integration.faults import KINDS, faults, limiter, pk_contains
 from tests.integration.stall_cases import CASES
 from zae_limiter import Limit, RateLimiterUnavailable, RateLimitExceeded, ValidationError
-from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
+from zae_limiter.flows.scaling.throttled import MAX_THROTTLED_WAITS
 
 RPM = Limit.per_minute("rpm", 100)
 TPM = Limit.per_minute("tpm", 10_000)
@@ -198,7 +198,7 @@ def test_sustained_throttling_makes_a_bounded_number_of_attempts_per_acquire(
             warm(api, "key-1" if not fresh_entity else f"key-{i}")
     # one attempt, one try to double the shards (at most once per client and window),
     # one attempt on another shard, a few after short waits: then the throttle reaches
-    # the caller (flows/throttled.py)
+    # the caller (flows/scaling/throttled.py)
     assert injected.takes <= (2 + MAX_THROTTLED_WAITS) * acquires
     assert injected.doublings <= acquires
     assert injected.one_attempt_per_call()

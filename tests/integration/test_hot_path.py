@@ -75,7 +75,7 @@ def test_local_memory_never_rejects_what_would_fit(api: Api, clock: Clock) -> No
 
 def test_a_new_clients_rejection_is_one_read(api: Api) -> None:
     """A client with no image of the bucket (limits given with the call: no config read
-    to ride along) reads it before it writes (flows/take.py): the shortage is seen there,
+    to ride along) reads it before it writes (flows/write/take.py): the shortage is seen there,
     and nothing is written."""
     with api.acquire("key-1", "gpt-4", {"rpm": 100}, limits=[RPM]):
         pass

@@ -16,7 +16,12 @@ from zae_limiter import SchemaVersionError, SyncRepository, keys, migrations, sc
 from zae_limiter.bucket import LimitState
 from zae_limiter.cli import _errors, cli
 from zae_limiter.flows import Call, Flow
-from zae_limiter.flows.version import check_record, check_version, read_version, write_version
+from zae_limiter.flows.records.version import (
+    check_record,
+    check_version,
+    read_version,
+    write_version,
+)
 from zae_limiter.migrations import v0003_full_at_buckets as v0003
 from zae_limiter.models import BucketState
 
@@ -225,7 +230,8 @@ def test_a_client_write_in_between_is_kept(ddb: Any, table_name: str) -> None:
             except StopIteration as done:
                 return done.value
             converting = isinstance(request, Call) and request.op == "update_item"
-            if converting and not raced and "#rf" in request.params["ExpressionAttributeNames"]:
+            names = request.params.get("ExpressionAttributeNames", {}) if converting else {}
+            if converting and not raced and keys.A_REFILL in names.values():
                 ddb.put_item(TableName=table_name, Item=moved.item())
                 raced = True
             send = yield request

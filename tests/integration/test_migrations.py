@@ -13,7 +13,7 @@ from moto import mock_aws
 from tests.old_layout import NOW_MS, OldTable, build_old_table, create_table, scan_all
 from zae_limiter import Repository, SchemaVersionError, SyncRepository, keys, migrations
 from zae_limiter.flows import Flow
-from zae_limiter.flows.version import (
+from zae_limiter.flows.records.version import (
     check_version,
     client_version,
     read_version,

@@ -13,7 +13,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from tests.conftest import Api, Clock
 from zae_limiter import Limit, RateLimitExceeded, keys
-from zae_limiter.flows.reserve import ReserveSettings
+from zae_limiter.flows.reserves.book import ReserveSettings
 
 #: One token an hour: nothing refills while a test runs.
 SLOW = [Limit.custom("rpm", 100, 1, 3600)]

@@ -19,7 +19,7 @@ from zae_limiter import (
     SyncRateLimiter,
     SyncRepository,
 )
-from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
+from zae_limiter.flows.scaling.throttled import MAX_THROTTLED_WAITS
 
 BIG = [Limit.per_minute("rpm", 1_000_000)]
 
@@ -124,7 +124,7 @@ def test_a_drained_shard_is_retried_on_another(api: Api, clock: Clock) -> None:
 #: to the one before it. Past that the windows repeat (each restart keeps one window
 #: before it), so a longer run judges nothing new: a doubling line moved to 75% is caught
 #: after ~1,600 acquires, one at 76% is caught neither at this length nor at 10,000
-#: (checked by patching `flows.doubling.DOUBLING_THRESHOLD`).
+#: (checked by patching `flows.scaling.doubling.DOUBLING_THRESHOLD`).
 STEADY_ACQUIRES = 4_000
 
 
@@ -206,8 +206,9 @@ def test_a_throttle_on_a_cool_shard_is_the_tables_no_doubling_no_retry(
                 pass
         assert raised.value.throttled
         clock.advance(0.2)
-    # no doubling try, no other shard, no config read; a few tries each (flows/throttled.py),
-    # and reads of the shard's window, which show it far below its partition's limit
+    # no doubling try, no other shard, no config read; a few tries each
+    # (flows/scaling/throttled.py), and reads of the shard's window, which show it far below
+    # its partition's limit
     writes = [c for c in calls if c == "UpdateItem:0"]
     assert set(calls) <= {"UpdateItem:0", "GetItem:0"}
     assert 5 <= len(writes) <= 5 * (1 + MAX_THROTTLED_WAITS)
@@ -228,7 +229,7 @@ def test_throttled_shard_zero_without_other_shards_fails_after_a_few_tries(
     assert raised.value.throttled
     # The throttled write, the read that confirms a doubling is due, one doubling try,
     # the probe of shard 1 (a read: it was never written) and the read of shard 0 that
-    # shows there is none; then shard 0 again after short waits (flows/throttled.py),
+    # shows there is none; then shard 0 again after short waits (flows/scaling/throttled.py),
     # with at most a read of its window between: bounded, no storm.
     assert calls[:5] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "GetItem:1", "GetItem:0"]
     rest = calls[5:]

@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from tests.conftest import Clock
 from zae_limiter import Limit, RateLimiterUnavailable, SyncRateLimiter, SyncRepository
-from zae_limiter.flows.throttled import MAX_THROTTLED_WAITS
+from zae_limiter.flows.scaling.throttled import MAX_THROTTLED_WAITS
 
 RPM = Limit.per_minute("rpm", 600)
 HOT = "default/BUCKET#key-1#gpt#0"
@@ -67,7 +67,7 @@ def test_throttled_acquires_read_the_configs_once(
             clock.advance(0.1)
     # One config read (with shard 0's item) for the first acquire; every acquire sent its
     # write, the first also its few retries after short waits, the later ones held back
-    # first (the bucket's gate in this client, flows/throttled.py) and so sent fewer. The
+    # first (the bucket's gate in this client, flows/scaling/throttled.py) and so sent fewer. The
     # meter counts each as a throttle (they consumed nothing).
     assert measured.ops == ["batch_get_item"]
     sent = meter.throttles - throttles

@@ -29,8 +29,8 @@ from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit import test_wire_transport as wire_transport_tests
 from zae_limiter import client_options, drivers, errors, keys
 from zae_limiter.flows import Call, one
-from zae_limiter.flows import audit as audit_flows
-from zae_limiter.flows import entities as entity_flows
+from zae_limiter.flows.records import audit as audit_flows
+from zae_limiter.flows.records import entities as entity_flows
 from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
 from zae_limiter.wire.base import LeanBase
@@ -151,8 +151,8 @@ def _split_commit(state: Any, items: Any) -> Any:
 def test_audit_test_catches_a_change_written_apart_from_its_event(api: Api) -> None:
     # Every module that looks `commit` up: the audited change (limits, entity updates)
     # and the entity flows (create, delete).
-    with mutant(audit_flows, "commit", _split_commit), mutant(
-        entity_flows, "commit", _split_commit
+    with mutant(audit_flows, "write_transaction", _split_commit), mutant(
+        entity_flows, "write_transaction", _split_commit
     ):
         must_fail(audit_tests.failing_event_write_leaves_no_change, api)
 

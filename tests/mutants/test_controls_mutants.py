@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import Api, Clock
 from tests.integration import test_controls as controls_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from zae_limiter.flows import controls
+from zae_limiter.flows.offpath import controls
 from zae_limiter.models import BucketState
 
 
@@ -67,7 +67,7 @@ def test_the_move_test_catches_a_client_that_never_follows_a_move(api: Api) -> N
     """Mutant: a client that knew the entity keeps cascading to its old parent after
     set_parent (what shard 0 shows it is ignored)."""
     from tests.integration import test_set_parent as set_parent_tests
-    from zae_limiter.flows import memory
+    from zae_limiter.flows.write import memory
 
     with mutant(memory, "follow_move", lambda *args: None):
         must_fail(set_parent_tests.test_cascade_follows_the_move_for_every_client, api)
@@ -77,7 +77,7 @@ def test_the_soft_limit_tests_catch_a_soft_limit_that_rejects(api: Api, clock: C
     """Mutant: every limit enforces, soft or not."""
     from tests.integration import test_soft_limits as soft_tests
     from zae_limiter import RateLimitExceeded
-    from zae_limiter.flows import plan
+    from zae_limiter.flows.write import plan
 
     rejects = (RateLimitExceeded,)
     with mutant(plan, "enforces", lambda limit: True):

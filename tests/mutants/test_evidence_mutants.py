@@ -1,4 +1,4 @@
-"""Mutants of the evidence a hot entity doubles on (flows/evidence.py, flows/take.py);
+"""Mutants of the evidence a hot entity doubles on (flows/scaling/evidence.py, flows/write/take.py);
 each must be caught by its test in tests/unit/test_flows_evidence.py (the last one, in
 tests/unit/test_flows_doubling.py):
 
@@ -21,8 +21,8 @@ from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit import test_flows_doubling as doubling_tests
 from tests.unit import test_flows_evidence as evidence_tests
 from tests.unit import test_throttling_reasons as reasons_tests
-from zae_limiter.flows import any_shard, doubling, evidence
-from zae_limiter.flows import take as take_module
+from zae_limiter.flows.scaling import any_shard, doubling, evidence
+from zae_limiter.flows.write import take as take_module
 
 
 def _only_itself(original: Any) -> Any:
@@ -37,7 +37,7 @@ def _only_itself(original: Any) -> Any:
 
 def test_the_count_test_catches_lost_races_left_uncounted() -> None:
     evidence_tests.test_the_write_that_lands_counts_the_races_its_take_lost()
-    # flows/take.py calls plan_write through the name it imported: that is the one to break
+    # flows/write/take.py calls plan_write through the name it imported: that is the one to break
     with mutant_wrapping(take_module, "plan_write", _only_itself):
         must_fail(evidence_tests.test_the_write_that_lands_counts_the_races_its_take_lost)
 
@@ -114,7 +114,7 @@ def test_the_reason_tests_catch_a_throttles_reasons_ignored() -> None:
         # as before reasons: every throttle judged from the windows alone
         return lambda state, level, now_ms, _partition=None: original(state, level, now_ms)
 
-    # flows/any_shard.py calls entity_evidence through the name it imported
+    # flows/scaling/any_shard.py calls entity_evidence through the name it imported
     with mutant_wrapping(any_shard, "entity_evidence", deaf):
         must_fail(said_partition)
         must_fail(said_table)
@@ -126,3 +126,11 @@ def test_the_reason_tests_catch_a_refusal_taken_as_proof_on_many_shards() -> Non
     body()
     with mutant(evidence, "REFUSAL_PROVES_BELOW", 1 << 30):
         must_fail(body)
+
+
+def test_the_reason_tests_catch_refusals_on_two_shards_taken_for_no_proof() -> None:
+    body = reasons_tests.test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low
+    body(2)
+    # flows/any_shard.py calls it through the name it imported
+    with mutant(any_shard, "refusals_prove", lambda *_a: False):
+        must_fail(body, 2)

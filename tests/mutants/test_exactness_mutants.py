@@ -32,9 +32,9 @@ from tests.engine.exactness_clients import AGED_IN_USE, AGED_SETTINGS, CLIENTS, 
 from tests.exactness_model import burst_scenarios, fill_ms, judge
 from tests.mutants import condition_rewritten, must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
-from zae_limiter.flows import plan as plan_module
-from zae_limiter.flows import reserve as reserve_module
-from zae_limiter.flows.reserve import ReserveSettings
+from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.reserves.book import ReserveSettings
+from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import takes as takes_module
 
 pytestmark = pytest.mark.engine

@@ -53,7 +53,7 @@ def test_sharded_test_catches_a_sharded_bucket_given_a_ttl(api: Api, clock: Cloc
     def any_count(limits: Any, shard_count: int, *args: Any, **kwargs: Any) -> int | None:
         return ORIGINAL_EXPIRES_AT(limits, 1, *args, **kwargs)
 
-    from zae_limiter.flows import take
+    from zae_limiter.flows.write import take
 
     with mutant(take, "expires_at_s", any_count):
         must_fail(expiry.test_a_sharded_bucket_never_expires, api, clock)

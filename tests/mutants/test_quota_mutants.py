@@ -34,9 +34,9 @@ from tests.integration import test_quotas as quotas
 from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrapping
 from zae_limiter import RateLimitExceeded, SyncRateLimiter
 from zae_limiter.bucket import LimitState
-from zae_limiter.flows import charge as charge_flows
-from zae_limiter.flows import plan as plan_module
-from zae_limiter.flows import reserve as reserve_module
+from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.write import charge as charge_flows
+from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import takes as takes_module
 from zae_limiter.quota import Window
 

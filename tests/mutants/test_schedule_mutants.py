@@ -19,8 +19,8 @@ from tests.conftest import Api, Clock
 from tests.integration import test_scheduled_limits as scheduled
 from tests.mutants import must_fail, mutant
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows import config as config_flows
-from zae_limiter.flows import shares
+from zae_limiter.flows.records import config as config_flows
+from zae_limiter.flows.write import shares
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Mutants of a throttled client's cold start (flows/throttled.py); each must be caught
+"""Mutants of a throttled client's cold start (flows/scaling/throttled.py); each must be caught
 by its test in tests/unit/test_throttled_cold_start.py:
 
 - every throttle grows the gate, even those that come together with one already counted;
@@ -18,9 +18,10 @@ import pytest
 
 from tests.mutants import must_fail, mutant
 from tests.unit import test_throttled_cold_start as cold
-from zae_limiter.flows import backoff, throttled
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.reserves import pacing as backoff
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.write.levels import Level
 
 
 def _run(body: Callable[[pytest.MonkeyPatch], None]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
-from zae_limiter.flows.reserve import ReserveSettings
+from zae_limiter.flows.reserves.book import ReserveSettings
 
 TABLE = "sim-conformance"
 RPM = Limit.per_minute("rpm", 100)

@@ -12,8 +12,8 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, Sleep, run_pure
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.write.levels import Level
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 

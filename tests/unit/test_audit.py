@@ -9,8 +9,9 @@ import pytest
 from tests.unit._flowkit import NS, RPM, T0, TABLE, failed, make_state, ok
 from zae_limiter import keys
 from zae_limiter.errors import CONCURRENT_CHANGE, EntityExistsError, RateLimiterUnavailable
-from zae_limiter.flows import Call, Result, config, entities
-from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows.records import config, entities
+from zae_limiter.flows.records.audit import MAX_ATTEMPTS, Auditor
 from zae_limiter.limits import Limit
 from zae_limiter.models import AuditEvent, Entity
 

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from zae_limiter.flows import backoff
-from zae_limiter.flows.reserve import RENEW_GRACE_MS, Reserve, ReserveBook, ReserveSettings
+from zae_limiter.flows.reserves import pacing as backoff
+from zae_limiter.flows.reserves.book import RENEW_GRACE_MS, Reserve, ReserveBook, ReserveSettings
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000

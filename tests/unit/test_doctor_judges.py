@@ -14,7 +14,7 @@ from zae_limiter.doctor import aggregator, clock, monitoring, permissions, schem
 from zae_limiter.doctor.aggregator import AggregatorFacts
 from zae_limiter.doctor.monitoring import AlarmFacts
 from zae_limiter.doctor.report import DoctorReport, fail, ok, skip, warn
-from zae_limiter.flows.version import VersionRecord
+from zae_limiter.flows.records.version import VersionRecord
 from zae_limiter.infra.options import ACQUIRE_ACTIONS
 
 # ---------------------------------------------------------------- schema

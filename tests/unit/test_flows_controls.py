@@ -18,9 +18,9 @@ from zae_limiter.errors import (
     ValidationError,
 )
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.audit import Auditor
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.controls import reset_bucket, split_grant, top_up
+from zae_limiter.flows.offpath.controls import reset_bucket, split_grant, top_up
+from zae_limiter.flows.records.audit import Auditor
 
 AUDITOR = Auditor("ops", T0, None, iter(f"id{i}" for i in range(100)).__next__)
 

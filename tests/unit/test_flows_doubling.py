@@ -15,13 +15,13 @@ import pytest
 from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.doubling import AVERAGE_SHARE, after_write, double
-from zae_limiter.flows.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
-from zae_limiter.flows.take import NOT_FETCHED
-from zae_limiter.flows.throttled import THROTTLED_WAIT_MS
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.doubling import AVERAGE_SHARE, after_write, double
+from zae_limiter.flows.scaling.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
+from zae_limiter.flows.scaling.throttled import THROTTLED_WAIT_MS
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
 
 WCU = 50
 

@@ -1,5 +1,5 @@
-"""Evidence of a hot partition (flows/evidence.py, and what flows/take.py counts for it):
-lost races counted in the window, the window before a restart, the read after a
+"""Evidence of a hot partition (flows/scaling/evidence.py, and what flows/write/take.py counts
+for it): lost races counted in the window, the window before a restart, the read after a
 throttle."""
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from tests.unit._flowkit import (
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import WindowSeen
-from zae_limiter.flows.evidence import (
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.evidence import (
     EVIDENCE_READ_MS,
     THROTTLED_EVIDENCE_SIGMAS,
     THROTTLED_THRESHOLD,
@@ -35,7 +34,8 @@ from zae_limiter.flows.evidence import (
     throttle_evidence,
     window_seen,
 )
-from zae_limiter.flows.take import NOT_FETCHED, UNCOUNTED_MS, take
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED, UNCOUNTED_MS, take
 
 WCU = 10
 FULL = {"rpm": 9000, "tpm": 900_000}

@@ -1,5 +1,5 @@
-"""Planning one bucket write (flows/plan.py), shares (flows/shares.py) and the client's
-memory (flows/memory.py): forms, bounds, rejections, local rejections."""
+"""Planning one bucket write (flows/write/plan.py), shares (flows/write/shares.py) and the client's
+memory (flows/write/memory.py): forms, bounds, rejections, local rejections."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from tests.unit._flowkit import (
 )
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
-from zae_limiter.flows.bucket_write import Level, Rejected, WritePlan
 from zae_limiter.flows.context import Exhausted, RepoState
-from zae_limiter.flows.memory import learn, local_rejection, remember
-from zae_limiter.flows.plan import new_bucket, plan_write
-from zae_limiter.flows.shares import donor_of, read_shares, shares_held, stored_config
+from zae_limiter.flows.write.levels import Level, Rejected, WritePlan
+from zae_limiter.flows.write.memory import learn, local_rejection, remember
+from zae_limiter.flows.write.plan import new_bucket, plan_write
+from zae_limiter.flows.write.shares import donor_of, read_shares, shares_held, stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 

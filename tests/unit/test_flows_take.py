@@ -1,4 +1,4 @@
-"""The take() state machine (flows/take.py), driven with canned results."""
+"""The take() state machine (flows/write/take.py), driven with canned results."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ from tests.unit._flowkit import (
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep, lockstep, run_pure
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import STALE_WINDOW_MS, Exhausted, WindowSeen
-from zae_limiter.flows.evidence import DOUBLING_THRESHOLD, EVIDENCE_SIGMAS, partition_bound
-from zae_limiter.flows.memory import MAX_IMAGE_EPOCHS, local_rejection
-from zae_limiter.flows.take import MAX_WRITE_ATTEMPTS, take
+from zae_limiter.flows.scaling.evidence import DOUBLING_THRESHOLD, EVIDENCE_SIGMAS, partition_bound
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
+from zae_limiter.flows.write.memory import MAX_IMAGE_EPOCHS, local_rejection
+from zae_limiter.flows.write.take import MAX_WRITE_ATTEMPTS, take
 from zae_limiter.models import Entity
 
 
@@ -109,7 +109,7 @@ def test_created_shard_holds_its_share() -> None:
 
 def test_without_an_image_the_first_write_reads_the_bucket_first() -> None:
     """A write planned blind could not name held counts of reserves taken before it, which
-    may have expired and count as spent (flows/plan.py): it reads first, as it does when
+    may have expired and count as spent (flows/write/plan.py): it reads first, as it does when
     its image is older than MAX_IMAGE_EPOCHS."""
     too_old = T0 + (MAX_IMAGE_EPOCHS + 1) * keys.RESERVE_EPOCH_MS
     for state, now in ((make_state(known=False), T0), (make_state(), too_old)):

@@ -1,4 +1,4 @@
-"""A throttled acquire write (flows/any_shard.take_any_shard, flows/throttled.py), driven by
+"""A throttled acquire write (flows/any_shard.take_any_shard, flows/scaling/throttled.py), driven by
 canned answers: another shard or a short wait within the acquire's wait budget, reserve
 writes that count as doubling evidence and stretch the client's reserve.
 
@@ -15,19 +15,19 @@ import pytest
 from tests.unit._flowkit import T0, answered, item, limit_part, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.reserve import ReserveBook
-from zae_limiter.flows.stretch import SETTLE_MS
-from zae_limiter.flows.take import NOT_FETCHED
-from zae_limiter.flows.throttled import (
+from zae_limiter.flows.reserves.book import ReserveBook
+from zae_limiter.flows.reserves.stretch import SETTLE_MS
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.throttled import (
     LEAD_MS,
     MAX_SHARD_TRIES,
     MAX_THROTTLED_WAITS,
     RESERVE_WAIT_MS,
     THROTTLED_WAIT_MS,
 )
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
 
 WCU = 50
 FULL = {"rpm": 9000, "tpm": 900_000}

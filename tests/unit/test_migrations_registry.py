@@ -12,7 +12,7 @@ from zae_limiter import keys, migrations, schema
 from zae_limiter.errors import SchemaVersionError
 from zae_limiter.flows import Call, Flow, Result, run_pure
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import (
+from zae_limiter.flows.records.version import (
     VersionRecord,
     check_record,
     check_version,
@@ -229,9 +229,9 @@ def test_migrate_runs_steps_in_order_and_bumps_after_each() -> None:
 
 def test_step_three_writes_the_full_at_time_the_library_reads() -> None:
     """v0003 converts to the same full-at time as a 0.2.0 client's first write would,
-    held reserves and shards included (flows.shares.current is the library's read)."""
+    held reserves and shards included (flows.write.shares.current is the library's read)."""
     from zae_limiter.bucket import LimitState
-    from zae_limiter.flows.shares import current
+    from zae_limiter.flows.write.shares import current
     from zae_limiter.limits import Limit
     from zae_limiter.migrations import v0003_full_at_buckets as v0003
     from zae_limiter.models import BucketState

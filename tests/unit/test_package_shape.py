@@ -10,8 +10,8 @@ import pytest
 
 import zae_limiter
 from zae_limiter import errors
-from zae_limiter.flows import reserve_ops
-from zae_limiter.flows.version import client_version
+from zae_limiter.flows.records.version import client_version
+from zae_limiter.flows.reserves import ops as reserve_ops
 
 PACKAGE = Path(zae_limiter.__file__).parent
 MAX_LINES = 500

@@ -1,5 +1,5 @@
 """Quota windows (quota.py), a quota's arithmetic (bucket.py on a window clock), the
-Limit.quota API, and the writes a quota plans (flows/plan.py, flows/charge.py)."""
+Limit.quota API, and the writes a quota plans (flows/write/plan.py, flows/write/charge.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from tests.unit._flowkit import KEY, TABLE, limit_part, make_level
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.bucket_write import Rejected, WritePlan
-from zae_limiter.flows.charge import _quota_give
-from zae_limiter.flows.plan import new_bucket, plan_write
-from zae_limiter.flows.shares import stored_config
+from zae_limiter.flows.write.charge import _quota_give
+from zae_limiter.flows.write.levels import Rejected, WritePlan
+from zae_limiter.flows.write.plan import new_bucket, plan_write
+from zae_limiter.flows.write.shares import stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 from zae_limiter.quota import Window, calendar_bounds, parse_spec
@@ -250,7 +250,7 @@ def test_new_bucket_and_item_record_the_window() -> None:
 
 # ---------------------------------------------------------------- reserves
 def test_a_reserve_is_never_spent_past_its_calendar_window_and_goes_back() -> None:
-    from zae_limiter.flows.reserve import ReserveBook
+    from zae_limiter.flows.reserves.book import ReserveBook
 
     key = ("e1", "gpt")
     limits = (MONTHLY,)

@@ -9,9 +9,14 @@ from hypothesis import strategies as st
 from tests.unit._flowkit import make_level, make_state
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.plan import grant
-from zae_limiter.flows.reserve import DEMAND_TAU_MS, RENEW_GRACE_MS, ReserveBook, ReserveSettings
-from zae_limiter.flows.reserve_ops import serve
+from zae_limiter.flows.reserves.book import (
+    DEMAND_TAU_MS,
+    RENEW_GRACE_MS,
+    ReserveBook,
+    ReserveSettings,
+)
+from zae_limiter.flows.reserves.ops import serve
+from zae_limiter.flows.write.plan import grant
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
@@ -107,10 +112,10 @@ def test_settle_credits_and_debits_only_the_same_shard() -> None:
     book = hot_book()
     book.install(KEY, 1, LIMITS, {"tpm": 100_000}, 1, T0)
     assert book.spend(KEY, LIMITS, {"tpm": 5000}, T0) == 1
-    assert not book.settle(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
-    assert book.settle(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
-    assert book.settle(KEY, 1, {"tpm": 100_000}, T0)  # covered
-    assert not book.settle(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
+    assert not book.apply_change(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
+    assert book.apply_change(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
+    assert book.apply_change(KEY, 1, {"tpm": 100_000}, T0)  # covered
+    assert not book.apply_change(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
     held = book.holding(KEY)
     assert held is not None and held.left == {"tpm": 0}
 
@@ -122,10 +127,10 @@ def test_a_give_back_never_leaves_a_reserve_holding_more_than_its_held_counts() 
     seed 384: 4 offered where the ideal bucket held 2)."""
     book = hot_book()
     book.install(KEY, 0, LIMITS, {"rpm": 2000}, 1, T0)
-    assert not book.settle(KEY, 0, {"rpm": -3000}, T0)  # more than the reserve took
+    assert not book.apply_change(KEY, 0, {"rpm": -3000}, T0)  # more than the reserve took
     assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0) == 0
-    assert not book.settle(KEY, 0, {"rpm": -2000}, T0)  # 1 + 2 would pass the 2 held
-    assert book.settle(KEY, 0, {"rpm": -1000}, T0)  # back to what it took
+    assert not book.apply_change(KEY, 0, {"rpm": -2000}, T0)  # 1 + 2 would pass the 2 held
+    assert book.apply_change(KEY, 0, {"rpm": -1000}, T0)  # back to what it took
     held = book.holding(KEY)
     assert held is not None and held.left == {"rpm": 2000}
 
@@ -279,7 +284,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
             spent += milli
             book.install(KEY, 0, limits, given, 1, now)
         elif op == "adjust":  # the lease consumes more: from the reserve, else a write
-            if not book.settle(KEY, 0, consume, now):
+            if not book.apply_change(KEY, 0, consume, now):
                 bucket -= milli  # an adjustment may leave debt
                 spent += milli
         else:  # a rollback of what leases consumed: into the reserve, else a write
@@ -290,7 +295,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
             milli = min(milli, consumed)
             if not milli:
                 continue
-            if not book.settle(KEY, 0, {"rpm": -milli}, now):
+            if not book.apply_change(KEY, 0, {"rpm": -milli}, now):
                 bucket += milli
                 spent -= milli
         held = book.holding(KEY)
@@ -308,7 +313,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
 def test_demand_of_quiet_buckets_is_forgotten_when_many_are_seen(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from zae_limiter.flows import reserve
+    from zae_limiter.flows.reserves import book as reserve
 
     monkeypatch.setattr(reserve, "DEMAND_KEYS_MAX", 3)
     book = ReserveBook()
@@ -409,7 +414,7 @@ def test_a_reserve_whose_quota_reset_is_never_spent_nor_settled_and_is_due_then(
     assert held.gone(MIDNIGHT_MS) == {"daily"}, "the rate limit's spending is still charged"
     assert book.next_due_ms() == MIDNIGHT_MS + RENEW_GRACE_MS
     assert book.spend(KEY, QUOTA_LIMITS, {"rpm": 1000, "daily": 1000}, MIDNIGHT_MS) is None
-    assert not book.settle(KEY, 0, {"daily": -1000}, MIDNIGHT_MS)
+    assert not book.apply_change(KEY, 0, {"daily": -1000}, MIDNIGHT_MS)
     renewal = book.renew(KEY, QUOTA_LIMITS, 1, MIDNIGHT_MS)
     assert renewal is not None and renewal.uncharged == {"daily"}
     assert renewal.spent == {"rpm": 1000, "daily": 1000}  # usage, all of it

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from tests.unit._flowkit import KEY, NS, RPM, T0, TABLE, bucket, limit_part, make_level
 from zae_limiter import keys
-from zae_limiter.flows.bucket_write import Rejected
-from zae_limiter.flows.plan import plan_write
-from zae_limiter.flows.shares import read_shares, split_full_at, tokens_now
+from zae_limiter.flows.write.levels import Rejected
+from zae_limiter.flows.write.plan import plan_write
+from zae_limiter.flows.write.shares import read_shares, split_full_at, tokens_now
 from zae_limiter.models import BucketState
 
 T1, T2 = T0 + 1_000, T0 + 3_000  # a take on the donor, then the split

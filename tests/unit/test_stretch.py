@@ -1,9 +1,9 @@
-"""Fewer, larger reserve writes under throttling (flows/stretch.py), through the book."""
+"""Fewer, larger reserve writes under throttling (flows/reserves/stretch.py), through the book."""
 
 from __future__ import annotations
 
-from zae_limiter.flows import stretch
-from zae_limiter.flows.reserve import DEMAND_TAU_MS, ReserveBook
+from zae_limiter.flows.reserves import stretch
+from zae_limiter.flows.reserves.book import DEMAND_TAU_MS, ReserveBook
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000

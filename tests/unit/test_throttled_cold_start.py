@@ -1,5 +1,6 @@
-"""A cold start on a throttling partition (flows/throttled.py, flows/any_shard.py): the
-client's gate after throttles that come together (and its retries waiting for it), its
+"""A cold start on a throttling partition (flows/scaling/throttled.py,
+flows/scaling/any_shard.py): the client's gate after throttles that come together (and its
+retries waiting for it), its
 next writes asking for a reserve, and the one acquire at a time that writes for the
 reserve while the others wait.
 
@@ -16,17 +17,18 @@ import pytest
 
 from tests.unit._flowkit import T0, answered, item, make_level, ok
 from tests.unit.test_flows_throttled import FULL, state_with, throttle
-from zae_limiter.flows import Call, Result, throttled
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
-from zae_limiter.flows.reserve import ReserveBook
-from zae_limiter.flows.take import NOT_FETCHED
-from zae_limiter.flows.throttled import (
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows.reserves.book import ReserveBook
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.throttled import (
     GATE_CAP_MS,
     LEAD_MS,
     REFUSED_RECENTLY_MS,
     THROTTLED_WAIT_MS,
 )
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
 
 KEY = ("e1", "gpt")
 

@@ -9,8 +9,8 @@ from tests.unit._flowkit import T0, make_level, make_state
 from zae_limiter import drivers
 from zae_limiter.capacity import CapacityMeter
 from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import throttled
-from zae_limiter.flows.reserve import ReserveBook
+from zae_limiter.flows.reserves.book import ReserveBook
+from zae_limiter.flows.scaling import throttled
 
 
 class SimTime:

@@ -22,11 +22,11 @@ from zae_limiter.errors import (
     throttling_reasons,
 )
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Taken
 from zae_limiter.flows.context import RepoState, WindowSeen
-from zae_limiter.flows.evidence import REFUSAL_PROOF_MS, entity_evidence
-from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.evidence import REFUSAL_PROOF_MS, entity_evidence
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
 
 WCU = 50
 FULL = {"rpm": 9000, "tpm": 900_000}
@@ -186,3 +186,43 @@ def test_on_a_one_shard_entity_the_reason_decides_before_any_window() -> None:
             assert since is None and [c.op for c in calls] == ["get_item"]
         else:
             assert since == expected and calls == []
+
+
+@pytest.mark.parametrize("shards_refused", [1, 2])
+def test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low(
+    shards_refused: int,
+) -> None:
+    """On an entity of several shards, one refusal may be a burst on its shard; an
+    acquire whose writes two partitions refused by name meets a count too low for the
+    load: it doubles with no window to prove it (at a few writes a second, windows take
+    seconds to, while every partition refuses). Refused on one shard only, the windows
+    decide (a quiet one here: no doubling)."""
+    state = make_state()
+    state.partition_wcu = WCU
+    state.entities["e1"].shard_counts["gpt"] = 2
+    quiet = item(T0 - 5000, FULL, shard_count=2)
+    refusals = [0]
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": quiet})
+        if ":new_shards" in call.params.get("ExpressionAttributeValues", {}):
+            return ok(item(T0, FULL, shard_count=4))  # the doubling
+        if refusals[0] < 2:
+            refusals[0] += 1
+            shard = int(call.params["Key"]["PK"]["S"].rsplit("#", 1)[1])
+            return throttle(TABLE_WRITE_KEY_RANGE) if shard_refuses(shard) else ok(quiet)
+        return ok(quiet)
+
+    def shard_refuses(shard: int) -> bool:
+        return shards_refused == 2 or refusals[0] == 1
+
+    outcome, calls, _slept = answered(
+        take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken)
+    found = [d for d in doublings(calls) if ":measured_since" in d]  # not a count told to a shard
+    if shards_refused == 2:
+        assert len(found) == 1 and found[0][":measured_since"] == {"N": str(T0 - REFUSAL_PROOF_MS)}
+    else:
+        assert found == []

@@ -178,7 +178,7 @@ async def test_a_lease_without_a_write_is_followed_from_one_read(limiter: RateLi
     """A lease served from this client's token reserve saw no item: the view reads the
     bucket once, then subtracts what this process takes."""
     from zae_limiter.flows.acquire import Acquired
-    from zae_limiter.flows.bucket_write import Taken
+    from zae_limiter.flows.write.levels import Taken
 
     async with limiter.acquire("acme", "search", {"rpm": 1, "tpm": 100}):
         pass  # the bucket now holds 2 rpm and 900 tpm

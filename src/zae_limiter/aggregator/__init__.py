@@ -5,7 +5,13 @@ performs a plan; `handler.handler` is the Lambda entry point; `poller.StreamPoll
 a local engine's stream and runs the same code (`zae-limiter aggregator run`).
 """
 
-from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Plan, UsageWrite, Write
+from zae_limiter.aggregator.plan import (
+    AggregatorConfig,
+    MergeCandidate,
+    StreamPlan,
+    UsageWrite,
+    Write,
+)
 from zae_limiter.aggregator.processor import process
 
-__all__ = ["AggregatorConfig", "MergeCandidate", "Plan", "UsageWrite", "Write", "process"]
+__all__ = ["AggregatorConfig", "MergeCandidate", "StreamPlan", "UsageWrite", "Write", "process"]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from zae_limiter import keys
 from zae_limiter.aggregator.merge import merge
-from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Plan, Write
+from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, StreamPlan, Write
 from zae_limiter.errors import ZaeLimiterError
 from zae_limiter.flows import Call, Flow, lockstep, one
 
@@ -65,7 +65,7 @@ def _merge(config: AggregatorConfig, cand: MergeCandidate, now_ms: int) -> Flow[
     return []  # a merge is an optimisation: never worth re-delivering records for
 
 
-def execute(plan: Plan, config: AggregatorConfig, now_ms: int) -> Flow[list[str]]:
+def execute(plan: StreamPlan, config: AggregatorConfig, now_ms: int) -> Flow[list[str]]:
     """Run every write of `plan`; the sequence numbers to report as failed, in order."""
     flows: list[Flow[list[str]]] = [
         _usage(w, config.table) if w.usage is not None else _other(w) for w in plan.writes

@@ -70,7 +70,7 @@ def process_batch(
     now_ms: int,
     archive: S3Archive | None = None,
 ) -> list[str]:
-    """Plan and perform one batch; the sequence numbers to report as failed."""
+    """StreamPlan and perform one batch; the sequence numbers to report as failed."""
     plan = process(records, config, now_ms)
     failed: list[str] = run(execute(plan, config, now_ms))
     if archive is not None:

@@ -103,7 +103,7 @@ class MergeCandidate:
 
 
 @dataclass(slots=True)
-class Plan:
+class StreamPlan:
     writes: list[Write] = field(default_factory=list)
     merges: list[MergeCandidate] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)

@@ -25,7 +25,7 @@ from zae_limiter.aggregator.plan import (
     DEFAULT_WINDOWS,
     AggregatorConfig,
     MergeCandidate,
-    Plan,
+    StreamPlan,
     UsageWrite,
     Write,
 )
@@ -44,7 +44,7 @@ from zae_limiter.flows import Call
 log = logging.getLogger("zae_limiter.aggregator")
 
 
-def parse_batch(records: Iterable[Record], plan: Plan) -> list[Change]:
+def parse_batch(records: Iterable[Record], plan: StreamPlan) -> list[Change]:
     """Bucket changes of a batch, in stream order; malformed ones go to `plan.failed`."""
     changes: list[Change] = []
     for record in records:
@@ -100,7 +100,7 @@ def _time_ms(change: Change, now_ms: int) -> int:
     return now_ms
 
 
-def process(records: Iterable[Record], config: AggregatorConfig, now_ms: int) -> Plan:
+def process(records: Iterable[Record], config: AggregatorConfig, now_ms: int) -> StreamPlan:
     """Everything one batch asks for: usage, refills, shard changes. Pure."""
     # A batch allocates many small containers and frees them together, with no cycles:
     # the cyclic collector would only re-walk the (large) event, several times.
@@ -113,8 +113,8 @@ def process(records: Iterable[Record], config: AggregatorConfig, now_ms: int) ->
             gc.enable()
 
 
-def _process(records: Iterable[Record], config: AggregatorConfig, now_ms: int) -> Plan:
-    plan = Plan()
+def _process(records: Iterable[Record], config: AggregatorConfig, now_ms: int) -> StreamPlan:
+    plan = StreamPlan()
     changes = parse_batch(records, plan)
     plan.changes = len(changes)
     plan.writes.extend(usage_writes(changes, config, now_ms))
@@ -130,7 +130,7 @@ __all__ = [
     "AggregatorConfig",
     "Change",
     "MergeCandidate",
-    "Plan",
+    "StreamPlan",
     "UsageWrite",
     "Write",
     "parse_batch",

@@ -6,7 +6,7 @@ Per (entity, resource) seen in the batch:
   write carries its partition's writes in the current window), as a share of the
   partition's write limit (`b_wcu_cp`, 1000/s by default);
 - doubling: when an image's window proves its partition past `shard_up` (80%) by the
-  clients' own rule (`flows.evidence.partition_bound`: at least a second of writes, two
+  clients' own rule (`flows.scaling.evidence.partition_bound`: at least a second of writes, two
   Poisson deviations past the threshold, so a low write limit's lucky burst is not a
   trend) and below `max_shard_count`, `shard_count` is doubled on shard 0 with a
   conditional write (`shard_count = :old`, spaced by `sd`);
@@ -30,7 +30,7 @@ from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, Write
 from zae_limiter.aggregator.records import Change
 from zae_limiter.flows import Call
 from zae_limiter.flows.context import DEFAULT_PARTITION_WCU
-from zae_limiter.flows.evidence import (
+from zae_limiter.flows.scaling.evidence import (
     EVIDENCE_SIGMAS,
     evidence_since,
     partition_bound,

@@ -11,7 +11,7 @@ from zae_limiter.aggregator.plan import DEFAULT_WINDOWS, AggregatorConfig
 from zae_limiter.aggregator.records import WINDOWS
 from zae_limiter.cli import render
 from zae_limiter.cli.options import Target, target_options
-from zae_limiter.flows import usage as usage_flows
+from zae_limiter.flows.records import usage as usage_flows
 from zae_limiter.models import UsageSnapshot
 
 

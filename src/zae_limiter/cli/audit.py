@@ -16,7 +16,7 @@ from zae_limiter import infra
 from zae_limiter.cli import render
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.usage import parse_time
+from zae_limiter.flows.records.usage import parse_time
 from zae_limiter.infra.archive import archive_bucket, archived_events
 from zae_limiter.keys import TABLE_NAMESPACE, validate_namespace
 from zae_limiter.models import AuditEvent

@@ -18,11 +18,11 @@ from zae_limiter.cli import render
 from zae_limiter.cli.entity import require_entity
 from zae_limiter.cli.options import Target, target_options
 from zae_limiter.cli.spec import (
+    ApplyPlan,
     Desired,
     EntitySpec,
     Level,
     LevelChange,
-    Plan,
     entity_conflicts,
     format_limit,
     parse_limits,
@@ -204,7 +204,7 @@ def delete_command(level: Level, yes: bool, target: Target) -> None:
         render.echo(f"no limits stored at {level.describe()}; nothing deleted")
 
 
-def _current(limiter: SyncRateLimiter, desired: Desired, prune: bool = False) -> Plan:
+def _current(limiter: SyncRateLimiter, desired: Desired, prune: bool = False) -> ApplyPlan:
     """Read what the file's entities and levels look like now, and plan the difference;
     with `prune`, also remove every stored level the file does not name."""
     existing: set[str] = set()
@@ -233,7 +233,7 @@ def _current(limiter: SyncRateLimiter, desired: Desired, prune: bool = False) ->
         before = read_level(limiter, level)
         if before:
             removals.append(LevelChange("remove", level, before, ()))
-    return Plan(the_plan.create, (*the_plan.changes, *removals))
+    return ApplyPlan(the_plan.create, (*the_plan.changes, *removals))
 
 
 def _entity_spec_json(spec: EntitySpec) -> dict[str, Any]:
@@ -259,7 +259,7 @@ def _shown(limit: Limit) -> str:
     return limit.describe() if limit.schedule else format_limit(limit)
 
 
-def _plan_table(the_plan: Plan) -> Any:
+def _plan_table(the_plan: ApplyPlan) -> Any:
     table = render.new_table("plan", ["action", "what", "before", "after"])
     for spec in the_plan.create:
         extra = [f"name {spec.name!r}"] if spec.name else []
@@ -277,7 +277,7 @@ def _plan_table(the_plan: Plan) -> Any:
     return table
 
 
-def _apply(limiter: SyncRateLimiter, the_plan: Plan) -> None:
+def _apply(limiter: SyncRateLimiter, the_plan: ApplyPlan) -> None:
     for spec in the_plan.create:
         limiter.create_entity(
             spec.entity_id, spec.name, parent_id=spec.parent_id, cascade=bool(spec.cascade)

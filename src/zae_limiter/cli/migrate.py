@@ -22,7 +22,7 @@ import click
 from zae_limiter import migrations
 from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
-from zae_limiter.flows.version import VersionRecord, client_version
+from zae_limiter.flows.records.version import VersionRecord, client_version
 from zae_limiter.migrations import Migration, MigrationPlan, StepOutcome, StepPlan
 from zae_limiter.operations import Operations
 from zae_limiter.repository import SyncRepository

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from zae_limiter.cli import render
 from zae_limiter.cli.options import Target, target_options
-from zae_limiter.flows.namespace import DEFAULT_DELETE_WCU, NamespaceInfo
+from zae_limiter.flows.records.namespace import DEFAULT_DELETE_WCU, NamespaceInfo
 
 _LABELS = (
     ("entities", "entities"),

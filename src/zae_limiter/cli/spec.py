@@ -271,7 +271,7 @@ class LevelChange:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class ApplyPlan:
     create: tuple[EntitySpec, ...] = ()
     changes: tuple[LevelChange, ...] = ()
 
@@ -301,7 +301,7 @@ def plan(
     desired: Desired,
     existing: set[str],
     stored: Mapping[Level, tuple[Limit, ...]],
-) -> Plan:
+) -> ApplyPlan:
     """Compare the file with what is stored: entities to create, levels to add/change/remove.
 
     `existing` holds the ids of entities that already exist; `stored` the limits currently
@@ -315,7 +315,7 @@ def plan(
             continue
         action: Action = "add" if not before else ("remove" if not after else "change")
         changes.append(LevelChange(action, level, before, after))
-    return Plan(create, tuple(changes))
+    return ApplyPlan(create, tuple(changes))
 
 
 def _level_order(level: Level) -> tuple[int, str, str]:

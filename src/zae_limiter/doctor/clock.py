@@ -21,9 +21,9 @@ from zae_limiter.clock_watch import DATE_RESOLUTION_MS, WARN_AFTER_MS, ClockStat
 from zae_limiter.doctor.context import Clock, Context, Sleep
 from zae_limiter.doctor.report import Check, fail, ok, skip, warn
 from zae_limiter.errors import ZaeLimiterError
-from zae_limiter.flows import config
-from zae_limiter.flows.namespace import list_limit_levels
-from zae_limiter.flows.version import read_version
+from zae_limiter.flows.records import config
+from zae_limiter.flows.records.namespace import list_limit_levels
+from zae_limiter.flows.records.version import read_version
 from zae_limiter.limits import Limit
 from zae_limiter.repository import SyncRepository
 

@@ -1,11 +1,11 @@
-"""The table's schema version record against this client (`flows.version`, `schema`)."""
+"""The table's schema version record against this client (`flows.records.version`, `schema`)."""
 
 from __future__ import annotations
 
 from zae_limiter import schema
 from zae_limiter.doctor.context import AwsCallError, Context
 from zae_limiter.doctor.report import Check, fail, ok, warn
-from zae_limiter.flows.version import (
+from zae_limiter.flows.records.version import (
     VersionRecord,
     client_version,
     decode_version,

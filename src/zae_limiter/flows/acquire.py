@@ -18,15 +18,16 @@ from zae_limiter.errors import (
     RateLimitExceeded,
     ValidationError,
 )
-from zae_limiter.flows import Flow, lockstep, reserve_ops
-from zae_limiter.flows.any_shard import take_any_shard
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
-from zae_limiter.flows.charge import charge_all
-from zae_limiter.flows.config import require_limits, resolve_and_fetch
+from zae_limiter.flows import Flow, lockstep
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
-from zae_limiter.flows.memory import image_of_age, local_rejection
-from zae_limiter.flows.take import NOT_FETCHED
+from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
+from zae_limiter.flows.reserves import ops as reserve_ops
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.write.charge import charge_all
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
+from zae_limiter.flows.write.memory import image_of_age, local_rejection
+from zae_limiter.flows.write.take import NOT_FETCHED
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
 
@@ -236,7 +237,7 @@ def acquire(
     outcomes += yield from _late_parents(
         state, entity_id, (levels, outcomes), amounts, override, (now_ms, speculative)
     )
-    return (yield from _settle(state, outcomes, now_ms, amounts, entity_id))
+    return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
 
 
 def _pairs(state: RepoState, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:
@@ -359,7 +360,7 @@ def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
     return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
 
 
-def _settle(
+def _conclude(
     state: RepoState,
     outcomes: Sequence[object],
     now_ms: int,
@@ -383,7 +384,7 @@ def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[No
     changes = []
     for t in taken:
         back = {n: -v for n, v in t.consumed_milli.items() if v}
-        if back and not reserve_ops.settle_locally(state, t, back, now_ms):
+        if back and not reserve_ops.change_locally(state, t, back, now_ms):
             changes.append((t, back))
     if not changes:
         return
@@ -393,7 +394,7 @@ def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[No
         log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
 
 
-def commit(
+def record_adjustments(
     state: RepoState, acquired: Acquired, pending_milli: Mapping[str, int], now_ms: int
 ) -> Flow[None]:
     """Record a lease's adjustments: in this client's reserve of the bucket when it can
@@ -403,7 +404,7 @@ def commit(
         names = {limit.name for limit in t.limits}
         delta = {n: v for n, v in pending_milli.items() if v and n in names}
         reserve_ops.note_adjustment(state, t, delta, now_ms)
-        if delta and not reserve_ops.settle_locally(state, t, delta, now_ms):
+        if delta and not reserve_ops.change_locally(state, t, delta, now_ms):
             changes.append((t, delta))
     if changes:
         try:

@@ -7,6 +7,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.flows import Call, Flow, one, pause
+from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
 
 
@@ -25,5 +26,5 @@ def batch_get(state: RepoState, wanted: Sequence[keys.Item]) -> Flow[dict[tuple[
             request = result.response.get("UnprocessedKeys") or {}
             if request:
                 attempt += 1
-                yield from pause(min(1000, 25 * 2**attempt))
+                yield from pause(backoff_ms(attempt, None, 50, 1000))
     return found

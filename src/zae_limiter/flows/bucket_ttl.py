@@ -2,7 +2,7 @@
 (entity+resource > entity default > resource default > system), audited like them.
 
 It sits on the level's config item (`bucket_ttl`, seconds; 0: never expire), next to the
-limits, and is fetched in the same BatchGetItem (flows/config.py); a level that stores
+limits, and is fetched in the same BatchGetItem (flows/records/config.py); a level that stores
 none defers to the next, and the library's default (flows/expiry.py) comes last.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.audit import Auditor, audited_change
-from zae_limiter.flows.config import config_key_for, evict, validate_level
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import check_bucket_ttl
+from zae_limiter.flows.records.audit import Auditor, audited_change
+from zae_limiter.flows.records.config import config_key_for, evict, validate_level
 
 
 def _kind(entity_id: str | None, resource: str | None) -> str:

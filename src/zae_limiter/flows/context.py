@@ -5,13 +5,14 @@ Nothing here performs I/O; the repository owns one `RepoState` and hands it to f
 
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
-from zae_limiter.flows.reserve import ReserveBook
+from zae_limiter.flows.reserves.book import ReserveBook
 from zae_limiter.keys import WINDOW_MS
 from zae_limiter.limits import Limit
 
@@ -52,10 +53,10 @@ class EntityMeta:
     #: the evidence it has when a later write there is throttled.
     seen_windows: dict[tuple[str, int], WindowSeen] = field(default_factory=dict)
     #: When this client last read a shard's window after a throttle (ms), per (resource,
-    #: shard): flows/evidence.py reads it at most every EVIDENCE_READ_MS.
+    #: shard): flows/scaling/evidence.py reads it at most every EVIDENCE_READ_MS.
     evidence_reads: dict[tuple[str, int], int] = field(default_factory=dict)
     #: This client's failed conditional writes per resource that no write of its own has
-    #: counted in a shard's window yet, and when (ms; flows/take.py).
+    #: counted in a shard's window yet, and when (ms; flows/write/take.py).
     failed_writes: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: When this client last tried to double a resource's shards (ms).
     doubling_tried: dict[str, int] = field(default_factory=dict)
@@ -63,13 +64,13 @@ class EntityMeta:
     #: the next write there picks its forms from it (keys/takes.py).
     images: dict[tuple[str, int], Any] = field(default_factory=dict)
     #: When each image was taken (this client's clock, ms): a write planned from it must
-    #: name every reserve epoch that may have been raised since (flows/plan.py).
+    #: name every reserve epoch that may have been raised since (flows/write/plan.py).
     image_at: dict[tuple[str, int], int] = field(default_factory=dict)
     #: A doubling that was throttled: (count it starts from, evidence since), to ride on
     #: this client's next write to shard 0.
     want_double: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: After throttles on a resource: (no write before this time in ms, throttles in a
-    #: row), so this client's other acquires wait instead of piling on (flows/throttled.py).
+    #: row), so this client's other acquires wait instead of piling on (flows/scaling/throttled.py).
     throttled_until: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: While acquires wait for a reserve: until when one of them writes for it (ms), per
     #: resource, so this client's waiting acquires write one at a time.
@@ -102,6 +103,11 @@ class Exhausted:
     held: dict[str, int]
 
 
+def shared_rng() -> random.Random:
+    """The generator behind the `random` module's functions (seeded by `random.seed`)."""
+    return cast(random.Random, getattr(random, "_inst"))  # noqa: B009 - not in typeshed
+
+
 @dataclass(slots=True)
 class RepoState:
     table: str
@@ -114,8 +120,12 @@ class RepoState:
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
     #: Token reserves of hot buckets (None: reserves off, one write per acquire).
     reserves: ReserveBook | None = None
+    #: Every random draw a flow makes (which shard, how long a backoff) comes from here:
+    #: give a `random.Random(seed)` to replay a run. The default is the process's shared
+    #: generator, the one `random.seed` seeds.
+    rng: random.Random = field(default_factory=lambda: shared_rng())
     #: Whether bucket writes carry a `ttl` (flows/expiry.py): only on a table at schema 5
-    #: or later, whose clients all move it (flows/table.py learns it at open).
+    #: or later, whose clients all move it (flows/records/table.py learns it at open).
     bucket_expiry: bool = True
     #: The bucket TTL each config level stores (None: none), refreshed with its limits.
     level_ttls: dict[Hashable, int | None] = field(default_factory=dict)

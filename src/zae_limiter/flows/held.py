@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zae_limiter.flows.reserves.settings import RETURN_MARGIN_MS
 from zae_limiter.keys import RESERVE_EPOCH_MS, reserve_epoch
 from zae_limiter.limits import Limit
-
-#: Past this point of its oldest epoch's life a reserve's tokens are no longer returned:
-#: readers may already have stopped counting them as held (clock skew between clients).
-RETURN_MARGIN_MS = 5000
 
 
 @dataclass(slots=True)

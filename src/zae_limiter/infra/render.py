@@ -17,7 +17,7 @@ import yaml
 from zae_limiter import keys, table
 from zae_limiter.aggregator.archive import ARCHIVE_PREFIX
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.version import client_version
+from zae_limiter.flows.records.version import client_version
 from zae_limiter.infra import options as opts
 from zae_limiter.infra.dashboard import dashboard_body
 from zae_limiter.infra.options import StackOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zae_limiter.flows.version import decode_version
+from zae_limiter.flows.records.version import decode_version
 from zae_limiter.infra.aws import Aws, translated
 from zae_limiter.infra.deploy import SCHEMA_TAG
 from zae_limiter.infra.errors import InfraError, StackNotFoundError

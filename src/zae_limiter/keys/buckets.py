@@ -178,7 +178,7 @@ A_SHARD_DOUBLED = "sd"
 A_WINDOW_START = "ws"
 A_WINDOW_WRITES = "wn"
 #: The window before the current one (it ended at `ws`): a restart moves `ws`/`wn` here,
-#: so an image just after a restart still shows the rate (flows/evidence.py).
+#: so an image just after a restart still shows the rate (flows/scaling/evidence.py).
 A_PREV_WINDOW_START = "wps"
 A_PREV_WINDOW_WRITES = "wpn"
 WINDOW_MS = 2000

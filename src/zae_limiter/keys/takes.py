@@ -264,7 +264,7 @@ def take_write(
     (among `held_adds`) that must be exactly these values. `legacy_rf`: the v2 `rf` read
     (REBASE from `tk`): it must be unchanged, and goes. `writes_counted`: what the write
     adds to the partition's write-rate window, this write and the failed conditional
-    writes before it (they took the partition's capacity too, see flows/take.py)."""
+    writes before it (they took the partition's capacity too, see flows/write/take.py)."""
     held_adds = held_adds or {}
     held_exact = held_exact or {}
     shapes = tuple(_shape(w) for w in writes)

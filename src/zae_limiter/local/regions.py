@@ -27,8 +27,6 @@ from zae_limiter.local.errors import InstanceNotRunningError, LocalEngineError
 from zae_limiter.local.replication import DEFAULT_LAG_MS, Control, read_control, write_json
 
 REPLICATOR_MODULE = "zae_limiter.local.replication"
-#: A status file older than this means the replicator has stopped writing it.
-STALE_STATUS_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from zae_limiter import keys
 from zae_limiter.errors import SchemaVersionError
 from zae_limiter.flows import Flow
-from zae_limiter.flows.audit import Auditor, commit
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import VersionRecord, read_version, write_version
+from zae_limiter.flows.records.audit import Auditor, write_transaction
+from zae_limiter.flows.records.version import VersionRecord, read_version, write_version
 from zae_limiter.migrations import v0002_pre_shard_buckets as _v0002
 from zae_limiter.migrations import v0003_full_at_buckets as _v0003
 from zae_limiter.migrations import v0004_quotas as _v0004
@@ -210,4 +210,4 @@ def _record(state: RepoState, auditor: Auditor, before: int, outcome: StepOutcom
         before={"schema_version": before},
         after={"schema_version": after, "items": outcome.items, "skipped": outcome.skipped},
     )
-    yield from commit(state, [event])
+    yield from write_transaction(state, [event])

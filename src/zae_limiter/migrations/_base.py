@@ -36,7 +36,7 @@ class StepOutcome:
 
 
 Up = Callable[[RepoState, int], Flow[StepOutcome]]
-Plan = Callable[[RepoState, int], Flow[StepPlan]]
+StepPlanner = Callable[[RepoState, int], Flow[StepPlan]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class Migration:
     reversible: bool
     min_client_version: str
     up: Up
-    plan: Plan
+    plan: StepPlanner
     down: Up | None = None
 
     @property

@@ -19,8 +19,8 @@ from zae_limiter import table as table_def
 from zae_limiter.errors import SchemaVersionError
 from zae_limiter.flows import Call, Flow, one, together
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.table import describe
-from zae_limiter.flows.version import begin_migration, read_version, save_progress
+from zae_limiter.flows.records.table import describe
+from zae_limiter.flows.records.version import begin_migration, read_version, save_progress
 from zae_limiter.migrations._base import StepOutcome, StepPlan
 
 version = 2

@@ -21,7 +21,7 @@ from zae_limiter.bucket import legacy_tokens
 from zae_limiter.errors import SchemaVersionError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import begin_migration, read_version, save_progress
+from zae_limiter.flows.records.version import begin_migration, read_version, save_progress
 from zae_limiter.migrations._base import StepOutcome, StepPlan
 from zae_limiter.models import BucketState
 

@@ -6,7 +6,7 @@ its limit config keeps `ra` = `rp` = 0 and the window in `qr` (keys/entities.py)
 client before 0.3.0 would read those numbers as a limit that refills a whole capacity
 every millisecond: this step only raises the version record's minimum client to 0.3.0
 (the runner does that once `up` returns), and quotas may be stored from then on
-(flows/config.py refuses them below schema 4). No item changes, so `up` is a no-op.
+(flows/records/config.py refuses them below schema 4). No item changes, so `up` is a no-op.
 
 Not reversible: below schema 4 an older client could be let in while quotas are stored.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from zae_limiter.flows import Flow
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import read_version
+from zae_limiter.flows.records.version import read_version
 from zae_limiter.migrations._base import StepOutcome, StepPlan
 
 version = 4

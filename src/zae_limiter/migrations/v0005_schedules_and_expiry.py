@@ -9,7 +9,7 @@ Two things a client before schema 5 would get wrong on a table that has them:
   would expire with tokens spent in it, which is a reset nobody asked for.
 
 So the step is a version bump, as schema 4's: an older release refuses a table whose
-schema is beyond what it understands (flows/version.py), clients write `ttl` only on a
+schema is beyond what it understands (flows/records/version.py), clients write `ttl` only on a
 table at schema 5 or later, and scheduled limits are stored only there. No item changes:
 a bucket item gets its `ttl` at its next write (items not written since keep none, as
 before), so `up` is a no-op.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from zae_limiter.flows import Flow
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import read_version
+from zae_limiter.flows.records.version import read_version
 from zae_limiter.migrations._base import StepOutcome, StepPlan
 
 version = 5

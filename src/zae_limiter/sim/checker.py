@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from zae_limiter import keys
-from zae_limiter.flows.bucket_write import Taken
+from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
 

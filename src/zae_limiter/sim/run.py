@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.flows import read, throttled
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.shares import capacity_of, read_shares, tokens_now
-from zae_limiter.flows.table import open_table
+from zae_limiter.flows.offpath import read
+from zae_limiter.flows.records.table import open_table
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.operations import Operations
 from zae_limiter.repository import _state
 from zae_limiter.sim.background import Admin

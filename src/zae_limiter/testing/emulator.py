@@ -257,13 +257,14 @@ class PartitionEmulator:
         if op in WRITE_OPERATIONS:
             pks = parse_partitions(op, body, self.pk_attribute)
             refused = self.window.refusal(pks, self._clock())
+            self.window.count_operation(op, refused is not None)
             if refused is not None:
                 reason = TABLE_WRITE_KEY_RANGE if refused == PARTITION else TABLE_WRITE_PROVISIONED
                 reasons = [reason] if self.throttling_reasons else []
                 _reply_throttled(handler, self.window.writes_per_second, reasons, body)
                 return
         elif op:
-            self.window.count_read()
+            self.window.count_read(op)
         self._forward(handler, body)
 
     def _forward(self, handler: _Handler, body: bytes) -> None:

@@ -100,6 +100,8 @@ class EmulatorStats:
     by_partition: dict[str, Count] = field(default_factory=dict)
     by_second: dict[int, Count] = field(default_factory=dict)
     by_second_partition: dict[int, dict[str, Count]] = field(default_factory=dict)
+    #: Requests by operation (`GetItem`, `UpdateItem` ...): forwarded and throttled.
+    by_operation: dict[str, Count] = field(default_factory=dict)
 
     def throttled_for(self, prefix: str = "") -> int:
         """Throttled writes on partitions whose key starts with `prefix`."""
@@ -158,6 +160,7 @@ class PartitionWindow:
         self._buckets: dict[str, tuple[float, float]] = {}  # pk -> (tokens, as of)
         self._reads = 0
         self._throttled_requests = 0
+        self._operations: dict[str, list[int]] = {}  # operation -> [forwarded, throttled]
         # epoch second -> partition -> [forwarded, throttled]
         self._history: dict[int, dict[str, list[int]]] = {}
 
@@ -223,9 +226,16 @@ class PartitionWindow:
             self._buckets[pk] = (tokens - n if ok else tokens, as_of)
         return ok
 
-    def count_read(self) -> None:
+    def count_read(self, op: str = "") -> None:
         with self._lock:
             self._reads += 1
+            if op:
+                self._operations.setdefault(op, [0, 0])[0] += 1
+
+    def count_operation(self, op: str, throttled: bool) -> None:
+        """One request of `op` (a write; reads count through `count_read`)."""
+        with self._lock:
+            self._operations.setdefault(op, [0, 0])[1 if throttled else 0] += 1
 
     def stats(self) -> EmulatorStats:
         with self._lock:
@@ -233,6 +243,7 @@ class PartitionWindow:
                 s: {pk: Count(*c) for pk, c in row.items()} for s, row in self._history.items()
             }
             reads, throttled_requests = self._reads, self._throttled_requests
+            operations = {op: Count(*c) for op, c in self._operations.items()}
         by_partition: dict[str, Count] = {}
         by_second: dict[int, Count] = {}
         for second, row in sorted(history.items()):
@@ -251,6 +262,7 @@ class PartitionWindow:
             by_partition=by_partition,
             by_second=by_second,
             by_second_partition=history,
+            by_operation=operations,
         )
 
     def reset(self) -> None:
@@ -262,6 +274,7 @@ class PartitionWindow:
             self._table = None
             self._reads = 0
             self._throttled_requests = 0
+            self._operations = {}
             self._history = {}
 
 

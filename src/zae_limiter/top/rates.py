@@ -8,7 +8,7 @@ read, which trails the write by about one poll.
 
 Tokens left and tokens held in reserves come from the latest image of each shard seen,
 decoded and refilled to now by the library's own functions (`keys.decode_bucket`,
-`flows.shards.shard_info`): a shard not written since `top` started is not known yet.
+`flows.offpath.shards.shard_info`): a shard not written since `top` started is not known yet.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.aggregator.records import MalformedRecord, parse
-from zae_limiter.flows.shards import limit_of, shard_info
-from zae_limiter.flows.shares import read_shares, tokens_now
+from zae_limiter.flows.offpath.shards import limit_of, shard_info
+from zae_limiter.flows.write.shares import read_shares, tokens_now
 
 SHORT_MS = 10_000
 LONG_MS = 60_000

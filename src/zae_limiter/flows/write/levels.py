@@ -1,6 +1,6 @@
 """The types of one bucket write: what to take (`Level`), what was taken (`Taken`), why
 not (`Rejected`), and the planned request (`WritePlan`). What a client remembers of the
-buckets it wrote is flows/memory.py."""
+buckets it wrote is flows/write/memory.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.flows.context import Exhausted
-from zae_limiter.flows.shares import stored_config as stored_config
-from zae_limiter.flows.shares import tokens_now
+from zae_limiter.flows.write.shares import stored_config as stored_config
+from zae_limiter.flows.write.shares import tokens_now
 from zae_limiter.limits import Limit
 from zae_limiter.models import LimitStatus
 
@@ -28,7 +28,7 @@ class Level:
     shard_count: int = 1
     cascade: bool = False
     parent_id: str | None = None
-    #: A reserve to take on top of `consume_milli` (flows/reserve.py), per limit.
+    #: A reserve to take on top of `consume_milli` (flows/reserves/book.py), per limit.
     hold_milli: Mapping[str, int] = field(default_factory=dict)
     #: What this client's reserve of the shard spent since its last write, to report.
     flush: keys.Flush | None = None
@@ -96,7 +96,7 @@ class Rejected:
 @dataclass(frozen=True, slots=True)
 class WritePlan:
     params: dict[str, Any] = field(default_factory=dict)
-    #: The reserve this write takes on top of the acquire (flows/reserve.py), and the
+    #: The reserve this write takes on top of the acquire (flows/reserves/book.py), and the
     #: epoch whose held count records it.
     held_milli: Mapping[str, int] = field(default_factory=dict)
     epoch: int = 0

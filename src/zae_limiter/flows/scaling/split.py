@@ -1,6 +1,6 @@
 """A new shard made from its donor, so that a doubling creates no tokens and loses none.
 
-After shard 0 raised the count from n to 2n, shard k's donor is k - n (flows/shares.py).
+After shard 0 raised the count from n to 2n, shard k's donor is k - n (flows/write/shares.py).
 The donor first records the new count (its full-at times then stand for half its share,
 and it snapshots them for the shards it gives to), then the new shard copies them: the
 two hold what the donor held.
@@ -14,10 +14,10 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.plan import new_bucket
-from zae_limiter.flows.shares import donor_of, split_full_at, stored_config
+from zae_limiter.flows.write.levels import Level
+from zae_limiter.flows.write.plan import new_bucket
+from zae_limiter.flows.write.shares import donor_of, split_full_at, stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 

@@ -2,15 +2,14 @@
 
 The state machine: a conditional write planned from the best image at hand (a
 speculative one from this client's memory, or a read); then, from the state DynamoDB
-returned, create the bucket (shard k >= 1 from its donor: flows/split.py), try again from
+returned, create the bucket (shard k >= 1 from its donor: flows/scaling/split.py), try again from
 the ALL_OLD a lost race returns (never a read), or reject. After a good write,
-flows/doubling.py decides whether shard 0 should double the shard count.
+flows/scaling/doubling.py decides whether shard 0 should double the shard count.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,13 +17,14 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, Stopped, one, pause
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken, WritePlan
+from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import after_write
 from zae_limiter.flows.expiry import expires_at_s
-from zae_limiter.flows.memory import fresh_image, learn, remember
-from zae_limiter.flows.plan import new_bucket, plan_write
-from zae_limiter.flows.split import create_split_shard
+from zae_limiter.flows.scaling.doubling import after_write
+from zae_limiter.flows.scaling.split import create_split_shard
+from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
+from zae_limiter.flows.write.memory import fresh_image, learn, remember
+from zae_limiter.flows.write.plan import new_bucket, plan_write
 from zae_limiter.models import BucketState
 
 #: A lost race is retried from ALL_OLD. Near empty, with reserves out, other clients'
@@ -32,6 +32,9 @@ from zae_limiter.models import BucketState
 #: fail a bounded take whose tokens are still there: each retry sees them, so allow more
 #: than the handful a bucket without reserves needs.
 MAX_WRITE_ATTEMPTS = 10
+#: The backoff after a lost race: full jitter, the bound from 5 ms doubling up to 200 ms.
+RACE_FIRST_MS = 5
+RACE_CAP_MS = 200
 NOT_FETCHED: Any = object()
 
 
@@ -60,7 +63,7 @@ def take(
     else:
         # No image to plan from, or one too old. A write planned blind (as if the bucket
         # were full and held nothing) cannot name the held counts of reserves taken before
-        # it, which may have expired and count as spent (flows/plan.py, `watched_epochs`).
+        # it, which may have expired and count as spent (flows/write/plan.py, `watched_epochs`).
         # A shard this client never wrote may not exist yet either (shard 0 records a
         # doubling before the new shards are made). A read takes no write capacity.
         read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
@@ -194,7 +197,7 @@ def _create_or_find(
         return _taken(level, item, now_ms, False), level, item  # new: no reserve to report
     if result is not None:
         failed.count += 1
-        yield from pause(_backoff_ms(attempt))  # another client created it first
+        yield from pause(_backoff_ms(state, attempt))  # another client created it first
     return None, level, item
 
 
@@ -222,7 +225,7 @@ def _lost_race(
         # failing on its count and losing the race to the partition's capacity).
         learn(state, level, result.old, now_ms)
     if confirmed:
-        yield from pause(_backoff_ms(attempt))
+        yield from pause(_backoff_ms(state, attempt))
         if level.hold_milli:
             # A reserve is granted only if as much again stays behind: its floor is
             # about all the shard holds, which any concurrent take breaks. A shard
@@ -319,9 +322,9 @@ def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
     return replace(level, cascade=meta.cascades(level.resource), parent_id=meta.parent_id)
 
 
-def _backoff_ms(attempt: int) -> int:
-    # Full jitter: concurrent writers that collided spread out instead of colliding again.
-    return random.randint(0, min(200, 5 * 2**attempt))
+def _backoff_ms(state: RepoState, attempt: int) -> int:
+    """After `attempt + 1` lost races on one bucket (flows/backoff.py)."""
+    return backoff_ms(attempt + 1, state.rng, RACE_FIRST_MS, RACE_CAP_MS)
 
 
 def expiry_of(level: Level, count: int, now_ms: int) -> int | None:

@@ -9,9 +9,15 @@ from typing import Any, Final
 from zae_limiter import keys
 from zae_limiter.errors import EntityExistsError, EntityNotFoundError, ValidationError
 from zae_limiter.flows import Call, Flow, one, paginate, pause
-from zae_limiter.flows.audit import Auditor, audited_change, commit, entity_json, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.records.audit import (
+    Auditor,
+    audited_change,
+    entity_json,
+    limits_json,
+    write_transaction,
+)
 from zae_limiter.models import Entity
 
 
@@ -67,7 +73,7 @@ def create_entity(
         state.table, keys.encode_entity(state.namespace, entity), keys.unchanged(None, ())
     )
     event = auditor.put(state, "create_entity", entity_id=entity_id, after=entity_json(entity))
-    if not (yield from commit(state, [put, event])):
+    if not (yield from write_transaction(state, [put, event])):
         raise EntityExistsError(entity_id)
     state.entities.pop(entity_id, None)
     return entity
@@ -294,7 +300,7 @@ def _delete_configured(
     deletes = [keys.tx_delete(state.table, k) for k in configured[: _CONFIGS_IN_TRANSACTION + 1]]
     event = auditor.put(state, "delete_entity", entity_id=entity_id, before=before)
     # A change between the read and this write is not guarded: the items go either way.
-    yield from commit(state, [*deletes, event])
+    yield from write_transaction(state, [*deletes, event])
 
 
 def batch_delete(state: RepoState, item_keys: list[dict[str, Any]]) -> Flow[None]:

@@ -15,9 +15,9 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one, paginate, pause
-from zae_limiter.flows.audit import Auditor
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.entities import batch_delete
+from zae_limiter.flows.records.audit import Auditor
+from zae_limiter.flows.records.entities import batch_delete
 
 #: What a namespace deletion may write per second unless told otherwise.
 DEFAULT_DELETE_WCU = 200

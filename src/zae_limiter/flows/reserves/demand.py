@@ -1,6 +1,6 @@
 """A client's demand on one bucket: acquires and amounts as decayed sums, read as rates.
 
-Token reserves are sized from it (flows/reserve.py): a reserve lasts the target period at
+Token reserves are sized from it (flows/reserves/book.py): a reserve lasts the target period at
 the rate the client shows, so the estimate must follow a change within about a second and
 must not mistake a few acquires in the first milliseconds for a rate.
 """

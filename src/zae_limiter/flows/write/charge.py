@@ -15,10 +15,10 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.flows import Call, Flow, Result, one, together
-from zae_limiter.flows.bucket_write import Level, Taken
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S, expires_at_s
-from zae_limiter.flows.shares import config_of, current
+from zae_limiter.flows.write.levels import Level, Taken
+from zae_limiter.flows.write.shares import config_of, current
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
 
@@ -171,10 +171,10 @@ def charge_all(
         again = lambda seen, t=taken, d=delta, w=w: charge_write(  # noqa: E731
             state, _where(t), t.limits, d, now_ms, seen, windows=w
         )
-        yield from settle(result, again)
+        yield from resend_on_old(result, again)
 
 
-def settle(result: Result, again: Callable[[Mapping[str, Any]], Call]) -> Flow[Result]:
+def resend_on_old(result: Result, again: Callable[[Mapping[str, Any]], Call]) -> Flow[Result]:
     """Send a charge again while its form was wrong (each ALL_OLD picks the next)."""
     for _ in range(MAX_CHARGE_ATTEMPTS):
         if result.ok or not result.old:

@@ -5,7 +5,7 @@ a reason to fail the caller while capacity may exist elsewhere: another shard of
 entity sits on another partition, and a partition's refusals clear within the second.
 So a throttled acquire write tries a shard it has not tried yet (at most
 `MAX_SHARD_TRIES` shards without waiting), and after that waits a backoff with full
-jitter (see flows/backoff.py), never shorter than the bucket's gate (below), then tries
+jitter (see flows/reserves/pacing.py), never shorter than the bucket's gate (below), then tries
 again, at most `MAX_THROTTLED_WAITS` times, the waits adding up to `THROTTLED_WAIT_MS`.
 Only then does `RateLimiterUnavailable` reach the caller. The waits are counted in
 simulated time (the flow's own sum), never read from a clock: the driver's deadline
@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from zae_limiter.flows import Flow, pause
-from zae_limiter.flows.backoff import backoff_ms
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.reserves.pacing import backoff_ms
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
 
 #: One generator for every acquire's jitter: a `random.Random()` per acquire seeds itself
 #: from the OS, which cost more than the rest of a steady acquire's planning.
@@ -77,6 +77,8 @@ class Tries:
     doubled: bool = False
     #: The driver's clock when the last wait ended (0: not told).
     woke_ms: int = 0
+    #: Shards whose partition refused a write of this acquire by name (ThrottlingReasons).
+    refused: set[int] = field(default_factory=set)
 
     def now(self, start_ms: int) -> int:
         """The time of the next try: the waits past the start, or the clock after the last
@@ -128,7 +130,7 @@ class Tries:
 
 def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
     """A write to the bucket was throttled: this client's writes to it hold back for a
-    backoff that grows with the throttles in a row (full jitter, see flows/backoff.py).
+    backoff that grows with the throttles in a row (full jitter, see flows/reserves/pacing.py).
 
     Only a throttle met while the gate was open makes it grow. Several acquires of one
     client throttled at the same moment (threads, tasks) are one refusal of the partition,
@@ -149,9 +151,28 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
 
 
 def note_success(state: RepoState, level: Level) -> None:
+    """A write to the bucket went through: the gate opens. Without reserves the throttles
+    in a row count one less, not none: under a refusing partition a write gets through
+    now and then, and forgetting the row on each would keep the gate at its shortest
+    while every acquire of the client writes, many refused writes for each one through.
+    The row unwinds as writes keep passing. (With reserves, the write through took a
+    reserve that serves the client's next acquires without a write: the row goes.)"""
     meta = state.entities.get(level.entity_id)
-    if meta is not None and meta.throttled_until:
+    if meta is None or not meta.throttled_until:
+        return
+    _until, row = meta.throttled_until.get(level.resource, (0, 0))
+    if row <= 1 or state.reserves is not None:
         meta.throttled_until.pop(level.resource, None)
+    else:
+        meta.throttled_until[level.resource] = (0, row - 1)
+
+
+def crowded(state: RepoState, level: Level, now_ms: int) -> bool:
+    """Whether a client without reserves has its gate on the bucket closed: another of
+    its acquires was refused just before, so the entity's partitions are full, not one
+    of them, and another shard tried at once would refuse too. (A client with reserves
+    tries one: a write through there takes a reserve for its waiting acquires.)"""
+    return state.reserves is None and gate_ms(state, level, now_ms) > 0
 
 
 def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
@@ -176,7 +197,7 @@ def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
 
 def note_reserve_write(state: RepoState, level: Level, throttled: bool, now_ms: int) -> None:
     """A write to the bucket went through or was throttled: the bucket's reserve
-    write-rate target steps up (after a reserve write) or is halved (flows/stretch.py).
+    write-rate target steps up (after a reserve write) or is halved (flows/reserves/stretch.py).
 
     Any throttled acquire write halves it, not only one that asked for a reserve: the
     partition refuses this client's writes, and fewer, larger ones are the relief."""

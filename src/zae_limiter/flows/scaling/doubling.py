@@ -1,9 +1,9 @@
 """When a shard count doubles, and the write that doubles it.
 
 After a good write, the write-rate window its ALL_NEW shows may prove the partition
-hot (flows/evidence.py): then one conditional write on shard 0 raises the count, at most
+hot (flows/scaling/evidence.py): then one conditional write on shard 0 raises the count, at most
 once per window per client. A shard that records an older count than shard 0 is told the
-new one first. A throttled acquire doubles through `double` as well (flows/any_shard.py),
+new one first. A throttled acquire doubles through `double` as well (flows/scaling/any_shard.py),
 on the evidence a throttle needs.
 """
 
@@ -15,10 +15,8 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level
-from zae_limiter.flows.charge import charge_lost
 from zae_limiter.flows.context import EntityMeta, RepoState
-from zae_limiter.flows.evidence import (
+from zae_limiter.flows.scaling.evidence import (
     DOUBLING_THRESHOLD,
     EVIDENCE_SIGMAS,
     THROTTLE_EVIDENCE_AGE_MS,
@@ -27,7 +25,9 @@ from zae_limiter.flows.evidence import (
     partition_bound,
     window_seen,
 )
-from zae_limiter.flows.memory import learn
+from zae_limiter.flows.write.charge import charge_lost
+from zae_limiter.flows.write.levels import Level
+from zae_limiter.flows.write.memory import learn
 
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250
@@ -124,8 +124,7 @@ def double(
     """
     meta = state.learn_entity(entity_id, False, None)
     count = meta.shard_counts.get(resource, 1)
-    last = meta.doubling_tried.get(resource)
-    if count * 2 > state.max_shards or (last is not None and now_ms - last < keys.WINDOW_MS):
+    if not may_double(state, entity_id, resource, now_ms):
         return
     if not busy_on_average(meta, resource, count, now_ms):
         return
@@ -147,6 +146,16 @@ def double(
     seen = result.attributes if result.ok else (result.old or {})
     if seen:
         meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
+
+
+def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> bool:
+    """Whether `double` would try now: the count has room to double, and this client has
+    not tried in the last window. A throttled acquire asks before it reads any evidence:
+    reads that could only lead to a doubling this client would not try are waste."""
+    meta = state.entities.get(entity_id)
+    count = 1 if meta is None else meta.shard_counts.get(resource, 1)
+    last = None if meta is None else meta.doubling_tried.get(resource)
+    return count * 2 <= state.max_shards and (last is None or now_ms - last >= keys.WINDOW_MS)
 
 
 def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) -> bool:

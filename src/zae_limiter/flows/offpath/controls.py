@@ -30,10 +30,10 @@ from zae_limiter.errors import (
     ValidationError,
 )
 from zae_limiter.flows import Call, Flow, Result, one, pause
-from zae_limiter.flows.audit import MAX_ATTEMPTS, Auditor, too_busy
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.entities import entity_bucket_keys
+from zae_limiter.flows.records.audit import MAX_ATTEMPTS, Auditor, too_busy
+from zae_limiter.flows.records.entities import entity_bucket_keys
 from zae_limiter.models import BucketState
 
 #: A transaction holds 100 items: the shards and the event.

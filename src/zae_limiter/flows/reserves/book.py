@@ -22,19 +22,18 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from zae_limiter.errors import ValidationError
-from zae_limiter.flows.backoff import Pacer, spread_age_ms
-from zae_limiter.flows.demand import (
+from zae_limiter.flows.held import Reserve
+from zae_limiter.flows.reserves.demand import (
     DEMAND_FORGET_MS,
     DEMAND_KEYS_MAX,
     DEMAND_TAU_MS,
     DEMAND_TAU_S,
     Demand,
 )
-from zae_limiter.flows.held import RETURN_MARGIN_MS as RETURN_MARGIN_MS
-from zae_limiter.flows.held import Reserve as Reserve
-from zae_limiter.flows.stretch import Stretch
-from zae_limiter.keys import RESERVE_EPOCH_MS, Flush
+from zae_limiter.flows.reserves.pacing import Pacer, spread_age_ms
+from zae_limiter.flows.reserves.settings import RETURN_MARGIN_MS, ReserveSettings
+from zae_limiter.flows.reserves.stretch import Stretch
+from zae_limiter.keys import Flush
 from zae_limiter.limits import Limit
 from zae_limiter.quota import calendar_end
 
@@ -44,43 +43,8 @@ from zae_limiter.quota import calendar_end
 RENEW_GRACE_MS = 1000
 
 Key = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class ReserveSettings:
-    """How reserves are sized and how long they live (see docs/reserves.md).
-
-    - `writes_per_second`: the target number of reserve writes per second per client per
-      bucket; a reserve is sized to last `1 / writes_per_second` at the client's own rate.
-    - `hot_rate`: acquires per second on a bucket, in this client, before it takes reserves.
-    - `max_share`: the most one reserve may hold, as a share of the shard's capacity.
-    - `idle_ms` / `max_age_ms`: unspent tokens go back after this long without an acquire,
-      or this long after the reserve was first taken.
-    """
-
-    writes_per_second: float = 2.0
-    hot_rate: float = 4.0
-    max_share: float = 0.1
-    idle_ms: int = 2000
-    max_age_ms: int = 10_000
-
-    def __post_init__(self) -> None:
-        if not self.writes_per_second > 0:
-            raise ValidationError("reserve writes_per_second must be a positive number")
-        if not self.hot_rate > 0:
-            raise ValidationError("reserve hot_rate must be a positive number")
-        if not 0 < self.max_share <= 0.5:
-            raise ValidationError("reserve max_share must be above 0 and at most 0.5")
-        if not 0 < self.idle_ms <= self.max_age_ms:
-            raise ValidationError("reserve idle_ms must be positive and at most max_age_ms")
-        if self.max_age_ms > RESERVE_EPOCH_MS - RETURN_MARGIN_MS:
-            raise ValidationError(
-                f"reserve max_age_ms must be at most {RESERVE_EPOCH_MS - RETURN_MARGIN_MS}"
-            )
-
-    @property
-    def period_ms(self) -> float:
-        return 1000 / self.writes_per_second
+#: Where callers have always found them.
+__all__ = ["RETURN_MARGIN_MS", "Reserve", "ReserveBook", "ReserveSettings", "ReserveStats"]
 
 
 @dataclass(slots=True)
@@ -104,9 +68,9 @@ class ReserveBook:
         self, settings: ReserveSettings | None = None, rng: random.Random | None = None
     ) -> None:
         self.settings = settings or ReserveSettings()
-        #: Backoff and write budgets of the returns (see flows/backoff.py).
+        #: Backoff and write budgets of the returns (see flows/reserves/pacing.py).
         self.pacer = Pacer(self.settings.writes_per_second, rng)
-        #: Write-rate targets cut by throttled reserve writes (see flows/stretch.py).
+        #: Write-rate targets cut by throttled reserve writes (see flows/reserves/stretch.py).
         self.stretch = Stretch()
         self._lock = threading.Lock()
         self._reserves: dict[Key, Reserve] = {}
@@ -124,15 +88,18 @@ class ReserveBook:
     def record(self, key: Key, amounts: Mapping[str, int], now_ms: int, count: int = 1) -> None:
         """An acquire (count 1) or an adjustment (count 0) of `amounts` millitokens."""
         with self._lock:
-            demand = self._demand.get(key)
-            if demand is None:
-                if len(self._demand) >= DEMAND_KEYS_MAX:
-                    self._forget_quiet(now_ms)
-                demand = self._demand[key] = Demand(now_ms, born_ms=now_ms)
-            demand.decay(now_ms)
-            demand.count += count
-            for name, milli in amounts.items():
-                demand.amounts[name] = max(0.0, demand.amounts.get(name, 0.0) + milli)
+            self._record(key, amounts, now_ms, count)
+
+    def _record(self, key: Key, amounts: Mapping[str, int], now_ms: int, count: int) -> None:
+        demand = self._demand.get(key)
+        if demand is None:
+            if len(self._demand) >= DEMAND_KEYS_MAX:
+                self._forget_quiet(now_ms)
+            demand = self._demand[key] = Demand(now_ms, born_ms=now_ms)
+        demand.decay(now_ms)
+        demand.count += count
+        for name, milli in amounts.items():
+            demand.amounts[name] = max(0.0, demand.amounts.get(name, 0.0) + milli)
 
     def rate(self, key: Key, now_ms: int) -> float:
         """Acquires per second on the bucket in this client, as the book estimates it."""
@@ -201,14 +168,9 @@ class ReserveBook:
             if held.limits != limits:
                 self._retire(key)
                 return None
-            if now_ms - held.born_ms >= self.settings.max_age_ms or held.crossed(now_ms):
+            if not self._covers(held, consume, now_ms):
                 return None  # never spent past its age: the acquire's write renews it
             left = held.left
-            for name, milli in consume.items():
-                if milli and left.get(name, 0) < milli:
-                    return None
-            if any(value < 0 for value in left.values()):
-                return None
             for name, milli in consume.items():
                 if milli:
                     left[name] -= milli
@@ -216,7 +178,38 @@ class ReserveBook:
             self.stats.hits += 1
             return held.shard_id
 
-    def settle(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
+    def serve_hit(
+        self, key: Key, limits: tuple[Limit, ...], consume: Mapping[str, int], now_ms: int
+    ) -> int | None:
+        """`record` and `spend` at once, when the reserve covers `consume` under `limits`
+        (the shard it came from); else nothing changes and None (flows/reserves/hit.py)."""
+        with self._lock:
+            held = self._reserves.get(key)
+            if held is None or held.limits != limits or not self._covers(held, consume, now_ms):
+                return None
+            self._record(key, consume, now_ms, 1)
+            left = held.left
+            for name, milli in consume.items():
+                if milli:
+                    left[name] -= milli
+            held.used_ms = now_ms
+            self.stats.hits += 1
+            return held.shard_id
+
+    def _covers(self, held: Reserve, consume: Mapping[str, int], now_ms: int) -> bool:
+        """Whether `held` may serve `consume` now: young enough, in its quota window, with
+        enough left (and no limit in debt)."""
+        if now_ms - held.born_ms >= self.settings.max_age_ms:
+            return False
+        if held.window_end_ms is not None and held.crossed(now_ms):
+            return False
+        left = held.left
+        for name, milli in consume.items():
+            if milli and left.get(name, 0) < milli:
+                return False
+        return min(left.values(), default=0) >= 0
+
+    def apply_change(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
         """Apply a consumption change (negative gives back) to the reserve of that shard.
 
         False (the caller writes the change) when there is no such reserve, it cannot cover
@@ -409,7 +402,7 @@ class ReserveBook:
 
     def retry_later(self, items: Iterable[tuple[Key, Reserve]], now_ms: int | None = None) -> None:
         """Returns that DynamoDB refused (throttled, so not applied): try them again after
-        a backoff (see flows/backoff.py)."""
+        a backoff (see flows/reserves/pacing.py)."""
         with self._lock:
             items = list(items)
             if now_ms is not None:

@@ -7,8 +7,8 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Flow
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.entities import entity_bucket_keys
-from zae_limiter.flows.shares import capacity_of, read_shares, tokens_now
+from zae_limiter.flows.records.entities import entity_bucket_keys
+from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, ShardInfo
 
@@ -18,12 +18,6 @@ def list_resources(state: RepoState, entity_id: str) -> Flow[list[str]]:
     keys.validate_id("entity_id", entity_id)
     found = yield from entity_bucket_keys(state, entity_id)
     return sorted({keys.parse_bucket_pk(k[keys.PK]["S"])[2] for k in found})
-
-
-def read_all_shards(state: RepoState, entity_id: str, resource: str) -> Flow[list[BucketState]]:
-    found = yield from entity_bucket_keys(state, entity_id, resource)
-    items = yield from batch_get(state, found)
-    return sorted((keys.decode_bucket(i) for i in items.values()), key=lambda b: b.shard_id)
 
 
 def limit_of(name: str, stored: LimitState) -> Limit:

@@ -59,7 +59,7 @@ class Auditor:
         return keys.tx_put(state.table, keys.audit_item(event, self.retention_days))
 
 
-def commit(state: RepoState, items: Sequence[dict[str, Any]]) -> Flow[bool]:
+def write_transaction(state: RepoState, items: Sequence[dict[str, Any]]) -> Flow[bool]:
     """Write the change and its event together; False when a condition failed."""
     result = yield from one(Call("transact_write_items", keys.transact(items)))
     return result.ok
@@ -76,11 +76,11 @@ def too_busy(what: str) -> RateLimiterUnavailable:
 #: from the item as read; None when there is nothing to change. A flow when planning
 #: needs reads of its own.
 Planned = Sequence[dict[str, Any]] | None
-Plan = Callable[[keys.Item | None], Flow[Planned] | Planned]
+ChangePlanner = Callable[[keys.Item | None], Flow[Planned] | Planned]
 
 
 def audited_change(
-    state: RepoState, item_key: keys.Item, what: str, plan: Plan
+    state: RepoState, item_key: keys.Item, what: str, plan: ChangePlanner
 ) -> Flow[keys.Item | None]:
     """Read the item (consistently), plan the change from it and commit the plan; read and
     plan again when the plan's condition failed (someone else changed the item meanwhile).
@@ -89,7 +89,7 @@ def audited_change(
         read = yield from one(Call("get_item", keys.get_consistent(state.table, item_key)))
         planned = plan(read.item)
         items = (yield from planned) if isinstance(planned, Generator) else planned
-        if items is None or (yield from commit(state, items)):
+        if items is None or (yield from write_transaction(state, items)):
             return read.item
     raise too_busy(what)
 

@@ -1,6 +1,6 @@
 """What an acquire, a lease and a closing client do with token reserves.
 
-The book (`flows/reserve.py`) is the state; these functions connect it to the acquire
+The book (`flows/reserves/book.py`) is the state; these functions connect it to the acquire
 flow's levels and outcomes, and write reserves back. See docs/reserves.md.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import CONTENDED, SHARD_NOT_FOUND, RateLimiterUnavailable, ValidationError
 from zae_limiter.flows import Call, Flow, Result
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
-from zae_limiter.flows.charge import charge_write, image_of, settle
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.reserve import Key, Reserve
+from zae_limiter.flows.reserves.book import Key, Reserve
+from zae_limiter.flows.write.charge import charge_write, image_of, resend_on_old
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
 
 log = logging.getLogger("zae_limiter")
 
@@ -131,13 +131,13 @@ def keep(
             )
 
 
-def settle_locally(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> bool:
+def change_locally(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> bool:
     """Apply a consumption change to the reserve of the bucket it was taken from; False
     when that needs a write (no reserve there, or it cannot cover the change)."""
     book = state.reserves
     if book is None or not delta:
         return False
-    return book.settle(_key(taken), taken.shard_id, delta, now_ms)
+    return book.apply_change(_key(taken), taken.shard_id, delta, now_ms)
 
 
 def note_adjustment(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> None:
@@ -212,7 +212,7 @@ def give_back_reserves(
             # round: the return was not applied, and its ALL_OLD picks the right form.
             resend = lambda seen, k=key, h=held: return_write(state, k, h, now_ms, seen)[0]  # noqa: E731
             try:
-                results[i] = yield from settle(result, resend)
+                results[i] = yield from resend_on_old(result, resend)
             except Exception as error:  # unknown outcome: as below, never sent again
                 results[i] = error
     again: list[tuple[Key, Reserve]] = []

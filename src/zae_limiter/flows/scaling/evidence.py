@@ -23,7 +23,6 @@ comes.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -31,8 +30,8 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.bucket_write import Level
 from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.write.levels import Level
 
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000
@@ -61,6 +60,19 @@ REFUSAL_PROOF_MS = 1000
 #: partition, taking refusals as proof on 32 shards, went on to 64 on a burst of 6
 #: throttles), and the windows judge whether the load does.
 REFUSAL_PROVES_BELOW = 2
+#: ... or, for a client without reserves, once one acquire's writes were refused by name
+#: on this many shards (on every shard, of an entity of fewer): a burst on one shard does
+#: not do that, a count too low for the load does it to every write. Two were not enough:
+#: under the fixed window a bunch of retries at a second's start met two refusing shards
+#: of 16, and the count went to 64 (1 run of 1). (`double` also wants the shards' windows
+#: to average AVERAGE_SHARE from 4 shards on.)
+REFUSED_SHARDS_PROVE = 3
+
+
+def refusals_prove(refused_shards: int, count: int) -> bool:
+    """Whether refusals by name on `refused_shards` distinct shards of one acquire prove
+    an entity of `count` shards too few for its load (REFUSED_SHARDS_PROVE)."""
+    return refused_shards >= min(REFUSED_SHARDS_PROVE, max(2, count))
 
 
 def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> WindowSeen:
@@ -210,6 +222,6 @@ def entity_evidence(
         known = throttle_evidence(state, replace(level, shard_id=shard), now_ms)
         if known is not None:
             return min(since, known)
-    other = replace(level, shard_id=random.choice(others), shard_count=count)
+    other = replace(level, shard_id=state.rng.choice(others), shard_count=count)
     also = yield from read_evidence(state, other, now_ms)
     return None if also is None else min(since, also)

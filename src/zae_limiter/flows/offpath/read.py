@@ -11,9 +11,9 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.acquire import validate_amounts
 from zae_limiter.flows.batch import batch_get
-from zae_limiter.flows.config import require_limits, resolve
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.shares import read_shares, stored_config, tokens_now
+from zae_limiter.flows.records.config import require_limits, resolve
+from zae_limiter.flows.write.shares import read_shares, stored_config, tokens_now
 from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import BucketState
 
@@ -93,7 +93,7 @@ def time_until_available(
                 f"needed[{name!r}] = {milli // 1000} exceeds the capacity {by_name[name].capacity}"
             )
         # The shards together, as one bucket holding `tokens` now. A session quota's
-        # bucket is one shard (flows/doubling.py), whose full-at value says when its
+        # bucket is one shard (flows/scaling/doubling.py), whose full-at value says when its
         # session opened: the wait runs to that session's end.
         session = by_name[name].window is not None and whole.window and whole.window.session_ms
         if session and shards:

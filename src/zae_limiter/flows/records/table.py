@@ -7,7 +7,7 @@ from zae_limiter import table as table_def
 from zae_limiter.errors import TableNotFoundError, ZaeLimiterError
 from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import VersionRecord, check_version
+from zae_limiter.flows.records.version import VersionRecord, check_version
 
 
 def describe(state: RepoState) -> Flow[dict[str, object] | None]:

@@ -14,10 +14,10 @@ from zae_limiter import keys, schema
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import SchemaVersionError, ValidationError
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.version import read_version
+from zae_limiter.flows.records.audit import Auditor, audited_change, limits_json
+from zae_limiter.flows.records.version import read_version
 from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 
@@ -47,7 +47,7 @@ def learn_failure_policy(state: RepoState, system_item: keys.Item | None) -> Non
     )
 
 
-def _levels(entity_id: str, resource: str) -> list[tuple[LimitSource, Hashable]]:
+def config_levels(entity_id: str, resource: str) -> list[tuple[LimitSource, Hashable]]:
     """(source, cache key) of each level, most specific first."""
     return [
         ("entity", ("entity", entity_id, resource)),
@@ -96,7 +96,7 @@ def resolve_and_fetch(
     fetch: list[keys.Item] = []
     fetch_ids: dict[tuple[str, str], Hashable] = {}
     for entity_id, resource in wanted:
-        for _source, cache_key in _levels(entity_id, resource):
+        for _source, cache_key in config_levels(entity_id, resource):
             if cache_key in known:
                 continue
             hit, value = cache.lookup(cache_key, now_ms)
@@ -138,7 +138,7 @@ def resolve_and_fetch(
     for entity_id, resource in wanted:
         out[(entity_id, resource)] = None
         ttl = _bucket_ttl(state, entity_id, resource)
-        for source, cache_key in _levels(entity_id, resource):
+        for source, cache_key in config_levels(entity_id, resource):
             limits = known.get(cache_key)
             if limits:
                 # The stored schedule picks the limit in force from the time passed in:
@@ -152,7 +152,7 @@ def resolve_and_fetch(
 
 def _bucket_ttl(state: RepoState, entity_id: str, resource: str) -> int | None:
     """The bucket TTL of the most specific level that stores one (flows/bucket_ttl.py)."""
-    for _source, cache_key in _levels(entity_id, resource):
+    for _source, cache_key in config_levels(entity_id, resource):
         seconds = state.level_ttls.get(cache_key)
         if seconds is not None:
             return seconds

@@ -1,6 +1,6 @@
 """Planning one bucket write from an image of the item: what to write, or why not.
 
-No requests are made here; `flows.take` runs the state machine that uses these plans.
+No requests are made here; `flows.write.take` runs the state machine that uses these plans.
 The image is what DynamoDB last showed (an ALL_OLD, a read) or, for a first try, what
 this client's own last write left (ALL_NEW, possibly stale: the conditions guard it).
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
-from zae_limiter.flows.bucket_write import Level, Rejected, WritePlan
 from zae_limiter.flows.context import Exhausted
-from zae_limiter.flows.shares import config_of, current, stored_config
+from zae_limiter.flows.write.levels import Level, Rejected, WritePlan
+from zae_limiter.flows.write.shares import config_of, current, stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, LimitStatus
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.flows import plan
-from zae_limiter.flows.bucket_write import Level, Rejected
 from zae_limiter.flows.context import EntityMeta, RepoState
+from zae_limiter.flows.write import plan
+from zae_limiter.flows.write.levels import Level, Rejected
 from zae_limiter.models import LimitStatus
 
 
@@ -100,7 +100,7 @@ def image(state: RepoState, level: Level) -> Mapping[str, Any] | None:
 
 
 #: An image older than this many reserve epochs (2 minutes) is not planned from: its
-#: write would have to name the held count of every epoch since (flows/plan.py), so the
+#: write would have to name the held count of every epoch since (flows/write/plan.py), so the
 #: client reads the bucket first. One that comes back after a minute or more reads its
 #: config again (its cache's TTL), and the bucket rides along (flows/acquire.py).
 MAX_IMAGE_EPOCHS = 6

@@ -1,22 +1,23 @@
 """Take one level from any shard of its entity: the first shard, others when one is
 drained, and what a throttled write does next (another shard, a wait, a doubling, the
-client's reserve; flows/throttled.py holds the waits and the gate).
+client's reserve; flows/scaling/throttled.py holds the waits and the gate).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
-from zae_limiter.flows import Flow, pause, reserve_ops, throttled
-from zae_limiter.flows.bucket_write import Level, Rejected, Taken
+from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.doubling import double, has_session_quota
-from zae_limiter.flows.evidence import entity_evidence
-from zae_limiter.flows.take import NOT_FETCHED, take
+from zae_limiter.flows.reserves import ops as reserve_ops
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.scaling.doubling import double, has_session_quota, may_double
+from zae_limiter.flows.scaling.evidence import REFUSAL_PROOF_MS, entity_evidence, refusals_prove
+from zae_limiter.flows.write.levels import Level, Rejected, Taken
+from zae_limiter.flows.write.take import NOT_FETCHED, take
 
 
 def take_any_shard(
@@ -24,7 +25,7 @@ def take_any_shard(
 ) -> Flow[Taken | Rejected]:
     """Take from a random shard; a drained shard is not the entity: try up to two others.
 
-    A throttled write was not applied, so it is tried again (flows/throttled.py): on a
+    A throttled write was not applied, so it is tried again (flows/scaling/throttled.py): on a
     shard not tried yet, then after short jittered waits, until the acquire's wait budget
     is spent. A throttle on a shard whose measured write rate shows its partition is the
     bottleneck also prompts one doubling try on shard 0 (and the next try goes to shard 1
@@ -52,7 +53,8 @@ def take_any_shard(
             if error.code == SHARD_NOT_FOUND and tries.throttles:
                 # A probe after a throttle found no such shard: shard 0's count is known
                 # now, and the try goes to one that exists.
-                shard = random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
+                known = state.shard_count(level.entity_id, level.resource)
+                shard = state.rng.randrange(max(1, known))
                 prefetched = NOT_FETCHED
                 continue
             if error.code == SHARD_NOT_FOUND:
@@ -83,7 +85,7 @@ def take_any_shard(
                     f"no shard of {level.entity_id}/{level.resource} could take the request"
                 )
             return outcome
-        shard = random.choice(others)
+        shard = state.rng.choice(others)
         tries.tried.append(shard)
         prefetched = NOT_FETCHED
 
@@ -91,7 +93,7 @@ def take_any_shard(
 def _first_shard(state: RepoState, level: Level, prefetched: Any) -> tuple[int, int | None]:
     """(the shard to write first, the shard of the client's reserve if it holds one)."""
     count = level.shard_count
-    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else random.randrange(count)
+    shard = 0 if count == 1 or prefetched is not NOT_FETCHED else state.rng.randrange(count)
     preferred = reserve_ops.preferred_shard(state, level)
     if preferred is not None and prefetched is NOT_FETCHED:
         shard = preferred
@@ -113,9 +115,10 @@ def _retry_after_throttle(
     limit DynamoDB said refused it (None: it did not say)."""
     at_ms, now_ms = times
     throttled.note_reserve_write(state, here, True, at_ms)
+    crowded = throttled.crowded(state, here, at_ms)  # asked before this throttle closes it
     throttled.note_throttle(state, here, at_ms)
     waits = tries.waits
-    next_shard = yield from _after_throttle(state, level, here, tries, at_ms, partition)
+    next_shard = yield from _after_throttle(state, level, here, tries, (at_ms, crowded), partition)
     if next_shard is None:
         return (yield from throttled.wait_for_reserve(state, level, tries, now_ms, lead))
     if tries.waits > waits:  # it waited: a reserve may cover it now
@@ -133,9 +136,9 @@ def _lead(state: RepoState, level: Level, speculative: bool) -> throttled.Lead:
         count = max(state.shard_count(level.entity_id, level.resource), 1)
         preferred = reserve_ops.preferred_shard(state, level)
         # A client whose writes were all refused has not seen a doubling by others: one
-        # known shard is probed past (a missing shard says the count, flows/take.py).
+        # known shard is probed past (a missing shard says the count, flows/write/take.py).
         probe = 2 if state.max_shards > 1 else 1
-        shard = random.randrange(max(count, probe)) if preferred is None else preferred
+        shard = state.rng.randrange(max(count, probe)) if preferred is None else preferred
         here = _on_shard(throttled.with_reserve(state, level, at_ms), shard, count, preferred)
         try:
             outcome = yield from take(state, here, at_ms, speculative, NOT_FETCHED)
@@ -171,20 +174,28 @@ def _after_throttle(
     level: Level,
     here: Level,
     tries: throttled.Tries,
-    now_ms: int,
+    when: tuple[int, bool],
     partition: bool | None,
 ) -> Flow[int | None]:
     """The shard to try after a throttle on `here` (None: give up), doubling first when
-    this client's view of the shard shows its partition is the bottleneck."""
+    this client's view of the shard shows its partition is the bottleneck. `when`: the
+    time, and whether the client's gate on the bucket was closed then (`crowded`: another
+    shard is then tried only after a wait, as any retry)."""
+    now_ms, crowded = when
     tries.throttles += 1
+    if partition:
+        tries.refused.add(here.shard_id)
     if not tries.doubled:
-        tries.doubled = yield from _double_on_evidence(state, level, here, now_ms, partition)
+        refused = len(tries.refused)
+        tries.doubled = yield from _double_on_evidence(
+            state, level, here, now_ms, partition, refused
+        )
     count = state.shard_count(level.entity_id, level.resource)
     if tries.doubled:
         count = max(count, 2)
-    others = tries.untried(count)
+    others = [] if crowded else tries.untried(count)
     if others:
-        shard = random.choice(others)
+        shard = state.rng.choice(others)
         tries.tried.append(shard)
         return shard
     # The gate binds retries too: a client's acquires throttled together are one refusal,
@@ -194,18 +205,31 @@ def _after_throttle(
         return None
     tries.woke((yield from pause(wait)))
     # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
-    return random.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
+    return state.rng.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
 
 
 def _double_on_evidence(
-    state: RepoState, level: Level, here: Level, now_ms: int, partition: bool | None
+    state: RepoState,
+    level: Level,
+    here: Level,
+    now_ms: int,
+    partition: bool | None,
+    refused_shards: int = 0,
 ) -> Flow[bool]:
     """After a throttle on `here`: a doubling try when DynamoDB named the shard's
-    partition as the limit, or this client's view of the shard shows it is the bottleneck;
-    whether it tried. Never when DynamoDB named the table's limit."""
-    if state.max_shards <= 1 or has_session_quota(level):
+    partition as the limit (of a one-shard entity, or on `refused_shards` distinct shards
+    of this acquire, see REFUSED_SHARDS_PROVE), or this client's view of the shard shows it is
+    the bottleneck; whether it tried. Never when DynamoDB named the table's limit."""
+    if has_session_quota(level) or not may_double(state, level.entity_id, level.resource, now_ms):
         return False
-    since = yield from entity_evidence(state, here, now_ms, partition)
+    count = state.shard_count(level.entity_id, level.resource)
+    # Without reserves only: with them, a cold start's refusals are the burst of writes
+    # before each client holds a reserve, which the reserves end, not the load's need.
+    if partition and state.reserves is None and refusals_prove(refused_shards, count):
+        # Dated as one refusal's proof is: shard 0 refuses it within a second of a doubling.
+        since: int | None = now_ms - REFUSAL_PROOF_MS
+    else:
+        since = yield from entity_evidence(state, here, now_ms, partition)
     if since is None:
         return False
     names = [limit.name for limit in level.limits]

@@ -1,0 +1,111 @@
+"""How few requests a client without reserves sends to a refusing partition
+(flows/throttled.py, flows/any_shard.py, flows/doubling.py): a write that gets through
+unwinds the gate's row by one, not all of it; an acquire refused while its client's gate
+was already closed waits before another shard; a throttled acquire reads no evidence for
+a doubling its client would not try.
+
+Time is simulated (canned answers, `Sleep`s counted); the gate's jitter is pinned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit._flowkit import T0, answered, item, make_level, ok
+from tests.unit.test_flows_throttled import FULL, shard_of, state_with, throttle
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.take import NOT_FETCHED
+
+
+def _step_per_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The gate a throttle closes says the row it counted: 100 ms per throttle in a row.
+    monkeypatch.setattr(throttled, "backoff_ms", lambda attempt, _rng: 100 * attempt)
+
+
+def test_a_write_through_unwinds_the_gate_by_one_throttle_not_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a refusing partition one write in several gets through. Forgetting the row
+    on each would keep the gate at its shortest (measured: `reserve=False` at 8x a
+    partition sent twice the throttled writes), so a write through opens the gate and
+    counts one throttle less."""
+    _step_per_row(monkeypatch)
+    state, level = state_with(), make_level()
+    now = T0
+    for _ in range(3):  # three refusals in a row, each after the gate had opened
+        throttled.note_throttle(state, level, now)
+        now += throttled.gate_ms(state, level, now)
+    assert state.entities["e1"].throttled_until["gpt"][1] == 3
+    throttled.note_success(state, level)
+    assert throttled.gate_ms(state, level, now) == 0  # the gate opens
+    throttled.note_throttle(state, level, now)
+    assert throttled.gate_ms(state, level, now) == 300  # the row went from 3 to 2, then 3
+    for _ in range(3):
+        throttled.note_success(state, level)
+    assert "gpt" not in state.entities["e1"].throttled_until  # writes keep passing: all gone
+
+
+def test_a_throttle_while_the_gate_is_closed_waits_before_another_shard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another acquire of the client was refused just before (its gate is closed): the
+    entity's partitions are full, not one of them, and another shard at once would be
+    one more refused write. The acquire waits past the gate, then writes again."""
+    _step_per_row(monkeypatch)
+    state = state_with(shards=4)
+    state.entities["e1"].doubling_tried["gpt"] = T0  # no doubling: only the retries count
+    level = make_level(shard_count=4)
+    refused = [0]
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL, shard_count=4)})
+        if refused[0] < 1:
+            refused[0] += 1
+            throttled.note_throttle(state, level, T0)  # another acquire, refused meanwhile
+            return throttle()
+        return ok(item(T0, FULL, shard_count=4))
+
+    writes: list[tuple[int, int]] = []
+    slept = [0]
+
+    def counted(call: Call) -> Any:
+        if call.op == "update_item":
+            writes.append((slept[0], shard_of(call)))
+        return answer(call)
+
+    outcome, _calls, _total = answered(
+        take_any_shard(state, level, T0, True, NOT_FETCHED),
+        counted,
+        lambda ms: slept.__setitem__(0, ms),
+    )
+    assert isinstance(outcome, Taken)
+    assert len(writes) == 2
+    assert writes[1][0] >= 100  # the second write came after the gate, not at once
+
+
+def test_a_throttled_acquire_reads_no_evidence_for_a_doubling_it_would_not_try() -> None:
+    """A client that tried a doubling within the last window would not try another:
+    reading shards' windows for one is a request for nothing."""
+    state = state_with(shards=2)
+    state.entities["e1"].doubling_tried["gpt"] = T0 - 100
+    answers = iter([throttle(), ok(item(T0, FULL, shard_count=2))])
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL, shard_count=2)})
+        return next(answers)
+
+    level = make_level(shard_count=2)
+    state.entities["e1"].images[("gpt", 0)] = item(T0, FULL, shard_count=2)
+    state.entities["e1"].images[("gpt", 1)] = item(T0, FULL, shard_count=2)
+    state.entities["e1"].image_at[("gpt", 0)] = T0
+    state.entities["e1"].image_at[("gpt", 1)] = T0
+    outcome, calls, _slept = answered(take_any_shard(state, level, T0, True, NOT_FETCHED), answer)
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in calls] == ["update_item", "update_item"]
