@@ -1,5 +1,5 @@
 """One token reserve: the tokens a client holds from one bucket shard, what it raised each
-epoch's held count by, and when it was taken (see flows/reserve.py, which keeps them)."""
+epoch's held count by, and when it was taken (see flows/reserves/book.py, which keeps them)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def charge_write(
     base of the window its tokens were taken in (`taken_windows`): a give-back lands
     only in that window, and is dropped once `item` shows another. `usage`: spending
     counted in `tc` only, in the window that holds `now_ms` (a reserve's report after its
-    quota reset, flows/reserve.py `Reserve.gone`)."""
+    quota reset, flows/reserves/book.py `Reserve.gone`)."""
     entity_id, resource, shard_id = shard
     bucket = keys.decode_bucket(item) if item else None
     count = bucket.shard_count if bucket else state.shard_count(entity_id, resource)

@@ -237,7 +237,7 @@ def _limit_write(
     flush = level.flush
     spent = flush.spent.get(name, 0) if flush else 0
     # A reserve's spending from a quota window that has ended since: usage only, never
-    # charged to the window this write lands in (flows/reserve.py `Reserve.gone`).
+    # charged to the window this write lands in (flows/reserves/book.py `Reserve.gone`).
     uncounted = spent if flush and name in flush.uncharged else 0
     charge = need + spent - uncounted
     charge += sum(count for attr, count in lost.items() if held_adds.get(attr) == -count)
