@@ -111,7 +111,7 @@ MUTANTS: Mapping[str, Mutant] = {
     ),
     "writes-sent-once-reverted": _every_write_retried,
     "give-back-past-held-counts": lambda: mutant_wrapping(
-        reserve_module.ReserveBook, "settle", _settle_anything
+        reserve_module.ReserveBook, "apply_change", _settle_anything
     ),
     "stopped-take-forgotten": lambda: mutant(flows_package, "_stopped", _forgets_what_it_took),
     "doubling-snapshot-reverted": lambda: mutant_wrapping(
