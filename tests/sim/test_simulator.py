@@ -90,7 +90,9 @@ def test_a_failing_schedule_shrinks_and_still_fails() -> None:
         small = shrink(first.drawn, fails, 150)
         again = run_schedule(seed, engine_backend, prefix=small, traced=True)
     assert len(small) < len(first.drawn)
-    assert again.failed and again.violations[0].kind == kind
+    # The shrink keeps a schedule that still fails this way; a plainer one may also fail
+    # to quiesce first (a thread left waiting: see docs/simulator.md, "Reading a failure").
+    assert again.failed and any(v.kind == kind for v in again.violations)
     assert "update_item" in again.trace
 
 

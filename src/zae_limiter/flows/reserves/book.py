@@ -72,7 +72,8 @@ class ReserveBook:
         self.pacer = Pacer(self.settings.writes_per_second, rng)
         #: Write-rate targets cut by throttled reserve writes (see flows/reserves/stretch.py).
         self.stretch = Stretch()
-        self._lock = threading.Lock()
+        # Reentrant: a hit (`serve_hit`) spends through `spend`, under the same lock.
+        self._lock = threading.RLock()
         self._reserves: dict[Key, Reserve] = {}
         self._demand: dict[Key, Demand] = {}
         #: Reserves taken off the book that still have to be written back.
@@ -188,13 +189,7 @@ class ReserveBook:
             if held is None or held.limits != limits or not self._covers(held, consume, now_ms):
                 return None
             self._record(key, consume, now_ms, 1)
-            left = held.left
-            for name, milli in consume.items():
-                if milli:
-                    left[name] -= milli
-            held.used_ms = now_ms
-            self.stats.hits += 1
-            return held.shard_id
+            return self.spend(key, limits, consume, now_ms)  # one place takes from a reserve
 
     def _covers(self, held: Reserve, consume: Mapping[str, int], now_ms: int) -> bool:
         """Whether `held` may serve `consume` now: young enough, in its quota window, with
