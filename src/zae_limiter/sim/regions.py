@@ -14,12 +14,10 @@ serving its own clients and neither sends nor receives changes until it heals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from zae_limiter.local.replicator import Change, Links, ReplicaBook
-
-Peek = Callable[[Mapping[str, Any]], Any]
 
 
 class Replication:
