@@ -4,6 +4,7 @@
 - `dynamodb_local`: AWS DynamoDB Local; skipped when Java 17 or the jar is missing.
 - `engine_endpoint`: parametrised over both ("moto", "dynamodb-local").
 - `engine_env`: the endpoint's AWS_* variables set for one test (monkeypatched).
+- `user_client`: a boto3 client of the user's own on DynamoDB Local (botocore's retries).
 
 Each yields a `tests._servers.EngineEndpoint` (`.engine`, `.url`, `.env`, `.client()`).
 """
@@ -11,7 +12,9 @@ Each yields a `tests._servers.EngineEndpoint` (`.engine`, `.url`, `.env`, `.clie
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import boto3
 import pytest
 
 from tests._servers import (
@@ -64,3 +67,11 @@ def engine_env(
     for name, value in engine_endpoint.env.items():
         monkeypatch.setenv(name, value)
     return engine_endpoint
+
+
+@pytest.fixture
+def user_client(dynamodb_local: EngineEndpoint) -> Iterator[Any]:
+    """A boto3 client of the user's own: botocore's default config, retries included."""
+    client = boto3.client("dynamodb", **{**dynamodb_local.client_kwargs(), "config": None})
+    yield client
+    client.close()

@@ -12,15 +12,12 @@ tests/unit/test_flows_controls.py's.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-import urllib3
-from botocore.exceptions import ReadTimeoutError
 
-from tests._servers import EngineEndpoint, unique_name
+from tests._servers import unique_name
+from tests.engine._lost_answer import LoseAnswer
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository
 
 pytestmark = pytest.mark.engine
@@ -29,29 +26,11 @@ pytestmark = pytest.mark.engine
 LIMIT = Limit.custom("rpm", 10, 1, 366 * 86400 - 1)
 
 
-class FirstAnswerLost:
-    """`before-send` handler: the first transaction reaches DynamoDB; its answer is lost."""
+class FirstAnswerLost(LoseAnswer):
+    """The first transaction reaches DynamoDB; its answer is lost."""
 
-    def __init__(self) -> None:
-        self.http = urllib3.PoolManager()
-        self.sent = 0
-
-    def __call__(self, request: Any, **_: Any) -> None:
-        self.sent += 1
-        if self.sent > 1:
-            return
-        answer = self.http.request(
-            request.method, request.url, body=request.body, headers=dict(request.headers)
-        )
-        assert answer.status == 200, answer.data
-        raise ReadTimeoutError(endpoint_url=request.url)
-
-
-@pytest.fixture
-def user_client(dynamodb_local: EngineEndpoint) -> Iterator[Any]:
-    client = boto3.client("dynamodb", **{**dynamodb_local.client_kwargs(), "config": None})
-    yield client
-    client.close()
+    def loses(self, request: Any) -> bool:
+        return self.sent == 1
 
 
 def _available_after_a_lost_top_up(client: Any) -> tuple[int, int]:

@@ -10,15 +10,12 @@ timeout botocore raises when an answer never comes (and retries on, in every mod
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-import urllib3
-from botocore.exceptions import ReadTimeoutError
 
-from tests._servers import EngineEndpoint, unique_name
+from tests._servers import unique_name
+from tests.engine._lost_answer import LoseAnswer
 from tests.mutants import mutant
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository, drivers
 
@@ -28,34 +25,16 @@ pytestmark = pytest.mark.engine
 LIMIT = Limit.custom("rpm", 10, 1, 366 * 86400 - 1)
 
 
-class AnswerLost:
-    """`before-send` handler: the first give-back (a write that lowers usage) reaches
-    DynamoDB, and its answer is lost."""
+class AnswerLost(LoseAnswer):
+    """The first give-back (a write that lowers usage) reaches DynamoDB, and its answer
+    is lost."""
 
-    def __init__(self) -> None:
-        self.http = urllib3.PoolManager()
-        self.lost = 0
-
-    def __call__(self, request: Any, **_: Any) -> None:
+    def loses(self, request: Any) -> bool:
         body = json.loads(request.body or b"{}")
         values = body.get("ExpressionAttributeValues", {})
         gives_back = any(k.startswith(":used") and v.get("N", "").startswith("-")
                          for k, v in values.items())  # fmt: skip
-        if not gives_back or self.lost:
-            return
-        self.lost += 1
-        answer = self.http.request(
-            request.method, request.url, body=request.body, headers=dict(request.headers)
-        )
-        assert answer.status == 200, answer.data
-        raise ReadTimeoutError(endpoint_url=request.url)
-
-
-@pytest.fixture
-def user_client(dynamodb_local: EngineEndpoint) -> Iterator[Any]:
-    client = boto3.client("dynamodb", **{**dynamodb_local.client_kwargs(), "config": None})
-    yield client
-    client.close()
+        return gives_back and not self.lost
 
 
 def _admitted_with_a_lost_give_back(client: Any) -> tuple[int, int]:
