@@ -79,7 +79,7 @@ class Delivery(Machine):
         reserve's return) loses them by design: the checker does not judge the entity's
         loss (`Checker.kept_all`). A take that fails only fails to take."""
         key = _pk(p.call)
-        if key is None or _BUCKET not in key or p.call.op not in WRITES:
+        if key is None or not keys.is_bucket_pk(key) or p.call.op not in WRITES:
             return
         if not p.what.startswith("acquire") or any(v < 0 for v in _consumed(p.call).values()):
             self.checker.lossy.add(_entity_of(key))
@@ -112,7 +112,7 @@ class Delivery(Machine):
         self.tick += 1
         engine, peek = self.engines.get(region, self.engine), self.peeks.get(region, self.peek)
         key = _pk(call)
-        bucket = key if key is not None and _BUCKET in key and call.op in WRITES else None
+        bucket = key if key is not None and keys.is_bucket_pk(key) and call.op in WRITES else None
         before = None if bucket is None else peek(bucket)
         deleted = self._deleting(call)
         try:
@@ -145,14 +145,14 @@ class Delivery(Machine):
         for chunk in call.params.get("RequestItems", {}).values():
             for request in chunk:
                 pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
-                item = self.peek(pk) if _BUCKET in pk else None
+                item = self.peek(pk) if keys.is_bucket_pk(pk) else None
                 if item is None:
                     continue
                 held, sharded = out.get(_entity_of(pk), ({}, False))
                 for name, counts in keys.decode_reserved(item).items():
                     held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
                 count = keys.get_n(item, keys.A_SHARD_COUNT, 1)
-                out[_entity_of(pk)] = held, sharded or count > 1 or not pk.endswith("#0")
+                out[_entity_of(pk)] = held, sharded or count > 1 or keys.parse_bucket_pk(pk)[3] != 0
         return out
 
     def _deleted(self, deleted: dict[str, tuple[dict[str, int], bool]]) -> None:
@@ -214,7 +214,8 @@ class Delivery(Machine):
             self.charged(key, intent.change)
 
     def _sharded(self, key: str) -> bool:
-        shard0 = self.peek(key.rsplit("#", 1)[0] + "#0")
+        ns, entity, resource, _shard = keys.parse_bucket_pk(key)
+        shard0 = self.peek(keys.bucket_pk(ns, entity, resource, 0))
         return bool(shard0) and keys.get_n(shard0, keys.A_SHARD_COUNT, 1) > 1
 
     def charged(self, key: str, change: dict[str, int]) -> None:
@@ -231,12 +232,8 @@ class Delivery(Machine):
             self.checker.allow(entity, name, milli)
 
 
-_BUCKET = "/BUCKET#"
-
-
 def _entity_of(pk: str) -> str:
-    # {ns}/BUCKET#{entity}#{resource}#{shard}
-    return pk.split(_BUCKET, 1)[1].rsplit("#", 2)[0]
+    return keys.parse_bucket_pk(pk)[1]
 
 
 def _throttle(table: str, reasons: bool) -> RateLimiterUnavailable:
