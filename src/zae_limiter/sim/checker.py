@@ -29,6 +29,7 @@ from zae_limiter import keys
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
+from zae_limiter.sim.ledger import Event, Ledger, copy
 
 Level = tuple[str, str]  # (entity, limit name)
 
@@ -45,18 +46,6 @@ class Violation:
         return f"step {self.step}: {self.kind}: {self.detail}"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One change to a level, as the ideal bucket takes it: `take` (an admission),
-    `charge` (usage after the fact), `give` (tokens back) or `reset` (deleted: full)."""
-
-    at_ms: int
-    seq: int
-    kind: str
-    amount: Fraction
-    planned_ms: int
-
-
 @dataclass
 class Checker:
     """Judges admissions per level against an ideal bucket fed the same events in time
@@ -68,7 +57,7 @@ class Checker:
     namespace: str
     start_ms: int
     skew_ms: int
-    events: dict[Level, list[Event]] = field(default_factory=dict)
+    ledgers: dict[Level, Ledger] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
     admitted: dict[Level, int] = field(default_factory=dict)
     #: Largest amount any level ran ahead of its ideal bucket (tokens).
@@ -99,9 +88,11 @@ class Checker:
 
     def _add(self, entity: str, limit: Limit, event: Event) -> None:
         level = (entity, limit.name)
-        events = self.events.setdefault(level, [])
-        events.append(event)
-        events.sort(key=lambda e: (e.at_ms, e.seq))
+        ledger = self.ledgers.get(level)
+        if ledger is None:
+            ledger = self.ledgers[level] = Ledger(limit, self.start_ms, self.skew_ms)
+        mark = ledger.add(event)
+        self.most_ahead = max(self.most_ahead, mark.ahead)
         self._judge(level, limit)
 
     def _event(self, at: tuple[int, int], kind: str, milli: int, planned_ms: int) -> Event:
@@ -110,31 +101,14 @@ class Checker:
     def replay(self, level: Level) -> tuple[IdealBucket, Fraction, Fraction]:
         """The level's ideal bucket after its events; the most it ran ahead of it at an
         admission beyond its allowance then (<= 0: never), and its allowance."""
-        limit = self._limit(level[1])
-        ideal = IdealBucket.full(limit, self.start_ms)
-        skew = 2 * self.skew_ms * _per_ms(limit) + self.sharded.get(level, Fraction(0))
-        late = Fraction(0)
-        worst = Fraction(-1)
-        for event in self.events.get(level, ()):
-            if event.kind != "give" and _near_reset(limit, event.at_ms, 2 * self.skew_ms):
-                # A quota's boundary is seen `d` ms off by a clock `d` ms off: what lands
-                # within 2 x skew of a reset may be the other window's (docs/quotas.md,
-                # "Clock skew"); further from it, every clock agrees on the window.
-                late += event.amount
-            elif event.kind != "give" and event.at_ms > event.planned_ms:
-                late += _late(limit, event)
-            if event.kind == "take":
-                ideal.shortfall(event.amount, event.at_ms)
-                self.most_ahead = max(self.most_ahead, -ideal.tokens)
-                worst = max(worst, -ideal.tokens - skew - late)
-            elif event.kind == "charge":
-                ideal.charge(event.amount, event.at_ms)
-            elif event.kind == "reset":
-                ideal.refill(event.at_ms)
-                ideal.tokens = ideal.capacity
-            else:
-                ideal.give_back(event.amount, event.at_ms)
-        return ideal, worst, skew + late
+        ledger = self.ledgers.get(level)
+        if ledger is None:
+            ledger = self.ledgers[level] = Ledger(self._limit(level[1]), self.start_ms,
+                                                  self.skew_ms)  # fmt: skip
+        mark = ledger.last
+        skew = 2 * self.skew_ms * mark.fastest + self.sharded.get(level, Fraction(0))
+        worst = Fraction(-1) if mark.worst is None else mark.worst - skew
+        return copy(mark.ideal), worst, skew + mark.late
 
     def _judge(self, level: Level, limit: Limit) -> None:
         _ideal, worst, allowed = self.replay(level)
@@ -232,28 +206,3 @@ class Checker:
     def bucket_pk(self, taken: Taken) -> str:
         key = keys.bucket_key(self.namespace, taken.entity_id, taken.resource, taken.shard_id)
         return str(key[keys.PK]["S"])
-
-
-def _per_ms(limit: Limit) -> Fraction:
-    if limit.window is not None:
-        return Fraction(0)
-    return Fraction(limit.refill_amount, limit.refill_period_seconds * 1000)
-
-
-def _near_reset(limit: Limit, at_ms: int, margin_ms: int) -> bool:
-    """Whether a quota's reset lies within `margin_ms` of `at_ms` (never for a refilling
-    limit, or with no skew)."""
-    if limit.window is None or limit.window.cron is None or not margin_ms:
-        return False
-    start, end = limit.window.bounds(at_ms)
-    return at_ms - start < margin_ms or end - at_ms <= margin_ms
-
-
-def _late(limit: Limit, event: Event) -> Fraction:
-    """What a write applied after it was planned may take ahead of the ideal bucket: the
-    refill it saw early; for a quota, all of it when a boundary fell in between (it is
-    charged to the window it was planned in, the ideal bucket dates it after)."""
-    if limit.window is not None:
-        crossed = limit.window.bounds(event.at_ms)[0] > event.planned_ms
-        return event.amount if crossed else Fraction(0)
-    return min(event.amount, (event.at_ms - event.planned_ms) * _per_ms(limit))
