@@ -15,9 +15,20 @@ Request = tuple[str, dict[str, Any]]
 
 ATTRS = ("n1", "n2", "s1", "ss", "ns", "l", "m", "b")
 VALUES: tuple[dict[str, Any], ...] = (
-    {"N": "0"}, {"N": "1"}, {"N": "-3"}, {"N": "2.5"}, {"N": "100"}, {"S": "ab"}, {"S": "a"},
-    {"S": "b"}, {"SS": ["a", "b"]}, {"SS": ["c"]}, {"NS": ["1", "2"]}, {"L": [{"N": "1"}]},
-    {"M": {"k": {"N": "1"}}}, {"BOOL": True},
+    {"N": "0"},
+    {"N": "1"},
+    {"N": "-3"},
+    {"N": "2.5"},
+    {"N": "100"},
+    {"S": "ab"},
+    {"S": "a"},
+    {"S": "b"},
+    {"SS": ["a", "b"]},
+    {"SS": ["c"]},
+    {"NS": ["1", "2"]},
+    {"L": [{"N": "1"}]},
+    {"M": {"k": {"N": "1"}}},
+    {"BOOL": True},
 )
 TYPES = ("S", "N", "SS", "NS", "L", "M", "BOOL")
 
@@ -156,13 +167,20 @@ def _index_query(rnd: random.Random, table: str) -> Request:
         condition += rnd.choice(
             [f" AND {index}SK > {bound}", f" AND begins_with({index}SK, {bound})"]
         )
-    params: dict[str, Any] = {"TableName": table, "IndexName": index,
-                              "KeyConditionExpression": condition,
-                              "Limit": rnd.randint(1, 3), "ScanIndexForward": rnd.random() < 0.5}
+    params: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": index,
+        "KeyConditionExpression": condition,
+        "Limit": rnd.randint(1, 3),
+        "ScanIndexForward": rnd.random() < 0.5,
+    }
     if rnd.random() < 0.5:
         key = _key(rnd)
-        params["ExclusiveStartKey"] = {**key, f"{index}PK": {"S": group},
-                                       f"{index}SK": {"S": key["PK"]["S"] + key["SK"]["S"]}}
+        params["ExclusiveStartKey"] = {
+            **key,
+            f"{index}PK": {"S": group},
+            f"{index}SK": {"S": key["PK"]["S"] + key["SK"]["S"]},
+        }
     if rnd.random() < 0.3:
         params["FilterExpression"] = built.condition()
     return "query", _placeholders(params, built)
@@ -195,16 +213,17 @@ def _batch(rnd: random.Random, table: str) -> Request:
     keys = {repr(k): k for k in (_key(rnd) for _ in range(rnd.randint(1, 4)))}
     if rnd.random() < 0.5:
         built = _Builder(rnd)
-        request: dict[str, Any] = {"Keys": list(keys.values()),
-                                   "ConsistentRead": rnd.random() < 0.5}
+        request: dict[str, Any] = {
+            "Keys": list(keys.values()),
+            "ConsistentRead": rnd.random() < 0.5,
+        }
         if rnd.random() < 0.5:
-            request["ProjectionExpression"] = ", ".join(
-                built.name(a) for a in rnd.sample(ATTRS, 2)
-            )
+            request["ProjectionExpression"] = ", ".join(built.name(a) for a in rnd.sample(ATTRS, 2))
         return "batch_get_item", {"RequestItems": {table: _placeholders(request, built)}}
     writes = [
         {"PutRequest": {"Item": {**k, rnd.choice(ATTRS): rnd.choice(VALUES)}}}
-        if rnd.random() < 0.6 else {"DeleteRequest": {"Key": k}}
+        if rnd.random() < 0.6
+        else {"DeleteRequest": {"Key": k}}
         for k in keys.values()
     ]
     return "batch_write_item", {"RequestItems": {table: writes}}
@@ -246,8 +265,9 @@ def random_requests(
             out.append(_batch(rnd, table))
         else:
             params = _update(rnd, table)
-            params["ReturnValues"] = rnd.choice(["NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD",
-                                                 "UPDATED_NEW"])
+            params["ReturnValues"] = rnd.choice(
+                ["NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD", "UPDATED_NEW"]
+            )
             out.append(("update_item", params))
         if rnd.random() < 0.1:
             key = _key(rnd)

@@ -25,6 +25,7 @@ from tests.mutants.test_quota_mutants import reset_on_shard_zero_only, spend_pas
 from tests.mutants.test_skew_mutant import _set_without_its_condition
 from zae_limiter import drivers
 from zae_limiter import flows as flows_package
+from zae_limiter import lease as lease_module
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.reserves import book as reserve_module
 from zae_limiter.flows.write import plan as plan_module
@@ -83,6 +84,17 @@ def _settle_anything(original: Callable[..., bool]) -> Callable[..., bool]:
     return broken
 
 
+def _drops_usage(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A lease's end that records adjustments down and forgets those up (usage after the
+    fact never charged): the checker's "change not recorded" (`Checker.not_recorded`)."""
+
+    def broken(state: Any, acquired: Any, pending_milli: Mapping[str, int], now_ms: int) -> Any:
+        down = {n: v for n, v in pending_milli.items() if v < 0}
+        return original(state, acquired, down, now_ms)
+
+    return broken
+
+
 MUTANTS: Mapping[str, Mutant] = {
     "bound-keeps-nothing-behind": lambda: mutant_wrapping(
         plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
@@ -123,12 +135,14 @@ MUTANTS: Mapping[str, Mutant] = {
     "reset-on-one-shard-only": lambda: mutant_wrapping(
         plan_module, "current", reset_on_shard_zero_only
     ),
+    "usage-up-dropped": lambda: mutant_wrapping(lease_module, "record_adjustments", _drops_usage),
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
 QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"})
 
 #: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
 FIRST_FAILING: Mapping[str, int] = {
+    "usage-up-dropped": 0,
     "take-without-availability-condition": 1,
     "spend-keeps-tokens": 18,
     "cascade-not-given-back": 29,

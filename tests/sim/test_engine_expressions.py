@@ -11,12 +11,20 @@ from zae_limiter.sim.engine import updates  # noqa: F401  (registers "update")
 from zae_limiter.sim.engine.errors import Validation
 
 ITEM: dict[str, Any] = {
-    "n": {"N": "3"}, "s": {"S": "hello"}, "b": {"BOOL": True}, "ss": {"SS": ["a", "b"]},
-    "l": {"L": [{"N": "1"}, {"S": "x"}]}, "m": {"M": {"k": {"N": "7"}}},
+    "n": {"N": "3"},
+    "s": {"S": "hello"},
+    "b": {"BOOL": True},
+    "ss": {"SS": ["a", "b"]},
+    "l": {"L": [{"N": "1"}, {"S": "x"}]},
+    "m": {"M": {"k": {"N": "7"}}},
 }
 VALUES: dict[str, Any] = {
-    ":3": {"N": "3"}, ":5": {"N": "5"}, ":s": {"S": "he"}, ":a": {"S": "a"},
-    ":N": {"S": "N"}, ":x": {"S": "x"},
+    ":3": {"N": "3"},
+    ":5": {"N": "5"},
+    ":s": {"S": "he"},
+    ":a": {"S": "a"},
+    ":N": {"S": "N"},
+    ":x": {"S": "x"},
 }
 
 
@@ -30,20 +38,38 @@ def holds(text: str, item: dict[str, Any] | None = None) -> bool:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("#n = :3", True), ("#n <> :3", False), ("#n < :5", True), ("#n >= :5", False),
-        ("#missing = :3", False), ("#missing < :3", False), ("#missing <> :3", True),
-        ("#s < :3", False), ("#s = :3", False), ("#s <> :3", True),  # types differ
-        ("#b < :3", False), ("#ss > :a", False),  # no order on these types
-        ("#n BETWEEN :3 AND :5", True), ("#n IN (:5, :3)", True), ("#n IN (:5)", False),
-        ("NOT #n = :3", False), ("NOT #n = :5 AND #n = :5", False),
+        ("#n = :3", True),
+        ("#n <> :3", False),
+        ("#n < :5", True),
+        ("#n >= :5", False),
+        ("#missing = :3", False),
+        ("#missing < :3", False),
+        ("#missing <> :3", True),
+        ("#s < :3", False),
+        ("#s = :3", False),
+        ("#s <> :3", True),  # types differ
+        ("#b < :3", False),
+        ("#ss > :a", False),  # no order on these types
+        ("#n BETWEEN :3 AND :5", True),
+        ("#n IN (:5, :3)", True),
+        ("#n IN (:5)", False),
+        ("NOT #n = :3", False),
+        ("NOT #n = :5 AND #n = :5", False),
         ("#n = :5 AND #n = :3 OR #n = :3", True),  # AND before OR
         ("#n = :5 AND (#n = :3 OR #n = :3)", False),
         ("NOT (#n = :5 OR #n = :5)", True),
         ("attribute_exists(#n) AND attribute_not_exists(#missing)", True),
-        ("attribute_type(#n, :N)", True), ("begins_with(#s, :s)", True),
-        ("contains(#s, :s)", True), ("contains(#ss, :a)", True), ("contains(#l, :x)", True),
-        ("size(#s) = :5", True), ("size(#ss) < :3", True), ("size(#missing) = :3", False),
-        ("#m.k > :5", True), ("#l[0] < :3", True), ("#l[5] = :3", False),
+        ("attribute_type(#n, :N)", True),
+        ("begins_with(#s, :s)", True),
+        ("contains(#s, :s)", True),
+        ("contains(#ss, :a)", True),
+        ("contains(#l, :x)", True),
+        ("size(#s) = :5", True),
+        ("size(#ss) < :3", True),
+        ("size(#missing) = :3", False),
+        ("#m.k > :5", True),
+        ("#l[0] < :3", True),
+        ("#l[5] = :3", False),
         ("#n=:3 and #n<>:5", True),  # keywords in any case, no spaces needed
     ],
 )
@@ -104,19 +130,28 @@ def test_add_set_remove_delete() -> None:
         "SET #m = if_not_exists(#m, :z) - :one, #l = list_append(:l, :l) "
         "ADD #n :one, #fresh :one, #ss :more DELETE #ss2 :less, #ts :less REMOVE #gone",
         item,
-        {":z": {"N": "10"}, ":one": {"N": "1"}, ":l": {"L": [{"S": "x"}]},
-         ":more": {"SS": ["c"]}, ":less": {"SS": ["a"]}},
+        {
+            ":z": {"N": "10"},
+            ":one": {"N": "1"},
+            ":l": {"L": [{"S": "x"}]},
+            ":more": {"SS": ["c"]},
+            ":less": {"SS": ["a"]},
+        },
     )
-    assert new == {"n": {"N": "2"}, "fresh": {"N": "1"}, "m": {"N": "9"},
-                   "l": {"L": [{"S": "x"}, {"S": "x"}]}, "ss": {"SS": ["a", "b", "c"]}}
+    assert new == {
+        "n": {"N": "2"},
+        "fresh": {"N": "1"},
+        "m": {"N": "9"},
+        "l": {"L": [{"S": "x"}, {"S": "x"}]},
+        "ss": {"SS": ["a", "b", "c"]},
+    }
     # DELETE from an absent set does nothing; emptying a set removes the attribute
     assert item["n"] == {"N": "1"}  # the old item is untouched
 
 
 def test_nested_paths_are_set_and_removed_on_copies() -> None:
     item = {"m": {"M": {"k": {"N": "1"}, "l": {"L": [{"N": "1"}, {"N": "2"}]}}}}
-    new = apply("SET #m.#k = :two, #m.#l[5] = :two REMOVE #m.#l[0]", item,
-                {":two": {"N": "2"}})
+    new = apply("SET #m.#k = :two, #m.#l[5] = :two REMOVE #m.#l[0]", item, {":two": {"N": "2"}})
     assert new["m"]["M"] == {"k": {"N": "2"}, "l": {"L": [{"N": "2"}, {"N": "2"}]}}
     assert item["m"]["M"]["k"] == {"N": "1"}
 
@@ -144,5 +179,7 @@ def test_projection_of_top_level_and_nested_paths() -> None:
     compiled = ex.compiled("projection", "#n, #m.k, #l[1], #nothing")
     names = {"#n": "n", "#m": "m", "#l": "l", "#nothing": "nothing"}
     assert ex.project(ITEM, compiled.fn, names) == {
-        "n": {"N": "3"}, "m": {"M": {"k": {"N": "7"}}}, "l": {"L": [{"S": "x"}]},
+        "n": {"N": "3"},
+        "m": {"M": {"k": {"N": "7"}}},
+        "l": {"L": [{"S": "x"}]},
     }

@@ -34,8 +34,14 @@ def open_limiter(engine: Engine, clock: Clock) -> Iterator[Any]:
     repos: list[SyncRepository] = []
 
     def make(**options: Any) -> SyncRateLimiter:
-        repo = SyncRepository.open(name="t", create_table=True, client=EngineClient(engine),
-                                   lean=False, clock=clock, **options)
+        repo = SyncRepository.open(
+            name="t",
+            create_table=True,
+            client=EngineClient(engine),
+            lean=False,
+            clock=clock,
+            **options,
+        )
         repos.append(repo)
         return SyncRateLimiter(repo)
 
@@ -60,7 +66,8 @@ def test_acquire_adjust_rollback_cascade_and_delete(open_limiter: Any, engine: E
     assert lim.available("key", "gpt") == {"rpm": 99, "tpm": 9_258}
     shards = lim.get_shards("key", "gpt")
     assert [(s.shard_id, s.shard_count, s.tokens) for s in shards] == [
-        (0, 1, {"rpm": 99, "tpm": 9_258})]
+        (0, 1, {"rpm": 99, "tpm": 9_258})
+    ]
     assert lim.delete_entity("key") >= 1
     assert not [i for i in engine.items("t") if "ENTITY#key" in i["PK"]["S"]]
 
@@ -82,9 +89,7 @@ def test_rejection_when_the_bucket_is_empty_and_refill_with_time(
         pass
 
 
-def test_reserves_serve_acquires_from_memory_and_go_back(
-    open_limiter: Any, engine: Engine
-) -> None:
+def test_reserves_serve_acquires_from_memory_and_go_back(open_limiter: Any, engine: Engine) -> None:
     lim = open_limiter(reserve=LASTING)
     writes_before = len(engine.records("t"))
     for _ in range(200):
@@ -97,8 +102,9 @@ def test_reserves_serve_acquires_from_memory_and_go_back(
     assert sum(s.reserved.get("rpm", 0) for s in lim.get_shards("k", "gpt")) == 0
 
 
-def test_the_aggregator_reads_the_engines_stream(open_limiter: Any, engine: Engine,
-                                                clock: Clock) -> None:
+def test_the_aggregator_reads_the_engines_stream(
+    open_limiter: Any, engine: Engine, clock: Clock
+) -> None:
     lim = open_limiter(reserve=False)
     for _ in range(3):
         with lim.acquire("k", "gpt", {"rpm": 2}, limits=[RPM]):
@@ -139,9 +145,13 @@ def test_the_whole_schedule_runs_and_uses_top_level_names_only(
     assert paths and all(len(path) == 1 for path in paths)
 
 
-EXPRESSIONS = {"ConditionExpression": "condition", "UpdateExpression": "update",
-               "KeyConditionExpression": "key", "FilterExpression": "filter",
-               "ProjectionExpression": "projection"}
+EXPRESSIONS = {
+    "ConditionExpression": "condition",
+    "UpdateExpression": "update",
+    "KeyConditionExpression": "key",
+    "FilterExpression": "filter",
+    "ProjectionExpression": "projection",
+}
 
 
 def _bodies(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -167,8 +177,9 @@ async def test_the_async_face_runs_on_the_engine_too(engine: Engine, clock: Cloc
     from zae_limiter import RateLimiter, Repository
     from zae_limiter.sim.engine import AsyncEngineClient
 
-    repo = await Repository.open(name="t", create_table=True, client=AsyncEngineClient(engine),
-                                 clock=clock, reserve=False)
+    repo = await Repository.open(
+        name="t", create_table=True, client=AsyncEngineClient(engine), clock=clock, reserve=False
+    )
     try:
         lim = RateLimiter(repo)
         async with lim.acquire("a", "gpt", {"rpm": 3}, limits=[RPM]) as lease:

@@ -38,9 +38,15 @@ def test_a_recording_keeps_requests_and_outcomes_and_replays_alike() -> None:
 
 
 def test_normalise_drops_what_legitimately_differs() -> None:
-    one = Outcome("scan", {}, response={"Items": [{"a": {"N": "2.00"}}, {"a": {"N": "1"}}],
-                                        "ResponseMetadata": {"RequestId": "x"},
-                                        "ConsumedCapacity": {"CapacityUnits": 1}})
+    one = Outcome(
+        "scan",
+        {},
+        response={
+            "Items": [{"a": {"N": "2.00"}}, {"a": {"N": "1"}}],
+            "ResponseMetadata": {"RequestId": "x"},
+            "ConsumedCapacity": {"CapacityUnits": 1},
+        },
+    )
     two = Outcome("scan", {}, response={"Items": [{"a": {"N": "1"}}, {"a": {"N": "2"}}]})
     assert normalise(one) == normalise(two)
     three = Outcome("scan", {}, response={"Items": [{"a": {"N": "3"}}]})

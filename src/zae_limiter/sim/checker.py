@@ -62,6 +62,7 @@ class Checker:
     admitted: dict[Level, int] = field(default_factory=dict)
     #: Largest amount any level ran ahead of its ideal bucket (tokens).
     most_ahead: Fraction = Fraction(0)
+    #: Lease ends whose change a fault kept from the table (usage counted, not charged).
     unrecorded: int = 0
     step: int = 0
     _failed: set[Level] = field(default_factory=set)
@@ -72,6 +73,8 @@ class Checker:
     #: Entities where a write charged expired held counts: tokens lost by design (a
     #: reserve its client did not give back in time), so `kept_all` does not judge them.
     lossy: set[str] = field(default_factory=set)
+    #: Entities an operator deleted: a lease end's write to a bucket gone fails.
+    deleted: set[str] = field(default_factory=set)
 
     def allow(self, entity: str, name: str, milli: int) -> None:
         """Debt the table cannot see where it admits (docs/guarantees.md, "Known
@@ -157,6 +160,7 @@ class Checker:
         beside a new shard 0 (docs/simulator.md, seeds 3746 and 5427; not fixed). Its loss
         is not judged."""
         self.lossy.add(entity)
+        self.deleted.add(entity)
         for limit in self.limits:
             extra = limit.capacity * 1000 if sharded else 0
             self.allow(entity, limit.name, held.get(limit.name, 0) + extra)
@@ -199,6 +203,21 @@ class Checker:
                 f"{entity}/{limit.name}: the table and reserves keep {kept_milli / 1000:g}, "
                 f"the ideal bucket holds {float(level):.3f} (no fault lost any)",
             )
+
+    def not_recorded(self, taken: Taken, change: Mapping[str, int], excused: bool) -> None:
+        """A lease's end that neither wrote its change nor settled it in a reserve. A
+        fault on one of its requests excuses it (usage the library could not record is
+        counted, never charged: tokens are lost or, for an adjustment up, the usage goes
+        unbilled), and so does a deleted entity (its buckets are gone, and the write's
+        condition fails); else the library dropped it."""
+        if excused or taken.entity_id in self.deleted:
+            self.unrecorded += 1
+            return
+        self.fail(
+            "change not recorded",
+            f"{taken.entity_id} shard {taken.shard_id}: a lease end's {dict(change)} was "
+            "neither written nor settled in a reserve, and none of its requests met a fault",
+        )
 
     def fail(self, kind: str, detail: str) -> None:
         self.violations.append(Violation(kind, detail, self.step))

@@ -12,7 +12,7 @@ the library's behaviour.
 from __future__ import annotations
 
 import random
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,9 @@ class Thread:
     #: whether one was attempted at all.
     applied: dict[str, tuple[int, int]] = field(default_factory=dict)
     attempted: set[str] = field(default_factory=set)
+    #: The runs (`serial`) a request of which met a fault: what they could not record is
+    #: excused (`Checker.not_recorded`).
+    faulted: set[int] = field(default_factory=set)
     done: bool = False
     #: Counts the thread's runs: requests carry it, so a late one finds its run's intent.
     serial: int = 0
@@ -181,11 +184,41 @@ def acquire_program(client: SimClient, op: OpSpec, hold_ms: int, on: Any) -> Pro
         on.closing(acquired, delta, op.rollback)
         try:
             yield Run(
-                closing, cleanup=True, what="rollback" if op.rollback else f"adjust {op.adjust}"
+                _noted(closing, on.settling),
+                cleanup=True,
+                what="rollback" if op.rollback else f"adjust {op.adjust}",
             )
         except Exception as error:  # the faces log it and go on
             on.lost(error)
         on.ended()
+
+
+def _noted(flow: Flow[Any], note: Callable[[], None]) -> Flow[Any]:
+    """`flow`, with `note()` called once its first step ran: a lease's end settles what
+    it can in the client's reserve before its first request (`flows.acquire.compensate`,
+    `record_adjustments`), and no other thread runs in between."""
+    try:
+        request = flow.send(None)
+    except StopIteration as done:
+        note()
+        return done.value
+    note()
+    while True:
+        try:
+            answer = yield request
+        except GeneratorExit:
+            flow.close()
+            raise
+        except BaseException as error:  # thrown in by the runner: the flow decides
+            try:
+                request = flow.throw(error)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            request = flow.send(answer)
+        except StopIteration as done:
+            return done.value
 
 
 def keeper_program(client: SimClient, everything: bool) -> Program:

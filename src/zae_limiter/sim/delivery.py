@@ -38,6 +38,7 @@ class Delivery(Machine):
         client = thread.client
         if fault is not None:
             self._may_lose(p)
+            thread.faulted.add(p.serial)
         if fault in (kinds.THROTTLED, kinds.THROTTLED_BARE):
             outcome: Any = _throttle(self.table, fault == kinds.THROTTLED)
             self._record(thread, p.call, "throttled", fault)
@@ -164,6 +165,7 @@ class Delivery(Machine):
         # Only held requests time out (time passes under requests in flight only then):
         # each counts as the fault it is, applied later or never.
         self.counts.fault(kinds.LATE)
+        thread.faulted.add(p.serial)
         if self.faults_on and self.spec.faults.of(kinds.LATE) and self.c.chance(300):
             self.orphans.append(Orphan(thread.client.name, p.call, thread.tid, p.serial, p.what))
         self._answer(thread, index, _unavailable("timed out", CALL_TIMEOUT))

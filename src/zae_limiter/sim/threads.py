@@ -192,6 +192,7 @@ class Machine:
         """The flow's next request; None when it finished (its value is sent on)."""
         assert thread.flow is not None
         send, thread.send = thread.send, None
+        self.running = thread
         try:
             if isinstance(send, BaseException):
                 request = thread.flow.throw(send)
@@ -203,6 +204,8 @@ class Machine:
         except Exception as error:
             thread.flow, thread.send = None, _Raised(error)
             return None
+        finally:
+            self.running = None
         return request
 
     def _issue(self, thread: Thread, request: Any) -> bool:

@@ -284,6 +284,8 @@ class _Observer:
         self.limits = world.spec.limits
         #: Per bucket PK a lease end is about to change: its reserve's tokens left then.
         self._left_before: dict[str, dict[str, int] | None] = {}
+        #: Per bucket PK: whether the lease's end settled its change in the reserve.
+        self._settled: dict[str, bool] = {}
 
     def refused(self, op: Any, error: BaseException) -> None:
         self.world.trace.note(self.world.true_ms, f"{self.client.name} refused: {_short(error)}")
@@ -320,13 +322,19 @@ class _Observer:
             return None
         return dict(held.left)
 
-    def _settled_here(self, pk: str, taken: Any, change: dict[str, int]) -> bool:
-        """Whether the lease's end settled `change` in the client's reserve (no write):
-        the reserve's tokens left moved by exactly the change."""
-        before, after = self._left_before.pop(pk, None), self._left(taken)
-        if before is None or after is None:
-            return False
-        return all(after.get(n, 0) == before.get(n, 0) - v for n, v in change.items())
+    def settling(self) -> None:
+        """The lease's end settled what it could in the client's reserve (its first step
+        ran, before any request): whether each change was settled there, no write. The
+        reserve's tokens left moved by exactly the change."""
+        thread = self._current()
+        intents = self.world.intents.get((thread.tid, thread.serial), {})
+        for pk, intent in intents.items():
+            before, after = self._left_before.pop(pk, None), self._left(intent.taken)
+            self._settled[pk] = (
+                before is not None
+                and after is not None
+                and all(after.get(n, 0) == before.get(n, 0) - v for n, v in intent.change.items())
+            )
 
     def ended(self) -> None:
         """The lease's end ran: what it settled in a reserve (no request) counts from its
@@ -336,9 +344,10 @@ class _Observer:
         checker = self.world.checker
         intents = self.world.intents.get((thread.tid, thread.serial), {})
         for pk, intent in list(intents.items()):
-            settled = self._settled_here(pk, intent.taken, intent.change)
+            settled = self._settled.pop(pk, False)
             if pk in thread.attempted or not settled:
-                checker.unrecorded += 1
+                excused = thread.serial in thread.faulted
+                checker.not_recorded(intent.taken, intent.change, excused)
                 continue
             at = (intent.planned_ms, intent.tick)
             checker.change(intent.taken, intent.change, at, intent.planned_ms)
