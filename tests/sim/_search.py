@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from zae_limiter.sim.search import run_seeds
-from zae_limiter.sim.spec import BACKGROUND_KINDS, FAULT_KINDS
+from zae_limiter.sim.spec import BACKGROUND_KINDS, FAULT_KINDS, OPERATOR_KINDS
 
 #: Seeds per test: small enough that a slow machine reports progress.
 SLICE = 500
@@ -20,7 +20,7 @@ def search(first: int) -> None:
     tally = run_seeds(range(first, first + SLICE))
     assert tally.schedules == SLICE
     # Partitions are drawn only in worlds of several regions (tests/sim/test_regions.py).
-    drawn = {*FAULT_KINDS, *BACKGROUND_KINDS}
+    drawn = {*FAULT_KINDS, *BACKGROUND_KINDS, *OPERATOR_KINDS}
     assert set(tally.faults) == drawn, "every fault kind was drawn"
     failed = "; ".join(f"seed {seed}: {why}" for seed, why in tally.failures)
     assert not tally.failures, f"{failed} (replay: python -m zae_limiter.sim --seed N)"

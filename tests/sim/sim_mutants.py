@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from tests.mutants import mutant, mutant_wrapping
@@ -95,6 +96,20 @@ def _drops_usage(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
+def _rebased_full(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A changed limit that starts its bucket full (the rebase forgets the tokens the old
+    numbers left): the ideal bucket, following the numbers the items store, keeps them."""
+
+    def broken(bucket: Any, limit: Any, now_ms: int) -> Any:
+        state, held, rebase = original(bucket, limit, now_ms)
+        stored = bucket.limits.get(limit.name)
+        if rebase and stored is not None and not bucket.legacy_tokens.get(limit.name):
+            state = replace(state, full_at=None)
+        return state, held, rebase
+
+    return broken
+
+
 MUTANTS: Mapping[str, Mutant] = {
     "bound-keeps-nothing-behind": lambda: mutant_wrapping(
         plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
@@ -135,6 +150,7 @@ MUTANTS: Mapping[str, Mutant] = {
     "reset-on-one-shard-only": lambda: mutant_wrapping(
         plan_module, "current", reset_on_shard_zero_only
     ),
+    "changed-limit-starts-full": lambda: mutant_wrapping(plan_module, "current", _rebased_full),
     "usage-up-dropped": lambda: mutant_wrapping(lease_module, "record_adjustments", _drops_usage),
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
@@ -143,6 +159,7 @@ QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"}
 #: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
 FIRST_FAILING: Mapping[str, int] = {
     "usage-up-dropped": 0,
+    "changed-limit-starts-full": 57,
     "take-without-availability-condition": 1,
     "spend-keeps-tokens": 18,
     "cascade-not-given-back": 29,

@@ -29,7 +29,7 @@ from zae_limiter import keys
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
-from zae_limiter.sim.ledger import Event, Ledger, copy
+from zae_limiter.sim.ledger import CONFIG, Event, Ledger, copy
 
 Level = tuple[str, str]  # (entity, limit name)
 
@@ -73,6 +73,8 @@ class Checker:
     #: Entities where a write charged expired held counts: tokens lost by design (a
     #: reserve its client did not give back in time), so `kept_all` does not judge them.
     lossy: set[str] = field(default_factory=set)
+    #: Entities whose bucket items stored other numbers than the world's limits.
+    changed: set[str] = field(default_factory=set)
     #: Entities an operator deleted: a lease end's write to a bucket gone fails.
     deleted: set[str] = field(default_factory=set)
 
@@ -165,6 +167,27 @@ class Checker:
             extra = limit.capacity * 1000 if sharded else 0
             self.allow(entity, limit.name, held.get(limit.name, 0) + extra)
             self._add(entity, limit, self._event(at, "reset", 0, at[0]))
+
+    def configured(
+        self,
+        entity: str,
+        name: str,
+        config: tuple[Fraction, Fraction],
+        fresh: bool,
+        at: tuple[int, int],
+        held_milli: int,
+    ) -> None:
+        """From `at`, the level's bucket items store other numbers (an operator changed
+        the limit, and a client rebased an item to what it read): its ideal bucket
+        follows them (capacity and tokens per ms), keeping its tokens up to the new
+        capacity, or full when the item was created with them. Tokens already out in
+        reserves (`held_milli`) stay out of the clamp: each adds what it holds. The
+        entity's loss is not judged (a lower capacity drops tokens by design)."""
+        self.lossy.add(entity)
+        self.changed.add(entity)
+        self.allow(entity, name, held_milli)
+        event = Event(at[0], at[1], CONFIG, Fraction(int(fresh)), at[0], config)
+        self._add(entity, self._limit(name), event)
 
     def settled_back(self, entity: str, name: str, milli: int) -> None:
         """Tokens given back into a client's reserve: fed to the ideal bucket then, they

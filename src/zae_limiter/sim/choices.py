@@ -20,6 +20,7 @@ class Choices:
     """A source of decisions: fresh from `seed`, or replayed from `prefix`."""
 
     def __init__(self, seed: int, prefix: Sequence[int] | None = None) -> None:
+        self.seed = seed
         self._rng = random.Random(seed)
         self._prefix = prefix
         self.drawn: list[int] = []

@@ -5,6 +5,7 @@ held in flight; and what the table does that the checker must be told of.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -125,7 +126,9 @@ class Delivery(Machine):
         self._deleted(deleted)
         applied = call.op in WRITES
         if bucket is not None:
-            self._sharding(bucket, before, peek(bucket))
+            after = peek(bucket)
+            self._sharding(bucket, before, after)
+            self._configs(bucket, before, after)
             if what.startswith("acquire"):
                 self._compensated(bucket, call)
         if applied and key is not None:
@@ -159,6 +162,8 @@ class Delivery(Machine):
     def _deleted(self, deleted: dict[str, tuple[dict[str, int], bool]]) -> None:
         for entity, (held, sharded) in deleted.items():
             self.trace.note(self.true_ms, f"{entity}'s buckets deleted")
+            for level in [level for level in self.stored if level[0] == entity]:
+                del self.stored[level]
             self.checker.reset(entity, (self.true_ms, self.tick), held, sharded)
 
     def _time_out(self, thread: Thread, index: int, p: Pending) -> None:
@@ -196,6 +201,34 @@ class Delivery(Machine):
                 # a fraction of a token (seed 438 lost half of one), never create one.
                 self.checker.lossy.add(entity)
 
+    def _configs(self, key: str, before: Any, after: Any) -> None:
+        """Tell the checker of the numbers a level's bucket items store, when a write
+        changes them (a rebase: a client with other limits than the item's) or creates
+        shard 0 under other numbers than the ideal bucket follows. A sharded entity's
+        shards may store different numbers for a while: the ideal bucket follows the
+        largest capacity and the largest rate among them."""
+        if not after:
+            return
+        _ns, entity, _resource, shard = keys.parse_bucket_pk(key)
+        for limit in self.spec.limits:
+            if limit.window is not None:
+                continue
+            now = _stored_config(after, limit.name)
+            if now is None or (before and _stored_config(before, limit.name) == now):
+                continue
+            shards = self.stored.setdefault((entity, limit.name), {})
+            fresh = not before and shard == 0 and not shards
+            shards[shard] = now
+            ideal = (max(c for c, _ in shards.values()), max(r for _, r in shards.values()))
+            following = self.following.get((entity, limit.name), _config_of(limit))
+            if ideal == following and not (fresh and now != _config_of(limit)):
+                continue
+            self.following[(entity, limit.name)] = ideal
+            held = keys.decode_reserved(after).get(limit.name, {})
+            live = sum(v for v in held.values() if v > 0)
+            self.checker.configured(entity, limit.name, ideal, fresh, (self.true_ms, self.tick),
+                                    live)  # fmt: skip
+
     def _compensated(self, key: str, call: Call) -> None:
         """A give-back an acquire sent for a level it took from, the acquire being refused
         at another level. The checker never saw the take (nothing was admitted): should
@@ -232,6 +265,21 @@ class Delivery(Machine):
             return
         for name, milli in change.items():
             self.checker.allow(entity, name, milli)
+
+
+def _config_of(limit: Any) -> tuple[Fraction, Fraction]:
+    """(capacity, tokens per ms) of a limit, as the ideal bucket takes them."""
+    return Fraction(limit.capacity), Fraction(
+        limit.refill_amount, limit.refill_period_seconds * 1000
+    )
+
+
+def _stored_config(item: Any, name: str) -> tuple[Fraction, Fraction] | None:
+    """(capacity, tokens per ms) a bucket item stores for a limit (None: not stored)."""
+    cp, ra, rp = (item.get(keys.limit_attr(name, f)) for f in ("cp", "ra", "rp"))
+    if cp is None or ra is None or rp is None:
+        return None
+    return Fraction(int(cp["N"]), 1000), Fraction(int(ra["N"]), 1000 * int(rp["N"]))
 
 
 def _entity_of(pk: str) -> str:

@@ -181,7 +181,11 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
             checker.holds_at_most_ideal(entity, limit, offered[limit.name], now)
             if lossless and limit.refill_period_seconds == YEAR_S:
                 checker.kept_all(entity, limit, _kept(shards, limit, now), now)
-            if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None:
+            # A changed limit comes back to the numbers its next write brings, which
+            # the world's limits (read here) need not be.
+            changed = entity in checker.changed
+            if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None \
+                    and not changed:  # fmt: skip
                 _came_back(checker, entity, limit, shards, now)
 
 

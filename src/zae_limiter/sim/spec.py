@@ -7,6 +7,7 @@ tokens, so that a schedule reaches the edge of its buckets within a handful of s
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field, replace
 
 from zae_limiter.limits import Limit
@@ -28,12 +29,16 @@ JUMP = "clock-jump"  # the client's clock jumps within the skew bound
 PARTITION = "partition"  # a region is cut off from the others, then heals (regions only)
 AGGREGATE = "aggregator"  # the aggregator runs on a batch of the stream (sim/background.py)
 DELETE = "entity-deleted"  # an operator deletes a leaf entity while clients acquire
+LIMITS = "limits-changed"  # an operator sets or deletes stored limits while clients acquire
 FAULT_KINDS = (LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE, JUMP)
 #: Work beside the clients, drawn like the per-step faults (`World.step`).
 BACKGROUND_KINDS = (AGGREGATE, DELETE)
+#: Operators' changes, drawn apart (`draw_operator`): worlds that draw none keep the
+#: schedules their seeds had before these kinds existed.
+OPERATOR_KINDS = (LIMITS,)
 #: Drawn only in worlds of several regions.
 REGION_KINDS = (PARTITION,)
-ALL_KINDS = (*FAULT_KINDS, *BACKGROUND_KINDS, *REGION_KINDS)
+ALL_KINDS = (*FAULT_KINDS, *BACKGROUND_KINDS, *OPERATOR_KINDS, *REGION_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +183,19 @@ def draw_faults(c: Choices, kinds: frozenset[str]) -> FaultRates:
     return FaultRates(rates)
 
 
+def draw_operator(seed: int, kinds: frozenset[str]) -> dict[str, int]:
+    """How often an operator changes limits or runs a migration step. Drawn from the
+    seed alone, not from the schedule's stream: a world that draws none replays the
+    schedule its seed had before these kinds existed (the seeds that found each mutant,
+    tests/sim/sim_mutants.py, keep theirs), and shrinking keeps the kinds a seed drew."""
+    side = random.Random(f"{seed}/operator")
+    rates: dict[str, int] = {}
+    for kind in OPERATOR_KINDS:
+        if side.randrange(1000) >= 850 and kind in kinds:
+            rates[kind] = side.choice([30, 80, 200])
+    return rates
+
+
 def draw_world(
     c: Choices,
     kinds: frozenset[str] = frozenset(ALL_KINDS),
@@ -206,6 +224,7 @@ def draw_world(
     for kind in BACKGROUND_KINDS:
         if c.chance(400) and kind in kinds:
             rates[kind] = c.pick([30, 80, 200])
+    rates.update(draw_operator(c.seed, kinds))
     if not regions:
         return WorldSpec(limits, entities, clients, FaultRates(rates), skew, start, tempo)
     # Several regions: drawn after everything else, so a seed's world is otherwise the

@@ -114,6 +114,10 @@ class Machine:
         self.running: Thread | None = None
         #: Requests the engine has served: orders the checker's events within one ms.
         self.tick = 0
+        #: Per level (entity, limit): the numbers each bucket shard stores, and those
+        #: the ideal bucket follows (`Delivery._configs`).
+        self.stored: dict[tuple[str, str], dict[int, Any]] = {}
+        self.following: dict[tuple[str, str], Any] = {}
         #: Lease ends not applied yet: (thread, run) -> PK -> intent.
         self.intents: dict[tuple[int, int], dict[str, Intent]] = {}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from zae_limiter.flows import Call, Flow, Sleep
 from zae_limiter.operations import Operations
-from zae_limiter.sim import background
+from zae_limiter.sim import background, operator
 from zae_limiter.sim import spec as kinds
 from zae_limiter.sim.background import Stream
 from zae_limiter.sim.client import SimClient, Thread, acquire_program, keeper_program
@@ -65,7 +65,8 @@ class World(Delivery):
             for kind, act in ((kinds.CRASH, self._crash), (kinds.PAUSE, self._pause),
                               (kinds.JUMP, self._jump), (kinds.AGGREGATE, self._aggregate),
                               (kinds.DELETE, self._delete),
-                              (kinds.PARTITION, self._partition)):  # fmt: skip
+                              (kinds.PARTITION, self._partition),
+                              (kinds.LIMITS, self._change_limits)):  # fmt: skip
                 if rates.of(kind):
                     options.append((max(1, rates.of(kind) // 40), act))
         if not pending and not idle and not self._busy():
@@ -196,6 +197,20 @@ class World(Delivery):
             self.true_ms, f"operator {'deleted' if ok else 'could not delete'} {entity}"
         )
         self._spawn(who, background.delete_program(ops, entity, note), f"delete {entity}")
+
+    def _change_limits(self) -> None:
+        """An operator sets or deletes stored limits (sim/operator.py)."""
+        who = self._beside(background.OPERATOR)
+        if who is None:
+            return
+        level = self.c.pick(operator.LEVELS)
+        entity = self.c.pick(sorted(self.spec.entities))
+        limits = operator.changed(self.c, self.spec.limits)
+        self.counts.fault(kinds.LIMITS)
+        ops = Operations(background.Admin(who.state, who.now))  # type: ignore[arg-type]
+        note = lambda text: self.trace.note(self.true_ms, text)  # noqa: E731
+        program = operator.change_program(ops, level, entity, limits, note)
+        self._spawn(who, program, f"limits at {level} level")
 
     def _replicate(self) -> None:
         written = self.replication.deliver(self.true_ms)
