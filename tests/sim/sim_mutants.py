@@ -32,6 +32,7 @@ from zae_limiter.flows.reserves import book as reserve_module
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import buckets as buckets_module
 from zae_limiter.keys import takes as takes_module
+from zae_limiter.migrations import v0003_full_at_buckets as v0003
 
 Mutant = Callable[[], AbstractContextManager[Any]]
 
@@ -110,6 +111,16 @@ def _rebased_full(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
+def _converted_full(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The migration's v0003 step converting a schema-2 item as if it were full (its
+    `tk` ignored): tokens the old client had spent come back."""
+
+    def broken(bucket: Any, name: str, tk: int, now_ms: int) -> Any:
+        return original(bucket, name, bucket.limits[name].capacity_milli, now_ms)
+
+    return broken
+
+
 MUTANTS: Mapping[str, Mutant] = {
     "bound-keeps-nothing-behind": lambda: mutant_wrapping(
         plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
@@ -151,6 +162,7 @@ MUTANTS: Mapping[str, Mutant] = {
         plan_module, "current", reset_on_shard_zero_only
     ),
     "changed-limit-starts-full": lambda: mutant_wrapping(plan_module, "current", _rebased_full),
+    "migration-converts-as-full": lambda: mutant_wrapping(v0003, "_limit", _converted_full),
     "usage-up-dropped": lambda: mutant_wrapping(lease_module, "record_adjustments", _drops_usage),
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
@@ -160,12 +172,13 @@ QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"}
 FIRST_FAILING: Mapping[str, int] = {
     "usage-up-dropped": 0,
     "changed-limit-starts-full": 57,
+    "migration-converts-as-full": 642,
     "take-without-availability-condition": 1,
     "spend-keeps-tokens": 18,
     "cascade-not-given-back": 29,
-    "set-without-its-condition": 32,
+    "set-without-its-condition": 0,
     "writes-sent-once-reverted": 72,
-    "give-back-past-held-counts": 229,
+    "give-back-past-held-counts": 1083,
     "no-not-full-condition": 551,
     "doubling-snapshot-reverted": 1177,
     "add-to-a-full-bucket": 4689,

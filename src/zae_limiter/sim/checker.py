@@ -29,7 +29,7 @@ from zae_limiter import keys
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
-from zae_limiter.sim.ledger import CONFIG, Event, Ledger, copy
+from zae_limiter.sim.ledger import CHARGE, CONFIG, Event, Ledger, copy
 
 Level = tuple[str, str]  # (entity, limit name)
 
@@ -188,6 +188,11 @@ class Checker:
         self.allow(entity, name, held_milli)
         event = Event(at[0], at[1], CONFIG, Fraction(int(fresh)), at[0], config)
         self._add(entity, self._limit(name), event)
+
+    def spent_before(self, entity: str, limit: Limit, milli: int) -> None:
+        """Tokens a bucket item had spent when the schedule started (a schema-2 item
+        left by an older client, sim/operator.py): the ideal bucket starts without them."""
+        self._add(entity, limit, Event(self.start_ms, 0, CHARGE, Fraction(milli, 1000), 0))
 
     def settled_back(self, entity: str, name: str, milli: int) -> None:
         """Tokens given back into a client's reserve: fed to the ideal bucket then, they

@@ -12,10 +12,12 @@ from zae_limiter import keys
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.offpath import read
 from zae_limiter.flows.records.table import open_table
+from zae_limiter.flows.records.version import write_version
 from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.operations import Operations
 from zae_limiter.repository import _state
+from zae_limiter.sim import operator
 from zae_limiter.sim.background import Admin
 from zae_limiter.sim.checker import Checker, Violation
 from zae_limiter.sim.choices import Choices
@@ -25,6 +27,7 @@ from zae_limiter.sim.spec import (
     CRASH,
     LATE,
     LOST,
+    MIGRATION,
     PAUSE,
     RESOURCE,
     YEAR_S,
@@ -117,8 +120,24 @@ def _setup(world: World, state: RepoState) -> None:
     for entity, parent in sorted(world.spec.entities.items(), key=lambda e: e[1] is not None):
         world.settle_all(ops.create_entity(entity, parent_id=parent, cascade=parent is not None))
     world.settle_all(ops.set_resource_defaults(RESOURCE, list(world.spec.limits)))
+    _legacy(world, state)
     if world.replication is not None:
         world.replication.settle(world.true_ms)
+
+
+def _legacy(world: World, state: RepoState) -> None:
+    """A world that migrates starts as a table at schema 2: its version record says so,
+    and each entity's shard 0 is a schema-2 item holding half of each limit (the ideal
+    bucket is charged the other half)."""
+    spec = world.spec
+    if not spec.faults.of(MIGRATION) or any(limit.window for limit in spec.limits):
+        return
+    world.settle_all(write_version(state, 2, "0.1.0", world.true_ms, "sim"))
+    for entity in sorted(spec.entities):
+        item = operator.legacy_bucket(state.namespace, entity, spec.limits, world.true_ms)
+        world.settle_all(operator.put(state.table, item))
+        for limit in spec.limits:
+            world.checker.spent_before(entity, limit, operator.spent(limit))
 
 
 def _finish(world: World, state: RepoState) -> None:
@@ -136,6 +155,11 @@ def _finish(world: World, state: RepoState) -> None:
         differ = world.replication.differing()
         if differ:
             world.checker.fail("replicas differ", f"{len(differ)} items, e.g. {differ[0]}")
+    if world.migrated:
+        version = not {LATE, CRASH} & set(world.counts.faults)  # nothing landed late
+        left = world.settle_all(operator.left_behind(state.table, state.namespace, version))
+        if left:
+            world.checker.fail("migration left items behind", ", ".join(left[:3]))
     _judge(world, state, recovered=False)
     world.advance(SETTLE_MS + _recovery_ms(world))
     _judge(world, state, recovered=True)

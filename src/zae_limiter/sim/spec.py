@@ -30,12 +30,13 @@ PARTITION = "partition"  # a region is cut off from the others, then heals (regi
 AGGREGATE = "aggregator"  # the aggregator runs on a batch of the stream (sim/background.py)
 DELETE = "entity-deleted"  # an operator deletes a leaf entity while clients acquire
 LIMITS = "limits-changed"  # an operator sets or deletes stored limits while clients acquire
+MIGRATION = "migration"  # `zae-limiter migrate` runs while clients acquire
 FAULT_KINDS = (LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE, JUMP)
 #: Work beside the clients, drawn like the per-step faults (`World.step`).
 BACKGROUND_KINDS = (AGGREGATE, DELETE)
 #: Operators' changes, drawn apart (`draw_operator`): worlds that draw none keep the
 #: schedules their seeds had before these kinds existed.
-OPERATOR_KINDS = (LIMITS,)
+OPERATOR_KINDS = (LIMITS, MIGRATION)
 #: Drawn only in worlds of several regions.
 REGION_KINDS = (PARTITION,)
 ALL_KINDS = (*FAULT_KINDS, *BACKGROUND_KINDS, *OPERATOR_KINDS, *REGION_KINDS)

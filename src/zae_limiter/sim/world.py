@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from zae_limiter import migrations
 from zae_limiter.flows import Call, Flow, Sleep
 from zae_limiter.operations import Operations
 from zae_limiter.sim import background, operator
@@ -29,6 +30,8 @@ class World(Delivery):
 
     #: Where the aggregator is in the table's stream (made on its first run).
     stream: Stream | None = None
+    #: Whether a migration ran to its end (then no schema-2 item may be left).
+    migrated: bool = False
 
     # ------------------------------------------------------------------ the loop
     def run(self, max_steps: int = 2000) -> None:
@@ -66,7 +69,8 @@ class World(Delivery):
                               (kinds.JUMP, self._jump), (kinds.AGGREGATE, self._aggregate),
                               (kinds.DELETE, self._delete),
                               (kinds.PARTITION, self._partition),
-                              (kinds.LIMITS, self._change_limits)):  # fmt: skip
+                              (kinds.LIMITS, self._change_limits),
+                              (kinds.MIGRATION, self._migrate)):  # fmt: skip
                 if rates.of(kind):
                     options.append((max(1, rates.of(kind) // 40), act))
         if not pending and not idle and not self._busy():
@@ -207,10 +211,35 @@ class World(Delivery):
         entity = self.c.pick(sorted(self.spec.entities))
         limits = operator.changed(self.c, self.spec.limits)
         self.counts.fault(kinds.LIMITS)
+        # Liveness is not judged where the limits may have changed (sim/run.py `_judge`):
+        # a bucket comes back to the numbers of its next write, not to the world's.
+        touched = [entity] if level.startswith("entity") else list(self.spec.entities)
+        self.checker.changed.update(touched)
         ops = Operations(background.Admin(who.state, who.now))  # type: ignore[arg-type]
         note = lambda text: self.trace.note(self.true_ms, text)  # noqa: E731
         program = operator.change_program(ops, level, entity, limits, note)
         self._spawn(who, program, f"limits at {level} level")
+
+    def _migrate(self) -> None:
+        """`zae-limiter migrate` (sim/operator.py): what the table's version needs, or
+        the last steps again, which must change nothing."""
+        who = self._beside(background.OPERATOR)
+        if who is None:
+            return
+        rerun = self.c.between(1, len(migrations.STEPS))
+        self.counts.fault(kinds.MIGRATION)
+
+        def done(again: bool, items: int) -> None:
+            self.trace.note(self.true_ms, f"operator: migrated ({items} items changed)")
+            self.migrated = True
+            if again and items:
+                self.checker.fail(
+                    "migration not idempotent",
+                    f"the last {rerun} steps run again changed {items} items",
+                )
+
+        program = operator.migrate_program(who.state, who.now, rerun, done)
+        self._spawn(who, program, "migrate")
 
     def _replicate(self) -> None:
         written = self.replication.deliver(self.true_ms)
