@@ -57,8 +57,8 @@ class EntityFacts:
 
 
 class EntityState:
-    """All one client knows of one entity. `facts` is replaced whole, only here; each
-    other field is the one owner of its subject's state."""
+    """All one client knows of one entity. `facts` is replaced whole, only in this module
+    (`Entities.learn`, `moved`); each other field is the one owner of its subject's state."""
 
     __slots__ = ("facts", "gate", "images", "shards", "uncounted")
 
@@ -72,25 +72,6 @@ class EntityState:
         self.images = BucketImages()
         #: Failed writes no window has counted yet (flows/write/images.py).
         self.uncounted = UncountedWrites()
-
-    def learn(
-        self,
-        cascade: bool,
-        parent_id: str | None,
-        cascade_for: Mapping[str, bool] | None,
-        of: str | None,
-        bypass: bool,
-    ) -> None:
-        """See `Entities.learn`."""
-        facts = self.facts
-        if facts.record or (of is not None and of in facts.cascade_for):
-            return  # what is known stays until the cache forgets the entity
-        if of is None:  # the record, after buckets: it is the truth for every resource
-            facts = EntityFacts(cascade, parent_id, facts.cascade_for, True, bypass)
-        choices = dict(cascade_for or {})
-        if of is not None:
-            choices[of] = cascade
-        self.facts = facts.choosing(choices)
 
     def moved(self, parent_id: str, resource: str, cascade: bool) -> None:
         """Shard 0 of `resource` names a new parent (flows/write/memory.py `follow_move`)."""
@@ -118,14 +99,18 @@ class Entities(dict[str, EntityState]):
         resource's (the record says for the others)."""
         known = self.get(entity_id)
         if known is None:
-            choices = dict(cascade_for or {})
-            if of is not None:
-                choices[of] = cascade
             facts = EntityFacts(cascade, parent_id, record=of is None, bypass=bypass)
-            known = EntityState(facts.choosing(choices))
-            self[entity_id] = known
-            return known
-        known.learn(cascade, parent_id, cascade_for, of, bypass)
+            known = self[entity_id] = EntityState(facts)
+        else:
+            facts = known.facts
+            if facts.record or (of is not None and of in facts.cascade_for):
+                return known  # what is known stays until the cache forgets the entity
+            if of is None:  # the record, after buckets: the truth for every resource
+                facts = EntityFacts(cascade, parent_id, facts.cascade_for, True, bypass)
+        choices = dict(cascade_for or {})
+        if of is not None:
+            choices[of] = cascade
+        known.facts = facts.choosing(choices)
         return known
 
     def forget(self, entity_id: str) -> None:

@@ -46,7 +46,7 @@ def scale_after_write(
     clients that write to it learn the count from its ALL_NEW, and until they do, its
     rate includes their traffic meant for fewer shards, which is no reason to double.
     """
-    count = meta.shards.count(level.resource)
+    count = meta.shards.counts.get(level.resource, 1)
     seen = window_seen(attributes, now_ms, state.partition_wcu)
     if level.shard_id and seen.shard_count < count:
         return _propagate(state, level, count, now_ms)
@@ -116,7 +116,7 @@ def double(
     that its condition then refuses would spend the capacity the partition lacks.
     """
     meta = state.entities.learn(entity_id, False, None)
-    count = meta.shards.count(resource)
+    count = meta.shards.counts.get(resource, 1)
     if not may_double(state, entity_id, resource, now_ms):
         return
     if not busy_on_average(meta, resource, count, now_ms):
@@ -146,7 +146,7 @@ def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> 
     not tried in the last window. A throttled acquire asks before it reads any evidence:
     reads that could only lead to a doubling this client would not try are waste."""
     meta = state.entities.get(entity_id)
-    count = 1 if meta is None else meta.shards.count(resource)
+    count = 1 if meta is None else meta.shards.counts.get(resource, 1)
     last = None if meta is None else meta.shards.tried.get(resource)
     return count * 2 <= state.max_shards and (last is None or now_ms - last >= keys.WINDOW_MS)
 

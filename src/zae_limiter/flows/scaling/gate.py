@@ -29,9 +29,6 @@ class ThrottleGate:
     def note_refusal(self, resource: str, now_ms: int) -> None:
         self.refused[resource] = now_ms
 
-    def refused_at(self, resource: str) -> int | None:
-        return self.refused.get(resource)
-
     def close(self, resource: str, until_ms: int, row: int) -> None:
         self.closed[resource] = (until_ms, row)
 

@@ -54,9 +54,6 @@ class ShardKnowledge:
         #: on this client's next write to shard 0.
         self.wanted: dict[str, tuple[int, int]] = {}
 
-    def count(self, resource: str) -> int:
-        return self.counts.get(resource, 1)
-
     def written(self, where: Where, count: int, window_start: int) -> None:
         """What a write's ALL_NEW at `where` showed: the shard count it records and its
         window's start."""

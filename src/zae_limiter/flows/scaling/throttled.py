@@ -182,7 +182,7 @@ def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
     its only one for a second: spent on one acquire's tokens, it leaves the client's
     other acquires to fail."""
     meta = state.entities.get(level.entity_id)
-    refused = None if meta is None else meta.gate.refused_at(level.resource)
+    refused = None if meta is None else meta.gate.refused.get(level.resource)
     return refused is not None and now_ms - refused < REFUSED_RECENTLY_MS
 
 

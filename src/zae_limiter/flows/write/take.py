@@ -3,8 +3,10 @@
 The state machine: a conditional write planned from the best image at hand (a
 speculative one from this client's memory, or a read); then, from the state DynamoDB
 returned, create the bucket (shard k >= 1 from its donor: flows/scaling/split.py), try again from
-the ALL_OLD a lost race returns (never a read), or reject. After a good write,
-flows/scaling/doubling.py decides whether shard 0 should double the shard count.
+the ALL_OLD a lost race returns (never a read), or reject. After a good write
+(`after_write`), a crashed client's reserves the item shows are charged
+(flows/reserves/lost.py), or flows/scaling/doubling.py decides whether shard 0 should
+double the shard count.
 """
 
 from __future__ import annotations
