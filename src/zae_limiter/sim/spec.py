@@ -184,11 +184,14 @@ def draw_faults(c: Choices, kinds: frozenset[str]) -> FaultRates:
     return FaultRates(rates)
 
 
-def draw_operator(seed: int, kinds: frozenset[str]) -> dict[str, int]:
+def draw_operator(seed: int, kinds: frozenset[str], quotas: bool = False) -> dict[str, int]:
     """How often an operator changes limits or runs a migration step. Drawn from the
     seed alone, not from the schedule's stream: a world that draws none replays the
     schedule its seed had before these kinds existed (the seeds that found each mutant,
-    tests/sim/sim_mutants.py, keep theirs), and shrinking keeps the kinds a seed drew."""
+    tests/sim/sim_mutants.py, keep theirs), and shrinking keeps the kinds a seed drew.
+    Quota worlds draw none yet (a changed quota has no ideal bucket to follow)."""
+    if quotas:
+        return {}
     side = random.Random(f"{seed}/operator")
     rates: dict[str, int] = {}
     for kind in OPERATOR_KINDS:
@@ -225,7 +228,7 @@ def draw_world(
     for kind in BACKGROUND_KINDS:
         if c.chance(400) and kind in kinds:
             rates[kind] = c.pick([30, 80, 200])
-    rates.update(draw_operator(c.seed, kinds))
+    rates.update(draw_operator(c.seed, kinds, quotas))
     if not regions:
         return WorldSpec(limits, entities, clients, FaultRates(rates), skew, start, tempo)
     # Several regions: drawn after everything else, so a seed's world is otherwise the
