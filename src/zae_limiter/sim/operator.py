@@ -32,7 +32,8 @@ LEVELS = ("entity", "resource", "entity-deleted", "system")
 
 def changed(c: Choices, limits: Sequence[Limit]) -> tuple[Limit, ...]:
     """`limits` with one of them (not a quota) given other numbers of its kind: a
-    capacity from a third to twice the old one, the rate scaled with it."""
+    capacity from a third (at least what an acquire takes) to twice the old one, the
+    rate scaled with it."""
     names = [limit.name for limit in limits if limit.window is None]
     if not names:
         return tuple(limits)
@@ -42,7 +43,9 @@ def changed(c: Choices, limits: Sequence[Limit]) -> tuple[Limit, ...]:
         if limit.name != name:
             out.append(limit)
             continue
-        cap = c.between(max(1, limit.capacity // 3), 2 * limit.capacity)
+        # Never below what one acquire takes of it (at most 8, and at most the world's
+        # capacity): an acquire that can never be granted is refused as bad input.
+        cap = c.between(max(min(8, limit.capacity), limit.capacity // 3), 2 * limit.capacity)
         if limit.refill_period_seconds == YEAR_S:
             out.append(Limit.custom(name, cap, 1, YEAR_S))
         else:
