@@ -180,14 +180,12 @@ QUOTA_WORLDS = frozenset(
 #: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
 FIRST_FAILING: Mapping[str, int] = {
     "usage-up-dropped": 0,
-    "changed-limit-starts-full": 57,
-    "migration-converts-as-full": 642,
+    "changed-limit-starts-full": 74,
     "take-without-availability-condition": 1,
     "spend-keeps-tokens": 18,
     "cascade-not-given-back": 29,
     "set-without-its-condition": 0,
     "writes-sent-once-reverted": 72,
-    "give-back-past-held-counts": 1083,
     "no-not-full-condition": 551,
     "doubling-snapshot-reverted": 1177,
     "add-to-a-full-bucket": 4689,
@@ -198,6 +196,12 @@ FIRST_FAILING: Mapping[str, int] = {
 }
 #: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
 NOT_FOUND: Mapping[str, int] = {
+    # Its seed 229 now draws an operator kind (limits-changed or migration) and passes;
+    # 0..1,082 searched since, and no later seed tried yet.
+    "give-back-past-held-counts": 1_083,
+    # Migration worlds are about 15% of all; 0..642 searched, and 0..~600 of worlds
+    # drawing only `migration`. No seed catches it yet: a gap, not a proof.
+    "migration-converts-as-full": 643,
     # A directed schedule finds it at once: tests/sim/test_stale_image.py.
     "stale-image-fix-reverted": 10_000,
     # A unit test finds it at once (tests/unit/test_flows.py, lockstep); the simulator
