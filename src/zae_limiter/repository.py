@@ -186,10 +186,15 @@ class _Base:
         return runner.watch.stats()
 
     def tend_reserves(self) -> None:
-        """After an acquire: a reserve may be held, so its keeper must be running."""
+        """After an acquire: a reserve may be held, so its keeper must be running. A
+        keeper that is watching the book is left alone without a call: this runs on
+        every reserve hit."""
+        keeper = self._keeper
+        if keeper is None or keeper.watching:
+            return
         book = self.state.reserves
-        if self._keeper is not None and book is not None and book.busy:
-            self._keeper.poke()
+        if book is not None and book.busy:
+            keeper.poke()
 
 
 async def _async_client(stack: AsyncExitStack, kwargs: dict[str, Any]) -> Any:
