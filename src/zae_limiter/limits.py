@@ -260,9 +260,10 @@ def active(limit: Limit, now_ms: int) -> Limit:
 
 def in_force(limits: tuple[Limit, ...], now_ms: int) -> tuple[Limit, ...]:
     """`limits` with each scheduled one replaced by the limit in force at `now_ms`."""
-    if not any(limit.schedule for limit in limits):
-        return limits
-    return tuple(active(limit, now_ms) for limit in limits)
+    for limit in limits:
+        if limit.schedule:
+            return tuple(active(limit, now_ms) for limit in limits)
+    return limits  # nothing scheduled: asked on every acquire that passes its limits
 
 
 def next_change(limit: Limit, now_ms: int) -> tuple[int, Limit] | None:
