@@ -176,10 +176,11 @@ def _level(
                 consume[name] = value
                 break
     meta = state.entities.get(entity_id)
+    facts = meta.facts if meta is not None else None
+    parent_id = facts.parent_id if facts is not None else None
     ttl = DEFAULT_BUCKET_TTL_S if bucket_ttl_s is None else bucket_ttl_s
     if ttl != DEFAULT_BUCKET_TTL_S or (entity_id, resource) in state.bucket_ttls:
         state.bucket_ttls[(entity_id, resource)] = ttl  # for this bucket's later charges
-    parent_id = meta.parent_id if meta is not None else None
     return Level(
         entity_id=entity_id,
         resource=resource,
@@ -187,7 +188,7 @@ def _level(
         consume_milli=consume,
         shard_id=0,
         shard_count=state.shard_count(entity_id, resource),
-        cascade=bool(meta is not None and parent_id is not None and meta.cascades(resource)),
+        cascade=bool(facts is not None and parent_id is not None and facts.cascades(resource)),
         parent_id=parent_id,
         bucket_ttl_s=ttl,
     )
@@ -195,12 +196,15 @@ def _level(
 
 def _bypassed(state: RepoState, entity_id: str) -> bool:
     meta = state.entities.get(entity_id)
-    return meta is not None and meta.bypass
+    return meta is not None and meta.facts.bypass
 
 
 def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
     meta = state.entities.get(entity_id)
-    return meta.parent_id if meta is not None and meta.cascades(resource) else None
+    if meta is None:
+        return None
+    facts = meta.facts
+    return facts.parent_id if facts.cascades(resource) else None
 
 
 def acquire(
@@ -293,7 +297,7 @@ def _parent_known(state: RepoState, entity_id: str) -> bool:
     """Whether this client knows the entity has a parent (without one, no resource
     cascades, and an acquire asks no more about parents)."""
     meta = state.entities.get(entity_id)
-    return meta is not None and meta.parent_id is not None
+    return meta is not None and meta.facts.parent_id is not None
 
 
 def _known_parents(
