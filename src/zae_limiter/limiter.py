@@ -26,6 +26,7 @@ from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
+from zae_limiter.regional import prepare_shares, tend_shares
 from zae_limiter.repository import Repository, SyncRepository, _Base
 from zae_limiter.stats import Decision, DecisionStats, LimiterStats
 
@@ -352,6 +353,7 @@ class _Acquiring(Generic[RepoT]):
 
     def _begin(self) -> Flow[Acquired]:
         face = self._face
+        prepare_shares(self._repo)
         flow, self._started = face._decisions.start(
             face._ops, face._speculative, self._args, self._policy
         )
@@ -384,6 +386,7 @@ class _Acquiring(Generic[RepoT]):
         held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
         if error is None:
             self._repo.tend_reserves()
+        tend_shares(self._repo)
         return held, _consumed(held, self._args[2]), why
 
 

@@ -11,6 +11,9 @@ knows the share is short; the keeper moves parts between regions (docs/global.md
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,10 +25,12 @@ from zae_limiter.flows import regional as core
 from zae_limiter.flows.regional_run import (
     Memory,
     Pass,
+    SharesBook,
     Taken,
     Target,
     keep,
     keep_pass,
+    keep_while_used,
     read_all,
     read_items,
     take_share,
@@ -92,10 +97,38 @@ def shares_flow(
     return describe_shares(images, sorted(images), repo.now_ms())
 
 
+def client_region(repo: Any) -> str | None:
+    """The region the repository's client talks to (None: not configured)."""
+    found = repo.where[0] or getattr(getattr(repo.client, "meta", None), "region_name", None)
+    return str(found) if found else None
+
+
+def prepare_shares(repo: Any) -> None:
+    """Before an acquire: where global limits' shares are remembered (cheap when done)."""
+    if repo.state.shares is None:
+        repo.state.shares = SharesBook(client_region(repo))
+
+
+def tend_shares(repo: Any) -> None:
+    """After an acquire: a keeper runs for every global limit it took from (a thread on a
+    sync repository, a task on an async one's loop); it stops when unused or closed."""
+    book: SharesBook | None = repo.state.shares
+    if book is None or not book.waiting:
+        return
+    for target, memory in book.unkept():
+        flow = keep_while_used(target, memory, repo.now_ms(), book)
+        if inspect.iscoroutinefunction(repo.run):
+            task = asyncio.get_running_loop().create_task(repo.run(flow))
+            book.tasks.append(task)
+            task.add_done_callback(book.tasks.remove)
+        else:
+            threading.Thread(target=repo.run, args=(flow,), daemon=True).start()
+
+
 def _region_of(repo: Any, region: str | None) -> str:
     if region is not None:
         return region
-    found = repo.where[0] or getattr(getattr(repo.client, "meta", None), "region_name", None)
+    found = client_region(repo)
     if not found:
         raise ValidationError(
             "the client's region is unknown: pass region= to GlobalShares (the replica "

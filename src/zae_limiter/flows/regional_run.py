@@ -9,17 +9,21 @@ when no take carried this client's counted demand).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Call, Flow, Result, one, pause
 from zae_limiter.flows import regional as core
 from zae_limiter.keys import regions as rk
 from zae_limiter.limits import Limit
+from zae_limiter.models import LimitStatus
 
 #: Conditional writes a take or a keeper's pass tries before giving up for now.
 MAX_TRIES = 6
@@ -28,7 +32,11 @@ MAX_TRIES = 6
 #: counted as held, and rolls into the full-at time as spent), and never holds more than
 #: a quarter of the share.
 RESERVE_TARGET_MS = 100
-RESERVE_LIFE_MS = 250
+RESERVE_LIFE_MS = 200
+#: A take that finds another of its process on the way waits for it (and its reserve)
+#: at most this long, looking every TAKING_POLL_MS.
+TAKING_WAIT_MS = 1_000
+TAKING_POLL_MS = 5
 #: Under this many tokens a reserve is not worth taking: the take is exact.
 MIN_RESERVE_MILLI = 2_000
 
@@ -69,11 +77,23 @@ class Memory:
     failures: int = 0
     last_error: str = ""
     rng: random.Random = field(default_factory=random.Random)
-    reserve_milli: int = 0
-    reserve_until_ms: int = 0
+    #: Live reserves, oldest first: (millitokens left, spendable until).
+    reserves: deque[tuple[int, int]] = field(default_factory=deque)
     arrivals: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
     reserve: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Acquires refused, by why: `short` (the share lacked the tokens), `known` (an
+    #: earlier refusal's retry-after still runs: no request), `contended` (every try's
+    #: condition failed). What `python -m benchmarks regions` reports.
+    refused: dict[str, int] = field(default_factory=dict)
+
+    #: Takes of this process on their way (a hint: threads wait for them, briefly).
+    taking: int = 0
+    #: Millitokens this client's reserves lost (aged before they were spent).
+    lost_milli: int = 0
+
+    def refuse(self, why: str) -> None:
+        self.refused[why] = self.refused.get(why, 0) + 1
 
     def rate_milli_per_s(self, now_ms: int) -> int:
         """Millitokens a second this client asked for over the last second."""
@@ -81,22 +101,40 @@ class Memory:
             self.arrivals.popleft()
         return len(self.arrivals) * 1000
 
-    def spend(self, amount_milli: int, now_ms: int) -> bool:
-        # Threads of one process may share a memory: a token is spent once.
-        with self.lock:
-            if self.reserve_milli >= amount_milli and now_ms < self.reserve_until_ms:
-                self.reserve_milli -= amount_milli
-                return True
-            self.reserve_milli = 0  # an aged reserve is lost, never returned
-            return False
+    @property
+    def reserve_milli(self) -> int:
+        """Millitokens held in this client's live reserves."""
+        return sum(milli for milli, _until in self.reserves)
 
-    def hold(self, milli: int, until_ms: int) -> None:
+    def spend(self, amount_milli: int, now_ms: int) -> bool:
+        """Spend from the oldest live reserve first; aged ones are lost, never returned."""
+        # Threads of one process share a memory: a token is spent once.
         with self.lock:
-            self.reserve_milli, self.reserve_until_ms = milli, until_ms
+            while self.reserves and (
+                now_ms >= self.reserves[0][1] or self.reserves[0][0] < amount_milli
+            ):
+                self.lost_milli += self.reserves.popleft()[0]
+            if not self.reserves:
+                return False
+            milli, until = self.reserves[0]
+            self.reserves[0] = (milli - amount_milli, until)
+            return True
+
+    def hold(self, milli: int, now_ms: int) -> None:
+        """Add a reserve just taken, with its own end: every token is spent within
+        RESERVE_LIFE_MS of its take (before its held count can roll into the full-at
+        time). Threads of one process take concurrently: each reserve is kept beside
+        the others (one replacing another would lose it: under-admission)."""
+        if milli > 0:
+            with self.lock:
+                self.reserves.append((milli, now_ms + RESERVE_LIFE_MS))
 
 
 @dataclass(frozen=True, slots=True)
 class Taken:
+    """What a take of a share did: admitted or not (and when to retry), the tokens the
+    share had after it, and the requests it made (0: a reserve hit or a known shortage)."""
+
     admitted: bool
     retry_after_ms: int = 0
     tokens_milli: int = 0
@@ -143,23 +181,46 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
     memory.arrivals.append(now_ms)
     if memory.spend(amount_milli, now_ms):
         return Taken(True, 0, memory.reserve_milli)
+    waited = 0
+    while memory.taking and waited < TAKING_WAIT_MS and now_ms >= memory.short_until_ms:
+        # Another thread's take is on its way: it brings a reserve when this process is
+        # busy. Writing beside it would only fail its condition (held counts) or ours.
+        woke = yield from pause(TAKING_POLL_MS)
+        now_ms = woke if woke is not None else now_ms + TAKING_POLL_MS
+        waited += TAKING_POLL_MS
+        if memory.spend(amount_milli, now_ms):
+            return Taken(True, 0, memory.reserve_milli)
     if now_ms < memory.short_until_ms:
+        memory.refuse("known")
         return Taken(False, memory.short_until_ms - now_ms)
+    memory.taking += 1
+    try:
+        return (yield from _write_take(target, memory, amount_milli, now_ms))
+    finally:
+        memory.taking -= 1
+
+
+def _write_take(target: Target, memory: Memory, amount_milli: int, now_ms: int) -> Flow[Taken]:
     requests = 0
     image = memory.image
     for _ in range(MAX_TRIES):
-        if image is None:
+        if image is None or image.frozen_at is not None:
+            if image is not None:
+                # A transfer's two writes are under way: the share is about to change, not
+                # short. Waiting for it costs a read; rejecting would under-admit.
+                woke = yield from pause(core.FROZEN_WAIT_MS)
+                now_ms = woke if woke is not None else now_ms + core.FROZEN_WAIT_MS
             image = yield from ensure_item(target, memory)
             requests += 1
-        extra = reserve_size(memory, image, amount_milli, now_ms)
-        plan = core.plan_take(image, amount_milli, now_ms, extra)
-        if extra and isinstance(plan, core.Short):
-            extra, plan = 0, core.plan_take(image, amount_milli, now_ms)
+            if image.frozen_at is not None:
+                continue
+        extra, plan = _planned(memory, image, amount_milli, now_ms)
         if isinstance(plan, core.Short):
             if plan.rolls_milli > 0:
                 requests += yield from _roll(target, image, now_ms)
             wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
             memory.short_until_ms = now_ms + max(1, wait)
+            memory.refuse("short")
             return Taken(False, max(1, wait), plan.tokens_milli, requests)
         offered, memory.pending_milli = memory.pending_milli, 0
         call = rk.share_take_write(
@@ -174,9 +235,27 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         image = _decoded(result)
         memory.image = image
         if result.ok and image is not None:
-            memory.hold(extra, now_ms + RESERVE_LIFE_MS)
+            memory.hold(extra, now_ms)
             return Taken(True, 0, image.tokens(now_ms), requests)
+    memory.refuse("contended")
     return Taken(False, 1, 0, requests)
+
+
+def _planned(
+    memory: Memory, image: core.ShareImage, amount_milli: int, now_ms: int
+) -> tuple[int, core.TakePlan | core.Short]:
+    """(reserve, plan): the reserve this client's rate asks for; else what the share has
+    beyond the amount (a busy region drains its share: a reserve of what is there saves
+    a write per token, and its tokens still leave the bucket before they are spent);
+    else an exact take."""
+    extra = reserve_size(memory, image, amount_milli, now_ms)
+    plan = core.plan_take(image, amount_milli, now_ms, extra)
+    if extra and isinstance(plan, core.Short):
+        extra = min(extra, plan.tokens_milli - amount_milli) // 1000 * 1000
+        if extra < MIN_RESERVE_MILLI:
+            extra = 0
+        plan = core.plan_take(image, amount_milli, now_ms, extra)
+    return extra, plan
 
 
 def _roll(target: Target, image: core.ShareImage, now_ms: int) -> Flow[int]:
@@ -311,16 +390,143 @@ def keep(
     return passes
 
 
+# ---------------------------------------------------------------- stored global limits
+
+#: A keeper started by acquires stops after this long without one (its share stays put).
+IDLE_STOP_MS = 30_000
+
+
+@dataclass(slots=True)
+class SharesBook:
+    """A repository's global limits (`RepoState.shares`): its region, and what it knows of
+    each (entity, resource, limit) an acquire took from; `kept` are those whose keeper
+    runs (started by the face after the acquire: a flow starts nothing)."""
+
+    region: str | None
+    memories: dict[tuple[str, str, str], Memory] = field(default_factory=dict)
+    targets: dict[tuple[str, str, str], Target] = field(default_factory=dict)
+    kept: set[tuple[str, str, str]] = field(default_factory=set)
+    #: Targets taken from whose keeper is not running (the face starts them).
+    waiting: set[tuple[str, str, str]] = field(default_factory=set)
+    #: (entity, resource) whose limits are all global: no bucket item to read with them.
+    only_global: set[tuple[str, str]] = field(default_factory=set)
+    #: Set by the repository's close: its keepers stop.
+    stop: list[bool] = field(default_factory=lambda: [False])
+
+    #: The keepers' tasks (async faces), cancelled and awaited by `aclose`.
+    tasks: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Stop the keepers (a sync face's threads end at their next pass)."""
+        self.stop[0] = True
+
+    async def aclose(self) -> None:
+        self.stop[0] = True
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self.tasks.clear()
+
+    def target(self, table: str, ns: str, entity_id: str, resource: str, limit: Limit) -> Target:
+        name = (entity_id, resource, limit.name)
+        found = self.targets.get(name)
+        if found is None or found.limit != limit:
+            if self.region is None:
+                raise ValidationError(
+                    f"limit {limit.name!r} is global, but this client's region is unknown: "
+                    "open the repository with region= (the replica region it writes to)"
+                )
+            regions = core.validate_regions(limit.regions, self.region)
+            found = Target(table, ns, entity_id, resource, limit, regions, self.region)
+            self.targets[name] = found
+        if name not in self.kept:
+            self.waiting.add(name)
+        return found
+
+    def memory(self, target: Target) -> Memory:
+        name = (target.entity_id, target.resource, target.limit.name)
+        found = self.memories.get(name)
+        if found is None:
+            found = self.memories[name] = Memory()
+        return found
+
+    def unkept(self) -> list[tuple[Target, Memory]]:
+        """Targets taken from whose keeper is not running; marked as running."""
+        out = []
+        while self.waiting:
+            name = self.waiting.pop()
+            if name not in self.kept and name in self.memories:
+                self.kept.add(name)
+                out.append((self.targets[name], self.memories[name]))
+        return out
+
+
+#: A global limit to take from in an acquire: (entity, resource, limit, millitokens).
+Wanted = tuple[str, str, Limit, int]
+
+
+def take_global(
+    book: SharesBook, table: str, ns: str, wanted: Sequence[Wanted], now_ms: int
+) -> Flow[RateLimitExceeded | None]:
+    """Take every wanted global limit from this region's share: None when all admitted,
+    else the rejection to raise. What an earlier limit of the same acquire took stays
+    taken (never given back: under-admission, never more)."""
+    for entity_id, resource, limit, milli in wanted:
+        target = book.target(table, ns, entity_id, resource, limit)
+        memory = book.memory(target)
+        taken = yield from take_share(target, memory, milli, now_ms)
+        if not taken.admitted:
+            image = memory.image
+            status = LimitStatus(
+                entity_id=entity_id, resource=resource, limit_name=limit.name,
+                capacity=image.capacity_milli // 1000 if image is not None else 0,
+                available=taken.tokens_milli // 1000, requested=milli // 1000,
+                retry_after_seconds=taken.retry_after_ms / 1000,
+            )  # fmt: skip
+            return RateLimitExceeded([status], taken.retry_after_ms / 1000)
+    return None
+
+
+def keep_while_used(target: Target, memory: Memory, now_ms: int, book: SharesBook) -> Flow[int]:
+    """A keeper started by acquires: runs until the repository closes or no acquire took
+    from the target for IDLE_STOP_MS (then the next acquire starts it again)."""
+    passes, failures, now = 0, 0, now_ms
+    while not book.stop[0]:
+        last = memory.arrivals[-1] if memory.arrivals else now_ms
+        if now - last > IDLE_STOP_MS:
+            break
+        try:
+            yield from keep_pass(target, memory, now)
+            failures = 0
+        except Exception as error:  # a throttle or an outage: back off, keep the share held
+            failures += 1
+            memory.failures += 1
+            memory.last_error = f"{type(error).__name__}: {error}"
+        passes += 1
+        wait = core.next_tick_ms(memory.rng) * (2 ** min(failures, 5))
+        woke = yield from pause(wait)
+        now = woke if woke is not None else now + wait
+    book.kept.discard((target.entity_id, target.resource, target.limit.name))
+    return passes
+
+
 __all__ = [
+    "IDLE_STOP_MS",
     "MAX_TRIES",
     "Memory",
     "Pass",
+    "SharesBook",
     "Taken",
     "Target",
+    "Wanted",
     "ensure_item",
     "keep",
     "keep_pass",
+    "keep_while_used",
     "read_all",
     "read_items",
+    "take_global",
     "take_share",
 ]
