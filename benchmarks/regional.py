@@ -73,6 +73,8 @@ class Run:
     #: transfers the keepers wrote.
     refused: dict[str, int] = field(default_factory=dict)
     transfers: int = 0
+    keeper_failures: int = 0
+    keeper_error: str = ""
 
 
 class _Clock:
@@ -223,6 +225,8 @@ def run_scenario(
         book = repo.state.shares
         for memory in book.memories.values() if book is not None else ():
             run.transfers += memory.transfers
+            run.keeper_failures += memory.failures
+            run.keeper_error = memory.last_error or run.keeper_error
             for why, count in memory.refused.items():
                 run.refused[why] = run.refused.get(why, 0) + count
     for repo in opened:
@@ -256,8 +260,11 @@ class Analysis:
     p50_ms: float
     p99_ms: float
     per_second: list[dict[str, Any]]
-    #: Seconds left out of `served` (the first, and 5 s plus the lag after each shift).
+    #: Seconds left out of `served` (5 s plus the lag from the start and each shift).
     excluded: list[int] = field(default_factory=list)
+    #: Refusals of the shares' takes by why, and transfers written (Run's).
+    refused: dict[str, int] = field(default_factory=dict)
+    transfers: int = 0
 
 
 def over_admission(scenario: Scenario, admitted_ms: Sequence[int], start_ms: int) -> float:
@@ -325,4 +332,6 @@ def analyse(run: Run) -> Analysis:
         p99_ms=_percentile(latencies, 0.99),
         per_second=rows,
         excluded=sorted(excluded),
+        refused=dict(run.refused),
+        transfers=run.transfers,
     )

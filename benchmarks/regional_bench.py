@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append((analysis, run.errors))
             print(
                 f"{analysis.mode}: done ({len(run.errors)} errors, refused by why "
-                f"{run.refused}, {run.transfers} transfers)",
+                f"{run.refused}, {run.transfers} transfers, {run.keeper_failures} failed "
+                f"keeper passes {run.keeper_error[:300]!r})",
                 flush=True,
             )
     finally:
@@ -149,6 +150,7 @@ def report(
                 f"regions, lag {lag} ms", a.per_second, REGIONS, limit, a.excluded,
             )  # fmt: skip
             lines += ["", f"### {a.mode}: shares and admitted per region per second", ""]
+            lines += [f"Refused by why: {a.refused or 'none'}; transfers written: {a.transfers}."]
             lines += [f"Plot: `{plot}`. Share: the region's parts of the whole limit, read"]
             lines += ["from its own item in its own replica each second.", ""]
             lines += _per_second(a)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,15 +23,14 @@ from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows import regional as core
+from zae_limiter.flows.regional_limits import SharesBook, keep_while_used
 from zae_limiter.flows.regional_run import (
     Memory,
     Pass,
-    SharesBook,
     Taken,
     Target,
     keep,
     keep_pass,
-    keep_while_used,
     read_all,
     read_items,
     take_share,
@@ -40,6 +40,8 @@ from zae_limiter.models import LimitStatus
 
 if TYPE_CHECKING:
     from zae_limiter.repository import Repository, SyncRepository
+
+log = logging.getLogger("zae_limiter")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,16 @@ def tend_shares(repo: Any) -> None:
             book.tasks.append(task)
             task.add_done_callback(book.tasks.remove)
         else:
-            threading.Thread(target=repo.run, args=(flow,), daemon=True).start()
+            threading.Thread(target=_run_keeper, args=(repo, flow), daemon=True).start()
+
+
+def _run_keeper(repo: Any, flow: Flow[int]) -> None:
+    # The keeper's passes catch their own errors; what is left (the repository closed
+    # under it at exit) ends the thread without a traceback on the user's console.
+    try:
+        repo.run(flow)
+    except Exception as error:
+        log.debug("share keeper ended: %s", error)
 
 
 def _region_of(repo: Any, region: str | None) -> str:

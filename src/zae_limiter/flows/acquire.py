@@ -22,7 +22,7 @@ from zae_limiter.flows import Flow, lockstep
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
-from zae_limiter.flows.regional_run import Wanted, take_global
+from zae_limiter.flows.regional_limits import Wanted, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.write.charge import charge_all

@@ -131,7 +131,7 @@ class RepoState:
     level_ttls: dict[Hashable, int | None] = field(default_factory=dict)
     #: The idle TTL an acquire resolved per (entity, resource), for its later charges.
     bucket_ttls: dict[tuple[str, str], int] = field(default_factory=dict)
-    #: Global limits' regional shares (flows/regional_run.SharesBook), made by the face
+    #: Global limits' regional shares (flows/regional_limits.SharesBook), made by the face
     #: before the first acquire; None: no global limit here, nothing read or written.
     shares: Any = None
 

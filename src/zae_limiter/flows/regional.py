@@ -40,10 +40,11 @@ PARTS = rk.PARTS
 #: Every region keeps at least this many parts (1%): a share's rate never reaches 0,
 #: and a region whose demand comes back is served at once, if slowly.
 MIN_PARTS = PARTS // 100
-#: Parts moved by less than this (2%) are not worth a write.
-HYSTERESIS = PARTS // 50
+#: Parts moved by less than this (5%) are not worth a write: at 2%, noise in the demand
+#: measured moved parts back and forth, each move idle in flight for a lag.
+HYSTERESIS = PARTS // 20
 #: Demand is the offered rate over this window (ms).
-DEMAND_WINDOW_MS = 1_000
+DEMAND_WINDOW_MS = 2_000
 #: A region whose item has not changed for this long (as this replica shows it) gets
 #: nothing: parts released to a region that cannot see them sit idle in flight.
 SILENT_AFTER_MS = 5_000
