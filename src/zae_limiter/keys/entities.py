@@ -273,6 +273,7 @@ __all__ = [
     "A_BUCKET_TTL",
     "A_BYPASS",
     "A_CASCADE_FOR",
+    "A_LIMIT_REGIONS",
     "A_LIMIT_RESET",
     "A_LIMIT_SCHEDULE",
     "A_LIMIT_SOFT",
