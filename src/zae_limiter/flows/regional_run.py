@@ -312,7 +312,9 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
         memory.demand.observe(image, now_ms)
     memory.others = images
     demand = {r: memory.demand.rate(r, now_ms) for r in target.regions}
-    wanted = core.targets(target.regions, demand)
+    limit = target.limit
+    rate = limit.refill_amount_milli * 1000 / limit.refill_period_ms
+    wanted = core.targets(target.regions, demand, rate)
     reachable = memory.demand.reachable(target.regions, now_ms)
     done, written = yield from _transfer(target, memory, own, images, wanted, reachable, now_ms)
     requests += written
