@@ -298,7 +298,7 @@ def split_global(
             if lv.entity_id not in state.entities:
                 # Resolved without a META item: an implicit entity, which never cascades.
                 # A bucket write would have taught the client so; a share take does here.
-                state.learn_entity(lv.entity_id, False, None, of=lv.resource)
+                state.entities.learn(lv.entity_id, False, None, of=lv.resource)
     return kept, wanted
 
 

@@ -12,7 +12,7 @@ import random
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import cast
+from typing import Any, cast
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
