@@ -26,6 +26,7 @@ from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
+from zae_limiter.regional import prepare_shares, tend_shares
 from zae_limiter.repository import Repository, SyncRepository, _Base
 from zae_limiter.stats import Decision, DecisionStats, LimiterStats
 
@@ -334,6 +335,7 @@ class _Acquiring(Generic[RepoT]):
         if self._policy is not None:
             check_failure_policy(self._policy)
         face, repo = self._face, self._repo
+        prepare_shares(repo)
         entity_id, resource, consume, limits = self._args
         flow = acquire_flow.acquire(
             repo.state, entity_id, resource, consume, limits, repo.clock(), face._speculative
@@ -368,6 +370,7 @@ class _Acquiring(Generic[RepoT]):
         held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
         if error is None:
             self._repo.tend_reserves()
+        tend_shares(self._repo)
         # What the lease starts from: validated by the acquire that took it (else here).
         consumed = held.consumed_milli or acquire_flow.validate_amounts("consume", self._args[2])
         return held, consumed, why

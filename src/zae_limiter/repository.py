@@ -319,6 +319,8 @@ class _AsyncFace(_Base):
 
     async def close(self) -> None:
         """Return every token reserve, then close the client."""
+        if self.state.shares is not None:
+            await self.state.shares.aclose()  # global limits' keepers end
         try:
             if self._keeper is not None:
                 await self._keeper.close()
@@ -432,6 +434,8 @@ class _SyncFace(_Base):
 
     def close(self) -> None:
         """Return every token reserve, then close the client."""
+        if self.state.shares is not None:
+            self.state.shares.close()  # global limits' keepers end
         try:
             if self._keeper is not None:
                 self._keeper.close()

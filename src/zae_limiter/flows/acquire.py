@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zae_limiter import keys
@@ -22,6 +22,7 @@ from zae_limiter.flows import Flow, lockstep
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
+from zae_limiter.flows.regional_limits import Wanted, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.write.charge import charge_all
@@ -151,7 +152,11 @@ def _resolve_levels(
     needs no extra read."""
     if override is not None:
         return dict.fromkeys(pairs, ResolvedLimits(override, "call")), {}
-    unknown = [(e, r) for e, r in pairs if image_of_age(state, e, (r, 0), now_ms) is None]
+    only_global = state.shares.only_global if state.shares is not None else ()
+    unknown = []
+    for e, r in pairs:
+        if image_of_age(state, e, (r, 0), now_ms) is None and (e, r) not in only_global:
+            unknown.append((e, r))
     bucket_keys = {(e, r): keys.bucket_key(state.namespace, e, r, 0) for e, r in unknown}
     resolved, found = yield from resolve_and_fetch(state, pairs, now_ms, list(bucket_keys.values()))
     prefetched: Prefetched = {}
@@ -245,6 +250,30 @@ def acquire(
                 levels.append(
                     _level(state, p, r, parent_limits.limits, amounts, parent_limits.bucket_ttl_s)
                 )
+    wanted: list[Wanted] = []
+    if state.shares is not None:  # a table with global limits (docs/global.md)
+        levels, wanted = split_global(state, levels, entity_id)
+    acquired = yield from _take_all(
+        state, entity_id, levels, (amounts, override), prefetched, (now_ms, speculative)
+    )
+    if wanted:  # this region's share of the global limits, after the rest
+        refused = yield from take_global(state.shares, state.table, state.namespace, wanted, now_ms)
+        if refused is not None:
+            yield from compensate(state, acquired.taken, now_ms)
+            raise refused
+    return acquired
+
+
+def _take_all(
+    state: RepoState,
+    entity_id: str,
+    levels: list[Level],
+    asked: tuple[Mapping[str, int], tuple[Limit, ...] | None],
+    prefetched: Prefetched,
+    how: tuple[int, bool],
+) -> Flow[Acquired]:
+    amounts, override = asked
+    now_ms, speculative = how
     if state.reserves is None:  # reserves off: every level goes to DynamoDB
         served: list[Taken] = []
         rest = levels
@@ -257,7 +286,7 @@ def acquire(
         reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
     if _parent_known(state, entity_id):  # else no level can have a parent to take late
         outcomes += yield from _late_parents(
-            state, entity_id, (levels, outcomes), amounts, override, (now_ms, speculative)
+            state, entity_id, (levels, outcomes), amounts, override, how
         )
     return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
 
@@ -281,6 +310,36 @@ def _own_levels(
     for r in resources:
         levels.append(_level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s))
     return levels
+
+
+def split_global(
+    state: RepoState, levels: Sequence[Level], entity_id: str
+) -> tuple[list[Level], list[Wanted]]:
+    """The levels without their global limits, and the entity's global limits to take
+    from its region's share. A cascade parent's global limits are not taken (yet)."""
+    if not any(limit.is_global for lv in levels for limit in lv.limits):
+        return list(levels), []
+    kept: list[Level] = []
+    wanted: list[Wanted] = []
+    for lv in levels:
+        regional = tuple(limit for limit in lv.limits if not limit.is_global)
+        if lv.entity_id == entity_id:
+            wanted += [
+                (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
+                for limit in lv.limits
+                if limit.is_global and lv.consume_milli.get(limit.name)
+            ]
+        names = {limit.name for limit in regional}
+        consume = {n: v for n, v in lv.consume_milli.items() if n in names}
+        if regional and any(consume.values()):
+            kept.append(replace(lv, limits=regional, consume_milli=consume))
+        elif not regional and state.shares is not None:
+            state.shares.only_global.add((lv.entity_id, lv.resource))  # no bucket to prefetch
+            if lv.entity_id not in state.entities:
+                # Resolved without a META item: an implicit entity, which never cascades.
+                # A bucket write would have taught the client so; a share take does here.
+                state.entities.learn(lv.entity_id, False, None, of=lv.resource)
+    return kept, wanted
 
 
 def _pairs(state: RepoState, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:

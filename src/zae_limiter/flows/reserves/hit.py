@@ -8,7 +8,7 @@ reserve, with the same effects on the book. It says None when anything needs mor
 that: an entity this client does not know, one with a bypass or a cascade parent, a
 call whose `consume` or `limits` would not pass validation, limits to resolve that the
 config cache no longer holds, or a reserve that is missing, aged, taken under other
-limits, or short; a scheduled or soft limit; several resources at once.
+limits, or short; a scheduled, soft or global limit; several resources at once.
 
 Why the checks the full path makes can be skipped here: the reserve of (entity,
 resource) was installed by an acquire that validated both names, under limits that were
@@ -61,8 +61,9 @@ def serve(
     if wanted is None or wanted != held.limits:
         return None
     for limit in wanted:
-        if limit.schedule or limit.soft:
-            return None  # the limit in force, and what a soft limit reports: the full path
+        if limit.schedule or limit.soft or limit.regions:
+            # The limit in force, what a soft limit reports, a region's share: the full path.
+            return None
     amounts = _amounts(consume, wanted)
     if amounts is None:
         return None
