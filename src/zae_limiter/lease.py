@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
-from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments, validate_amounts
+from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments
+from zae_limiter.flows.asked import validate_amounts
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState

@@ -16,6 +16,7 @@ from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired
+from zae_limiter.flows.asked import validate_amounts
 from zae_limiter.flows.records.config import (
     FailurePolicy,
     check_failure_policy,
@@ -372,7 +373,7 @@ class _Acquiring(Generic[RepoT]):
             self._repo.tend_reserves()
         tend_shares(self._repo)
         # What the lease starts from: validated by the acquire that took it (else here).
-        consumed = held.consumed_milli or acquire_flow.validate_amounts("consume", self._args[2])
+        consumed = held.consumed_milli or validate_amounts("consume", self._args[2])
         return held, consumed, why
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from zae_limiter import keys
@@ -19,17 +19,18 @@ from zae_limiter.errors import (
     ValidationError,
 )
 from zae_limiter.flows import Flow, lockstep
+from zae_limiter.flows.asked import check_fits, validate_amounts, validate_resources
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
-from zae_limiter.flows.regional_limits import Wanted, take_global
+from zae_limiter.flows.regional_limits import Wanted, split_global, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.write.charge import charge_all
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.memory import image_of_age, local_rejection
 from zae_limiter.flows.write.take import NOT_FETCHED
-from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
+from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
 
 log = logging.getLogger("zae_limiter")
@@ -67,73 +68,6 @@ class Acquired:
     @property
     def limit_names(self) -> frozenset[str]:
         return frozenset(limit.name for t in self.taken for limit in t.limits)
-
-
-def validate_amounts(what: str, amounts: object, *, allow_negative: bool = False) -> dict[str, int]:
-    """Token amounts by limit name, in millitokens."""
-    if not isinstance(amounts, Mapping):
-        raise ValidationError(f"{what} must be a mapping of limit name to whole tokens")
-    out: dict[str, int] = {}
-    for name, value in amounts.items():
-        if name in RESERVED_LIMIT_NAMES:
-            raise ValidationError(f"{what}: limit {name!r} is reserved and cannot be consumed")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError(f"{what}[{name!r}] must be a whole number, got {value!r}")
-        if (value < 0 and not allow_negative) or abs(value) > MAX_TOKENS:
-            raise ValidationError(
-                f"{what}[{name!r}] must be between 0 and {MAX_TOKENS}, got {value}"
-            )
-        out[str(name)] = value * 1000
-    return out
-
-
-def _check_fits(
-    amounts: Mapping[str, int], limits: Mapping[str, Sequence[Limit]], entity_id: str
-) -> None:
-    """Every consumed limit is configured for at least one of the resources (`limits`:
-    the entity's, by resource), and no amount exceeds a capacity it is taken from."""
-    for name, milli in amounts.items():
-        having = []
-        for r, ls in limits.items():
-            for lim in ls:
-                if lim.name == name:
-                    having.append((r, lim))
-        if not having:
-            where = " or ".join(repr(r) for r in limits)
-            configured = sorted({lim.name for ls in limits.values() for lim in ls})
-            raise ValidationError(
-                f"consume names limit {name!r}, which is not configured for entity "
-                f"{entity_id!r} on resource {where} (configured: {configured})"
-            )
-        for _resource, limit in having:
-            if milli > limit.capacity_milli:
-                raise ValidationError(
-                    f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
-                    f"capacity is {limit.capacity}"
-                )
-
-
-#: One acquire takes from at most this many resources: each is a write (two with
-#: cascade) in the acquire's one round trip.
-MAX_RESOURCES = 10
-
-
-def validate_resources(resource: object) -> tuple[str, ...]:
-    """One resource, or several distinct ones (a sequence of names), in the order given."""
-    if isinstance(resource, str):
-        return (keys.validate_resource(resource),)
-    if not isinstance(resource, (list, tuple)) or not resource:
-        raise ValidationError(
-            f"resource must be a name or a non-empty list of names, got {resource!r}"
-        )
-    if len(resource) > MAX_RESOURCES:
-        raise ValidationError(
-            f"an acquire takes from at most {MAX_RESOURCES} resources, got {len(resource)}"
-        )
-    names = tuple(keys.validate_resource(r) for r in resource)
-    if len(set(names)) != len(names):
-        raise ValidationError(f"resource names a resource twice: {list(names)}")
-    return names
 
 
 #: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
@@ -305,41 +239,11 @@ def _own_levels(
         got = resolved[(entity_id, r)]
         found[r] = got if got is not None else require_limits(got, entity_id, r)
         own[r] = found[r].limits
-    _check_fits(amounts, own, entity_id)
+    check_fits(amounts, own, entity_id)
     levels = []
     for r in resources:
         levels.append(_level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s))
     return levels
-
-
-def split_global(
-    state: RepoState, levels: Sequence[Level], entity_id: str
-) -> tuple[list[Level], list[Wanted]]:
-    """The levels without their global limits, and the entity's global limits to take
-    from its region's share. A cascade parent's global limits are not taken (yet)."""
-    if not any(limit.is_global for lv in levels for limit in lv.limits):
-        return list(levels), []
-    kept: list[Level] = []
-    wanted: list[Wanted] = []
-    for lv in levels:
-        regional = tuple(limit for limit in lv.limits if not limit.is_global)
-        if lv.entity_id == entity_id:
-            wanted += [
-                (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
-                for limit in lv.limits
-                if limit.is_global and lv.consume_milli.get(limit.name)
-            ]
-        names = {limit.name for limit in regional}
-        consume = {n: v for n, v in lv.consume_milli.items() if n in names}
-        if regional and any(consume.values()):
-            kept.append(replace(lv, limits=regional, consume_milli=consume))
-        elif not regional and state.shares is not None:
-            state.shares.only_global.add((lv.entity_id, lv.resource))  # no bucket to prefetch
-            if lv.entity_id not in state.entities:
-                # Resolved without a META item: an implicit entity, which never cascades.
-                # A bucket write would have taught the client so; a share take does here.
-                state.entities.learn(lv.entity_id, False, None, of=lv.resource)
-    return kept, wanted
 
 
 def _pairs(state: RepoState, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow, pause
 from zae_limiter.flows import regional as core
 from zae_limiter.flows.regional_run import Memory, Target, keep_pass, take_share
+from zae_limiter.flows.write.levels import Level
 from zae_limiter.limits import Limit
 from zae_limiter.models import LimitStatus
+
+if TYPE_CHECKING:
+    from zae_limiter.flows.context import RepoState
 
 #: A keeper started by acquires stops after this long without one (its share stays put).
 IDLE_STOP_MS = 30_000
@@ -140,3 +144,33 @@ def keep_while_used(target: Target, memory: Memory, now_ms: int, book: SharesBoo
 
 
 __all__ = ["IDLE_STOP_MS", "SharesBook", "Wanted", "keep_while_used", "take_global"]
+
+
+def split_global(
+    state: RepoState, levels: Sequence[Level], entity_id: str
+) -> tuple[list[Level], list[Wanted]]:
+    """The levels without their global limits, and the entity's global limits to take
+    from its region's share. A cascade parent's global limits are not taken (yet)."""
+    if not any(limit.is_global for lv in levels for limit in lv.limits):
+        return list(levels), []
+    kept: list[Level] = []
+    wanted: list[Wanted] = []
+    for lv in levels:
+        regional = tuple(limit for limit in lv.limits if not limit.is_global)
+        if lv.entity_id == entity_id:
+            wanted += [
+                (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
+                for limit in lv.limits
+                if limit.is_global and lv.consume_milli.get(limit.name)
+            ]
+        names = {limit.name for limit in regional}
+        consume = {n: v for n, v in lv.consume_milli.items() if n in names}
+        if regional and any(consume.values()):
+            kept.append(replace(lv, limits=regional, consume_milli=consume))
+        elif not regional and state.shares is not None:
+            state.shares.only_global.add((lv.entity_id, lv.resource))  # no bucket to prefetch
+            if lv.entity_id not in state.entities:
+                # Resolved without a META item: an implicit entity, which never cascades.
+                # A bucket write would have taught the client so; a share take does here.
+                state.entities.learn(lv.entity_id, False, None, of=lv.resource)
+    return kept, wanted
