@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from tests.mutants import mutant, mutant_wrapping
+from tests.mutants import test_merge_mutants as merges
 from tests.mutants import test_exactness_mutants as exactness
 from tests.mutants.test_cascade_mutant import _keeps_everything
 from tests.mutants.test_quota_mutants import reset_on_shard_zero_only, spend_past_the_reset
@@ -123,6 +124,9 @@ MUTANTS: Mapping[str, Mutant] = {
     "reset-on-one-shard-only": lambda: mutant_wrapping(
         plan_module, "current", reset_on_shard_zero_only
     ),
+    "merge-takes-unmade-shards-as-full": merges.unmade_as_full,
+    "merge-keeps-old-snapshots": merges.snapshots_kept,
+    "merge-without-unmade-check": merges.no_unmade_check,
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
 QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"})
@@ -135,6 +139,7 @@ FIRST_FAILING: Mapping[str, int] = {
     "set-without-its-condition": 32,
     "writes-sent-once-reverted": 72,
     "give-back-past-held-counts": 229,
+    "merge-takes-unmade-shards-as-full": 455,
     "no-not-full-condition": 551,
     "doubling-snapshot-reverted": 1177,
     "add-to-a-full-bucket": 4689,

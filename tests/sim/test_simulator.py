@@ -27,6 +27,7 @@ FIXES = (
     "doubling-snapshot-reverted",
     "stale-image-fix-reverted",
     "stopped-take-forgotten",
+    "merge-takes-unmade-shards-as-full",
 )
 
 
