@@ -21,7 +21,6 @@ from tests.integration import test_aggregator as aggregator
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from zae_limiter import SyncRateLimiter, keys
 from zae_limiter.aggregator import merge as merge_module
-from zae_limiter.flows.records import entities
 
 #: The guarantee's tests run on its module's moto-backed limiter.
 limiter = aggregator.limiter
@@ -91,28 +90,3 @@ def test_merge_test_catches_a_transaction_without_its_unmade_check(
             aggregator.test_merge_is_cancelled_when_an_unmade_shard_is_made_meanwhile,
             limiter, table_name, clock,
         )  # fmt: skip
-
-
-def _no_shard0_check(original: Callable[..., Any]) -> Callable[..., Any]:
-    def broken(table: str, item: Any, shard0: Any, count: int) -> Any:
-        made = original(table, item, shard0, count)
-        return {"TransactItems": made["TransactItems"][:1]}
-
-    return broken
-
-
-def creation_unfenced() -> AbstractContextManager[Any]:
-    """The deletion fence reverted: a shard k >= 1 is made without checking shard 0."""
-    return mutant_wrapping(keys, "create_split_bucket", _no_shard0_check)
-
-
-def _delete_as_found(state: Any, entity_id: str, found: list[Any]) -> Any:
-    yield from entities.batch_delete(state, found)
-
-
-@contextmanager
-def deletion_unfenced() -> Iterator[None]:
-    """The whole deletion fence reverted: no mark, the shards the query found deleted in
-    one batch, and shards made without checking shard 0."""
-    with creation_unfenced(), mutant(entities, "delete_buckets", _delete_as_found):
-        yield

@@ -19,8 +19,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from tests.mutants import mutant, mutant_wrapping
-from tests.mutants import test_merge_mutants as merges
+from tests.mutants import test_delete_fence_mutants as fence
 from tests.mutants import test_exactness_mutants as exactness
+from tests.mutants import test_merge_mutants as merges
 from tests.mutants.test_cascade_mutant import _keeps_everything
 from tests.mutants.test_quota_mutants import reset_on_shard_zero_only, spend_past_the_reset
 from tests.mutants.test_skew_mutant import _set_without_its_condition
@@ -127,9 +128,12 @@ MUTANTS: Mapping[str, Mutant] = {
     "merge-takes-unmade-shards-as-full": merges.unmade_as_full,
     "merge-keeps-old-snapshots": merges.snapshots_kept,
     "merge-without-unmade-check": merges.no_unmade_check,
+    "deletion-fence-reverted": fence.fence_reverted,
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
-QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"})
+QUOTA_WORLDS = frozenset(
+    {"reserve-survives-a-reset", "reset-on-one-shard-only", "deletion-fence-reverted"}
+)
 
 #: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
 FIRST_FAILING: Mapping[str, int] = {
