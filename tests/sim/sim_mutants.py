@@ -144,13 +144,18 @@ FIRST_FAILING: Mapping[str, int] = {
     "writes-sent-once-reverted": 72,
     "give-back-past-held-counts": 229,
     "merge-takes-unmade-shards-as-full": 455,
+    # 1,177 before merges were on in the simulator; re-measured since.
+    "doubling-snapshot-reverted": 463,
     "no-not-full-condition": 551,
-    "doubling-snapshot-reverted": 1177,
     "add-to-a-full-bucket": 4689,
     "renewal-keeps-the-reserve": 6522,
     # In quota worlds (QUOTA_WORLDS):
     "reset-on-one-shard-only": 270,
 }
+#: Seeds 0 .. SEARCHED - 1 searched for the mutants measured last (the merge and the
+#: deletion fence), on a shared machine in the time there was.
+SEARCHED = 100
+
 #: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
 NOT_FOUND: Mapping[str, int] = {
     # A directed schedule finds it at once: tests/sim/test_stale_image.py.
@@ -166,6 +171,16 @@ NOT_FOUND: Mapping[str, int] = {
     # in today's, 0..5,426 (seed 5,427 then failed on the real code too: an entity
     # deleted while sharded, which the checker now allows for; docs/simulator.md).
     "reserve-survives-a-reset": 10_000,
+    # The merge's own test on moto catches each (tests/mutants/test_merge_mutants.py): a
+    # receiver's snapshot read at the halved count needs an unmade shard below the new
+    # count whose slot and partner stood at different snapshots; the unmade check needs an
+    # acquire that makes a shard between the merge's read and its transaction.
+    "merge-keeps-old-snapshots": SEARCHED,
+    "merge-without-unmade-check": SEARCHED,
+    # In quota worlds: seed 5,427 fails (tests/sim/test_simulator.py replays it); no seed
+    # below the count searched does. tests/mutants/test_delete_fence_mutants.py catches
+    # each half on moto.
+    "deletion-fence-reverted": SEARCHED,
 }
 
 
