@@ -267,15 +267,15 @@ def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -
     hot = api.new_client(partition_wcu=10, reserve=False)
     heat(hot, clock, BIG)
     meta = hot.repo.state.entities["hot"]
-    assert meta.shard_counts["api"] == 2
-    meta.shard_counts["api"] = 8  # a stale, too-high count (as after a merge)
+    assert meta.shards.counts["api"] == 2
+    meta.shards.counts["api"] = 8  # a stale, too-high count (as after a merge)
     for _ in range(30):
         clock.advance(0.5)
         with hot.acquire("hot", "api", {"rpm": 1}, limits=BIG):
             pass
-        if meta.shard_counts["api"] == 2:
+        if meta.shards.counts["api"] == 2:
             break
-    assert meta.shard_counts["api"] == 2
+    assert meta.shards.counts["api"] == 2
 
 
 def test_a_throttled_doubling_rides_on_the_next_write_to_shard_zero(
@@ -291,4 +291,4 @@ def test_a_throttled_doubling_rides_on_the_next_write_to_shard_zero(
         pass
     assert calls[-1] == "UpdateItem:0"
     assert limiter.get_shards("hot", "api")[0].shard_count == 2
-    assert limiter.repository.state.entities["hot"].shard_counts["api"] == 2
+    assert limiter.repository.state.entities["hot"].shards.counts["api"] == 2

@@ -35,7 +35,7 @@ def test_cascade_per_resource_test_catches_a_choice_that_is_not_honoured(api: Ap
     """Mutant: a client that knows the entity ignores its per-resource choices (the
     entity-wide flag decides for every resource)."""
     from tests.integration import test_cascade_per_resource as per_resource_tests
-    from zae_limiter.flows.context import EntityMeta
+    from zae_limiter.flows.context import EntityFacts
 
-    with mutant(EntityMeta, "cascades", _entity_wide):
+    with mutant(EntityFacts, "cascades", _entity_wide):
         must_fail(per_resource_tests.test_a_resource_can_be_left_out_of_a_cascading_entity, api)

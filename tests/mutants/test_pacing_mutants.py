@@ -27,7 +27,7 @@ def _run(body: Callable[[pytest.MonkeyPatch], None]) -> None:
 def _forget_the_row(state: RepoState, level: Level) -> None:
     meta = state.entities.get(level.entity_id)
     if meta is not None:
-        meta.throttled_until.pop(level.resource, None)
+        meta.gate.open(level.resource)
 
 
 def test_the_unwind_test_catches_a_success_that_forgets_the_row() -> None:

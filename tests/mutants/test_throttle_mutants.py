@@ -32,10 +32,10 @@ def _run(body: Callable[[pytest.MonkeyPatch], None]) -> None:
 def _every_throttle_grows(state: RepoState, level: Level, now_ms: int) -> None:
     """note_throttle as it was: each throttle one step more, however close together."""
     meta = state.entities[level.entity_id]
-    meta.refused_at[level.resource] = now_ms
-    _until, row = meta.throttled_until.get(level.resource, (0, 0))
+    meta.gate.note_refusal(level.resource, now_ms)
+    _until, row = meta.gate.state(level.resource)
     wait = min(throttled.GATE_CAP_MS, backoff.backoff_ms(row + 1, random.Random()))
-    meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
+    meta.gate.close(level.resource, now_ms + wait, row + 1)
 
 
 def test_the_gate_test_catches_every_throttle_growing_the_gate() -> None:

@@ -12,7 +12,8 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, Sleep, run_pure
-from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
@@ -32,9 +33,9 @@ def make_state(*, known: bool = True) -> RepoState:
     first write after its config read does, and the conditions decide)."""
     state = RepoState(table=TABLE, namespace=NS, config_cache=ConfigCache(60))
     if known:
-        meta = state.learn_entity("e1", False, None)
-        meta.images[("gpt", 0)] = {}
-        meta.image_at[("gpt", 0)] = T0
+        meta = state.entities.learn("e1", False, None)
+        meta.images.items[("gpt", 0)] = {}
+        meta.images.at[("gpt", 0)] = T0
     return state
 
 
@@ -43,8 +44,8 @@ def two_shards(wcu: int, windows: tuple[WindowSeen, WindowSeen]) -> RepoState:
     state = make_state()
     state.partition_wcu = wcu
     meta = state.entities["e1"]
-    meta.shard_counts["gpt"] = 2
-    meta.seen_windows[("gpt", 0)], meta.seen_windows[("gpt", 1)] = windows
+    meta.shards.counts["gpt"] = 2
+    meta.shards.seen[("gpt", 0)], meta.shards.seen[("gpt", 1)] = windows
     return state
 
 

@@ -15,13 +15,14 @@ import pytest
 from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.scaling.any_shard import take_any_shard
-from zae_limiter.flows.scaling.doubling import AVERAGE_SHARE, after_write, double
+from zae_limiter.flows.scaling.doubling import AVERAGE_SHARE, double
 from zae_limiter.flows.scaling.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
+from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.scaling.throttled import THROTTLED_WAIT_MS
 from zae_limiter.flows.write.levels import Taken
-from zae_limiter.flows.write.take import NOT_FETCHED
+from zae_limiter.flows.write.take import NOT_FETCHED, after_write
 
 WCU = 50
 
@@ -47,7 +48,7 @@ def state_that_saw(writes: int, span_ms: int, seen_ms: int = T0 - 100) -> RepoSt
     state = make_state()
     state.partition_wcu = WCU
     meta = state.entities["e1"]
-    meta.seen_windows[("gpt", 0)] = WindowSeen(seen_ms - span_ms, writes, seen_ms, WCU)
+    meta.shards.seen[("gpt", 0)] = WindowSeen(seen_ms - span_ms, writes, seen_ms, WCU)
     return state
 
 
@@ -122,7 +123,7 @@ def test_a_throttle_without_partition_evidence_fails_fast(
     assert len(reads) <= 1 + THROTTLED_WAIT_MS // EVIDENCE_READ_MS
     assert {c.op for c in calls} <= {"update_item", "get_item"}
     assert state.shard_count("e1", "gpt") == 1
-    assert not state.entities["e1"].doubling_tried
+    assert not state.entities["e1"].shards.tried
 
 
 def test_a_client_that_never_saw_the_shard_does_not_double() -> None:
@@ -131,7 +132,7 @@ def test_a_client_that_never_saw_the_shard_does_not_double() -> None:
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle()
     )
     assert isinstance(raised, RateLimiterUnavailable)
-    assert not state.entities["e1"].doubling_tried
+    assert not state.entities["e1"].shards.tried
 
 
 def test_a_write_that_succeeds_records_what_the_client_saw() -> None:
@@ -142,7 +143,7 @@ def test_a_write_that_succeeds_records_what_the_client_saw() -> None:
     seen["b_wcu_cp"] = {"N": str(WCU)}  # the item's own partition limit is what counts
     outcome, _ = run(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), [ok(seen)])
     assert isinstance(outcome, Taken)
-    assert state.entities["e1"].seen_windows[("gpt", 0)] == WindowSeen(T0 - 1500, 12, T0, WCU)
+    assert state.entities["e1"].shards.seen[("gpt", 0)] == WindowSeen(T0 - 1500, 12, T0, WCU)
 
 
 def test_a_throttled_first_acquire_still_learns_the_entity_from_the_prefetched_item() -> None:
@@ -165,14 +166,14 @@ def test_evidence_from_before_a_doubling_does_not_double_again() -> None:
     state.partition_wcu = WCU
     meta = state.entities["e1"]
     for shard in (0, 1):  # whichever shard the acquire picks
-        meta.seen_windows[("gpt", shard)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
-    meta.shard_counts["gpt"] = 2
+        meta.shards.seen[("gpt", shard)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
+    meta.shards.counts["gpt"] = 2
     raised, _calls, _slept = answered(
         take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED),
         lambda _c: throttle(),
     )
     assert isinstance(raised, RateLimiterUnavailable)
-    assert not meta.doubling_tried
+    assert not meta.shards.tried
 
 
 def _hot_item(shard: int, count: int) -> dict[str, Any]:
@@ -194,9 +195,9 @@ def test_a_hot_window_doubles_a_sharded_entity_only_when_another_shard_is_hot(
     state = make_state()
     state.partition_wcu = WCU
     meta = state.entities["e1"]
-    meta.shard_counts["gpt"] = 2
+    meta.shards.counts["gpt"] = 2
     writes = 100 if other_hot else 10
-    meta.seen_windows[("gpt", 0)] = WindowSeen(T0 - 1600, writes, T0 - 100, WCU, 2)
+    meta.shards.seen[("gpt", 0)] = WindowSeen(T0 - 1600, writes, T0 - 100, WCU, 2)
     level = replace(make_level(shard_count=2), shard_id=1)
     flow = after_write(state, level, _hot_item(1, 2), T0)
     assert (flow is not None) is other_hot
@@ -218,7 +219,7 @@ def test_a_doubling_wished_for_survives_a_throttled_write_and_rides_on_the_next(
     needs the doubling: the wish stays until a write of this client gets through."""
     state = make_state()
     state.partition_wcu = WCU
-    state.entities["e1"].want_double["gpt"] = (1, T0 - 2000)
+    state.entities["e1"].shards.wanted["gpt"] = (1, T0 - 2000)
     seen = item(T0 - 5000, {"rpm": 9000, "tpm": 900_000})
     writes: list[Call] = []
 
@@ -234,7 +235,7 @@ def test_a_doubling_wished_for_survives_a_throttled_write_and_rides_on_the_next(
     assert isinstance(outcome, Taken)
     doubled = [":doubled_shards" in w.params["ExpressionAttributeValues"] for w in writes]
     assert doubled == [True, True]
-    assert not state.entities["e1"].want_double
+    assert not state.entities["e1"].shards.wanted
 
 
 @pytest.mark.parametrize("per_shard", [10, 30], ids=["quiet-on-average", "busy-on-average"])
@@ -245,9 +246,9 @@ def test_many_shards_double_only_when_they_are_busy_on_average(per_shard: int) -
     state = make_state()
     state.partition_wcu = WCU
     meta = state.entities["e1"]
-    meta.shard_counts["gpt"] = 32
+    meta.shards.counts["gpt"] = 32
     for shard in range(8):  # 2 s windows seen just now: per_shard writes/s each
-        meta.seen_windows[("gpt", shard)] = WindowSeen(T0 - 2100, 2 * per_shard, T0 - 100, WCU, 32)
+        meta.shards.seen[("gpt", shard)] = WindowSeen(T0 - 2100, 2 * per_shard, T0 - 100, WCU, 32)
     writes: list[Call] = []
 
     def answer(call: Call) -> Any:

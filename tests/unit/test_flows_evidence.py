@@ -21,7 +21,6 @@ from tests.unit._flowkit import (
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.context import WindowSeen
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.scaling.evidence import (
     EVIDENCE_READ_MS,
@@ -34,6 +33,7 @@ from zae_limiter.flows.scaling.evidence import (
     throttle_evidence,
     window_seen,
 )
+from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.flows.write.take import NOT_FETCHED, UNCOUNTED_MS, take
 
@@ -134,7 +134,7 @@ def test_a_throttle_on_a_partition_of_few_writes_is_judged_on_both_windows() -> 
 
     def judged(start: int, writes: int, prev_start: int, prev_writes: int) -> int | None:
         seen = WindowSeen(start, writes, T0, wcu, 1, prev_start, prev_writes)
-        meta.seen_windows[("gpt", 0)] = seen
+        meta.shards.seen[("gpt", 0)] = seen
         return throttle_evidence(state, level, T0)
 
     assert not partition_bound(
@@ -244,8 +244,8 @@ def test_the_other_shard_is_read_when_its_window_is_not_known() -> None:
     state = make_state()
     state.partition_wcu = WCU
     meta = state.entities["e1"]
-    meta.shard_counts["gpt"] = 2
-    meta.seen_windows[("gpt", 0)] = WindowSeen(T0 - 2000, 30, T0, WCU, 2)
+    meta.shards.counts["gpt"] = 2
+    meta.shards.seen[("gpt", 0)] = WindowSeen(T0 - 2000, 30, T0, WCU, 2)
     since, calls, _ = answered(
         entity_evidence(state, make_level(shard_count=2), T0),
         lambda _c: Result({"Item": _hot_item(shard_count=2)}),

@@ -248,9 +248,9 @@ def test_learn_forgets_the_shortage_and_remembers_the_image() -> None:
     learn(state, make_level(), attributes, T0)
     assert ("e1", "gpt") not in state.exhausted
     meta = state.entities["e1"]
-    assert (meta.cascade, meta.parent_id) == (True, "org")
-    assert meta.shard_counts == {"gpt": 4}
-    assert meta.images[("gpt", 0)] is attributes
+    assert (meta.facts.cascade, meta.facts.parent_id) == (True, "org")
+    assert meta.shards.counts == {"gpt": 4}
+    assert meta.images.items[("gpt", 0)] is attributes
 
 
 @st.composite

@@ -29,8 +29,9 @@ from tests.unit._flowkit import (
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep, lockstep, run_pure
-from zae_limiter.flows.context import STALE_WINDOW_MS, Exhausted, WindowSeen
+from zae_limiter.flows.context import Exhausted
 from zae_limiter.flows.scaling.evidence import DOUBLING_THRESHOLD, EVIDENCE_SIGMAS, partition_bound
+from zae_limiter.flows.scaling.knowledge import STALE_WINDOW_MS, WindowSeen
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.memory import MAX_IMAGE_EPOCHS, local_rejection
 from zae_limiter.flows.write.take import MAX_WRITE_ATTEMPTS, take
@@ -52,7 +53,7 @@ def test_speculative_success_is_one_update() -> None:
     assert limit_part(call.params, "rpm")[1]["amount"] == T0 * 10_000 + 1000 * 60_000
     assert limit_part(call.params, "tpm")[1]["cap"] == 1_000_000
     # ALL_NEW taught the client the entity's facts and shard count; the shortage is forgotten
-    assert state.entities["e1"].shard_counts == {"gpt": 3}
+    assert state.entities["e1"].shards.counts == {"gpt": 3}
     assert ("e1", "gpt") not in state.exhausted
 
 
@@ -139,7 +140,7 @@ def test_creating_for_an_unknown_entity_reads_its_meta_first() -> None:
     assert log[1].params["Key"] == keys.entity_key(NS, "e1")
     created = keys.decode_bucket(log[2].params["Item"])
     assert (created.cascade, created.parent_id) == (True, "org")
-    assert state.entities["e1"].parent_id == "org"
+    assert state.entities["e1"].facts.parent_id == "org"
 
 
 def test_a_confirmed_shortage_rejects_and_remembers() -> None:
@@ -351,8 +352,8 @@ def test_prefetched_item_skips_the_speculative_write() -> None:
 # ---------------------------------------------------------------- lockstep of takes
 def test_lockstep_of_take_flows_cascade_round_trip() -> None:
     state = make_state()
-    meta = state.learn_entity("org", False, None)
-    meta.images[("gpt", 0)], meta.image_at[("gpt", 0)] = {}, T0
+    meta = state.entities.learn("org", False, None)
+    meta.images.items[("gpt", 0)], meta.images.at[("gpt", 0)] = {}, T0
     child = make_level()
     parent = Level("org", "gpt", LIMITS, {"rpm": 1000})
     exhausted_parent = item(T0, {"rpm": 0, "tpm": 1_000_000})
@@ -374,7 +375,7 @@ def test_split_shard_copies_its_sibling_once_the_sibling_records_the_count() -> 
     pre-doubling share; at two shards it keeps 4, and shard 1 starts with 4.
     """
     state = make_state()
-    state.entities["e1"].shard_counts["gpt"] = 2
+    state.entities["e1"].shards.counts["gpt"] = 2
     level = Level("e1", "gpt", LIMITS, {"rpm": 1000}, shard_id=1, shard_count=2)
     donor = item(T0, {"rpm": 8000, "tpm": 1_000_000}, shard_count=1)
     donor[keys.A_SHARD_COUNT] = keys.n(2)  # shard 0 doubled
@@ -401,7 +402,7 @@ def test_split_shard_copies_its_sibling_once_the_sibling_records_the_count() -> 
 
 def test_a_donor_that_never_saw_the_doubling_records_it_first() -> None:
     state = make_state()
-    state.entities["e1"].shard_counts["gpt"] = 4
+    state.entities["e1"].shards.counts["gpt"] = 4
     level = Level("e1", "gpt", LIMITS, {"rpm": 1000}, shard_id=3, shard_count=4)
     shard0 = item(T0, {"rpm": 10_000}, shard_count=4)
     sibling = item(T0, {"rpm": 4000}, shard_count=2)

@@ -15,10 +15,11 @@ import pytest
 from tests.unit._flowkit import T0, answered, item, limit_part, make_level, make_state, ok
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep
-from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.book import ReserveBook
 from zae_limiter.flows.reserves.stretch import SETTLE_MS
 from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.scaling.throttled import (
     LEAD_MS,
     MAX_SHARD_TRIES,
@@ -45,10 +46,10 @@ def state_with(shards: int = 1, hot_window: bool = False) -> RepoState:
     state = make_state()
     state.partition_wcu = WCU
     meta = state.entities["e1"]
-    meta.shard_counts["gpt"] = shards
+    meta.shards.counts["gpt"] = shards
     if hot_window:  # 50/s over 2 s: the partition's whole limit
         for s in range(shards):
-            meta.seen_windows[("gpt", s)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, shards)
+            meta.shards.seen[("gpt", s)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, shards)
     return state
 
 
@@ -101,7 +102,7 @@ def test_unavailable_only_when_the_wait_budget_is_spent() -> None:
         assert len(writes) <= tries  # not a storm
         assert {c.op for c in calls} <= {"update_item", "get_item"}
         assert len(calls) <= 3 * tries
-        assert not state.entities["e1"].doubling_tried
+        assert not state.entities["e1"].shards.tried
         assert state.shard_count("e1", "gpt") == shards
 
 
@@ -144,7 +145,7 @@ def test_a_table_level_throttle_of_a_reserve_write_never_doubles() -> None:
         take_any_shard(state, level, T0, True, NOT_FETCHED), lambda _c: throttle()
     )
     assert isinstance(outcome, RateLimiterUnavailable)
-    assert not state.entities["e1"].doubling_tried
+    assert not state.entities["e1"].shards.tried
     # throttled over its writes' budget and the wait for a reserve (whose lead writes too):
     # halved once per SETTLE_MS of throttles, not once per write
     halvings = 1 + (THROTTLED_WAIT_MS + RESERVE_WAIT_MS) // SETTLE_MS

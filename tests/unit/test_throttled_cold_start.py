@@ -46,10 +46,10 @@ def test_throttles_that_come_together_close_the_gate_once() -> None:
     state, level = state_with(), make_level()
     for _ in range(4):
         throttled.note_throttle(state, level, T0)
-    until, row = state.entities["e1"].throttled_until["gpt"]
+    until, row = state.entities["e1"].gate.closed["gpt"]
     assert row == 1 and until - T0 <= 50
     throttled.note_throttle(state, level, until)  # the gate had opened: the next step
-    assert state.entities["e1"].throttled_until["gpt"][1] == 2
+    assert state.entities["e1"].gate.closed["gpt"][1] == 2
 
 
 def test_a_refusal_closes_the_gate_even_when_its_jitter_draws_no_wait(
@@ -61,7 +61,7 @@ def test_a_refusal_closes_the_gate_even_when_its_jitter_draws_no_wait(
     state, level = state_with(), make_level()
     for _ in range(4):
         throttled.note_throttle(state, level, T0)
-    assert state.entities["e1"].throttled_until["gpt"] == (T0 + 1, 1)
+    assert state.entities["e1"].gate.closed["gpt"] == (T0 + 1, 1)
 
 
 def test_the_gate_never_stays_closed_longer_than_its_cap() -> None:
@@ -71,7 +71,7 @@ def test_the_gate_never_stays_closed_longer_than_its_cap() -> None:
         throttled.note_throttle(state, level, now)
         longest = max(longest, throttled.gate_ms(state, level, now))
         now += throttled.gate_ms(state, level, now)  # throttled again as soon as it opens
-    assert state.entities["e1"].throttled_until["gpt"][1] == 40
+    assert state.entities["e1"].gate.closed["gpt"][1] == 40
     assert 0 < longest <= GATE_CAP_MS
 
 
@@ -94,7 +94,7 @@ def test_a_throttled_acquire_retries_only_after_the_gate_its_client_closed(
         writes.append(slept[0])
         if len(writes) == 1:
             # Another acquire of the client was refused a moment earlier: its gate is shut.
-            state.entities["e1"].throttled_until["gpt"] = (T0 + gate_ms, 1)
+            state.entities["e1"].gate.closed["gpt"] = (T0 + gate_ms, 1)
             return throttle()
         return ok(item(T0, FULL))
 

@@ -40,14 +40,14 @@ def test_a_write_through_unwinds_the_gate_by_one_throttle_not_all(
     for _ in range(3):  # three refusals in a row, each after the gate had opened
         throttled.note_throttle(state, level, now)
         now += throttled.gate_ms(state, level, now)
-    assert state.entities["e1"].throttled_until["gpt"][1] == 3
+    assert state.entities["e1"].gate.closed["gpt"][1] == 3
     throttled.note_success(state, level)
     assert throttled.gate_ms(state, level, now) == 0  # the gate opens
     throttled.note_throttle(state, level, now)
     assert throttled.gate_ms(state, level, now) == 300  # the row went from 3 to 2, then 3
     for _ in range(3):
         throttled.note_success(state, level)
-    assert "gpt" not in state.entities["e1"].throttled_until  # writes keep passing: all gone
+    assert "gpt" not in state.entities["e1"].gate.closed  # writes keep passing: all gone
 
 
 def test_a_throttle_while_the_gate_is_closed_waits_before_another_shard(
@@ -58,7 +58,7 @@ def test_a_throttle_while_the_gate_is_closed_waits_before_another_shard(
     one more refused write. The acquire waits past the gate, then writes again."""
     _step_per_row(monkeypatch)
     state = state_with(shards=4)
-    state.entities["e1"].doubling_tried["gpt"] = T0  # no doubling: only the retries count
+    state.entities["e1"].shards.tried["gpt"] = T0  # no doubling: only the retries count
     level = make_level(shard_count=4)
     refused = [0]
 
@@ -93,7 +93,7 @@ def test_a_throttled_acquire_reads_no_evidence_for_a_doubling_it_would_not_try()
     """A client that tried a doubling within the last window would not try another:
     reading shards' windows for one is a request for nothing."""
     state = state_with(shards=2)
-    state.entities["e1"].doubling_tried["gpt"] = T0 - 100
+    state.entities["e1"].shards.tried["gpt"] = T0 - 100
     answers = iter([throttle(), ok(item(T0, FULL, shard_count=2))])
 
     def answer(call: Call) -> Any:
@@ -102,10 +102,10 @@ def test_a_throttled_acquire_reads_no_evidence_for_a_doubling_it_would_not_try()
         return next(answers)
 
     level = make_level(shard_count=2)
-    state.entities["e1"].images[("gpt", 0)] = item(T0, FULL, shard_count=2)
-    state.entities["e1"].images[("gpt", 1)] = item(T0, FULL, shard_count=2)
-    state.entities["e1"].image_at[("gpt", 0)] = T0
-    state.entities["e1"].image_at[("gpt", 1)] = T0
+    state.entities["e1"].images.items[("gpt", 0)] = item(T0, FULL, shard_count=2)
+    state.entities["e1"].images.items[("gpt", 1)] = item(T0, FULL, shard_count=2)
+    state.entities["e1"].images.at[("gpt", 0)] = T0
+    state.entities["e1"].images.at[("gpt", 1)] = T0
     outcome, calls, _slept = answered(take_any_shard(state, level, T0, True, NOT_FETCHED), answer)
     assert isinstance(outcome, Taken)
     assert [c.op for c in calls] == ["update_item", "update_item"]

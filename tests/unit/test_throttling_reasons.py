@@ -22,9 +22,10 @@ from zae_limiter.errors import (
     throttling_reasons,
 )
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.scaling.evidence import REFUSAL_PROOF_MS, entity_evidence
+from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.flows.write.take import NOT_FETCHED
 
@@ -42,7 +43,7 @@ def state_with(hot_window: bool) -> RepoState:
     state.partition_wcu = WCU
     if hot_window:  # 50/s over 2 s: the partition's whole limit, proven by the window
         meta = state.entities["e1"]
-        meta.seen_windows[("gpt", 0)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
+        meta.shards.seen[("gpt", 0)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 1)
     return state
 
 
@@ -103,7 +104,7 @@ def test_a_throttle_that_names_the_table_never_doubles_even_on_a_hot_window() ->
     assert isinstance(outcome, Taken)
     assert doublings(calls) == []
     assert [c.op for c in calls] == ["update_item", "update_item"]  # no evidence read
-    assert not state.entities["e1"].doubling_tried
+    assert not state.entities["e1"].shards.tried
 
 
 def test_the_same_hot_window_doubles_when_the_throttle_gives_no_reason() -> None:
@@ -199,7 +200,7 @@ def test_refusals_named_on_two_shards_of_one_acquire_prove_the_count_too_low(
     decide (a quiet one here: no doubling)."""
     state = make_state()
     state.partition_wcu = WCU
-    state.entities["e1"].shard_counts["gpt"] = 2
+    state.entities["e1"].shards.counts["gpt"] = 2
     quiet = item(T0 - 5000, FULL, shard_count=2)
     refusals = [0]
 

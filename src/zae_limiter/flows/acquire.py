@@ -160,6 +160,7 @@ def _level(
 ) -> Level:
     names = {limit.name for limit in limits}
     meta = state.entities.get(entity_id)
+    facts = meta.facts if meta is not None else None
     ttl = DEFAULT_BUCKET_TTL_S if bucket_ttl_s is None else bucket_ttl_s
     if ttl != DEFAULT_BUCKET_TTL_S or (entity_id, resource) in state.bucket_ttls:
         state.bucket_ttls[(entity_id, resource)] = ttl  # for this bucket's later charges
@@ -170,20 +171,23 @@ def _level(
         consume_milli={n: v for n, v in amounts.items() if n in names},
         shard_id=0,
         shard_count=state.shard_count(entity_id, resource),
-        cascade=bool(meta and meta.cascades(resource)),
-        parent_id=meta.parent_id if meta else None,
+        cascade=bool(facts and facts.cascades(resource)),
+        parent_id=facts.parent_id if facts else None,
         bucket_ttl_s=ttl,
     )
 
 
 def _bypassed(state: RepoState, entity_id: str) -> bool:
     meta = state.entities.get(entity_id)
-    return meta is not None and meta.bypass
+    return meta is not None and meta.facts.bypass
 
 
 def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
     meta = state.entities.get(entity_id)
-    return meta.parent_id if meta is not None and meta.cascades(resource) else None
+    if meta is None:
+        return None
+    facts = meta.facts
+    return facts.parent_id if facts.cascades(resource) else None
 
 
 def acquire(

@@ -127,7 +127,7 @@ def resolve_and_fetch(
             # a later create_entity() is still seen.
             if meta_item is not None:
                 entity = keys.decode_entity(meta_item)
-                state.learn_entity(
+                state.entities.learn(
                     entity_id,
                     entity.cascade,
                     entity.parent_id,

@@ -75,7 +75,7 @@ def create_entity(
     event = auditor.put(state, "create_entity", entity_id=entity_id, after=entity_json(entity))
     if not (yield from write_transaction(state, [put, event])):
         raise EntityExistsError(entity_id)
-    state.entities.pop(entity_id, None)
+    state.entities.forget(entity_id)
     return entity
 
 
@@ -147,7 +147,7 @@ def update_entity(
     after = _updated(before, name, parent_id, cascade, cascade_for, bypass)
     if _links(after) != _links(before):
         yield from _relink_buckets(state, after)
-    state.entities.pop(entity_id, None)
+    state.entities.forget(entity_id)
     return after
 
 
@@ -276,7 +276,7 @@ def delete_entity(state: RepoState, entity_id: str, auditor: Auditor) -> Flow[in
     yield from batch_delete(state, doomed)
     buckets = yield from entity_bucket_keys(state, entity_id)
     yield from delete_buckets(state, entity_id, buckets)
-    state.entities.pop(entity_id, None)
+    state.entities.forget(entity_id)
     state.config_cache.clear()
     state.exhausted = {k: v for k, v in state.exhausted.items() if k[0] != entity_id}
     return len(doomed) + len(buckets)

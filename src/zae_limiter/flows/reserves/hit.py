@@ -46,7 +46,8 @@ def serve(
     meta = state.entities.get(entity_id)
     if held is None:
         return None
-    if meta is not None and (meta.bypass or (meta.parent_id and meta.cascades(resource))):
+    facts = None if meta is None else meta.facts
+    if facts is not None and (facts.bypass or (facts.parent_id and facts.cascades(resource))):
         return None
     if limits is None:
         if meta is None:

@@ -243,11 +243,11 @@ def _learn_from_prefetched(state: RepoState, level: Level, prefetched: Any) -> N
     if prefetched is NOT_FETCHED or not prefetched or level.entity_id in state.entities:
         return
     bucket = keys.decode_bucket(prefetched)
-    meta = state.learn_entity(
+    meta = state.entities.learn(
         level.entity_id,
         bucket.cascade,
         bucket.parent_id,
         of=level.resource,
         bypass=keys.get_bool(prefetched, keys.A_BYPASS),
     )
-    meta.shard_counts.setdefault(level.resource, bucket.shard_count)
+    meta.shards.hinted(level.resource, bucket.shard_count)

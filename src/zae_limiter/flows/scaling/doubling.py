@@ -15,7 +15,7 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.context import EntityMeta, RepoState
+from zae_limiter.flows.context import EntityState, RepoState
 from zae_limiter.flows.scaling.evidence import (
     DOUBLING_THRESHOLD,
     EVIDENCE_SIGMAS,
@@ -25,9 +25,7 @@ from zae_limiter.flows.scaling.evidence import (
     partition_bound,
     window_seen,
 )
-from zae_limiter.flows.write.charge import charge_lost
 from zae_limiter.flows.write.levels import Level
-from zae_limiter.flows.write.memory import learn
 
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250
@@ -37,27 +35,22 @@ AVERAGE_FROM_COUNT = 4
 AVERAGE_SHARE = 0.4
 
 
-def after_write(
-    state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
+def scale_after_write(
+    state: RepoState, meta: EntityState, level: Level, attributes: Mapping[str, Any], now_ms: int
 ) -> Flow[None] | None:
-    """Learn from ALL_NEW; the flow that doubles the shards when this partition runs hot,
-    or propagates the count (None, the common case: no generator is made).
+    """After a good write this client learned from (flows/write/take.py `after_write`):
+    the flow that doubles the shards when the ALL_NEW proves this partition hot, or
+    propagates the count (None, the common case: no generator is made).
 
     A shard that still records an older count than shard 0 is told the new one first:
     clients that write to it learn the count from its ALL_NEW, and until they do, its
     rate includes their traffic meant for fewer shards, which is no reason to double.
     """
-    meta = learn(state, level, attributes, now_ms)
-    if meta is None:
-        return None
-    lost = charge_lost(state, level, attributes, now_ms)
-    if lost is not None:
-        return lost
-    count = meta.shard_counts.get(level.resource, 1)
+    count = meta.shards.counts.get(level.resource, 1)
     seen = window_seen(attributes, now_ms, state.partition_wcu)
     if level.shard_id and seen.shard_count < count:
         return _propagate(state, level, count, now_ms)
-    meta.seen_windows[(level.resource, level.shard_id)] = seen
+    meta.shards.saw((level.resource, level.shard_id), seen)
     if (
         partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS)
         and _entity_hot(meta, level, count, now_ms)
@@ -75,7 +68,7 @@ def has_session_quota(level: Level) -> bool:
     return any(limit.window and limit.window.session_ms for limit in level.limits)
 
 
-def _entity_hot(meta: EntityMeta, level: Level, count: int, now_ms: int) -> bool:
+def _entity_hot(meta: EntityState, level: Level, count: int, now_ms: int) -> bool:
     """On an entity of several shards, whether another shard's window this client saw
     recently (under the same count) also proves its partition hot.
 
@@ -86,7 +79,7 @@ def _entity_hot(meta: EntityMeta, level: Level, count: int, now_ms: int) -> bool
     """
     if count < 2:
         return True
-    for (resource, shard), seen in meta.seen_windows.items():
+    for (resource, shard), seen in meta.shards.seen.items():
         if resource != level.resource or shard == level.shard_id or shard >= count:
             continue
         if now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS or seen.shard_count < count:
@@ -122,13 +115,13 @@ def double(
     whose view may be seconds old) shard 0 is read first: a write to a hot partition
     that its condition then refuses would spend the capacity the partition lacks.
     """
-    meta = state.learn_entity(entity_id, False, None)
-    count = meta.shard_counts.get(resource, 1)
+    meta = state.entities.learn(entity_id, False, None)
+    count = meta.shards.counts.get(resource, 1)
     if not may_double(state, entity_id, resource, now_ms):
         return
     if not busy_on_average(meta, resource, count, now_ms):
         return
-    meta.doubling_tried[resource] = now_ms
+    meta.shards.try_doubling(resource, now_ms)
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
     if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
         return
@@ -140,12 +133,12 @@ def double(
     except RateLimiterUnavailable:
         # Shard 0 is throttled too. Try again soon (after the next good write), not after a
         # whole window: the doubling is what relieves it. Other clients try as well.
-        meta.doubling_tried[resource] = now_ms - keys.WINDOW_MS + THROTTLED_DOUBLING_RETRY_MS
-        meta.want_double[resource] = (count, measured_since)
+        meta.shards.try_doubling(resource, now_ms - keys.WINDOW_MS + THROTTLED_DOUBLING_RETRY_MS)
+        meta.shards.want_doubling(resource, count, measured_since)
         return
     seen = result.attributes if result.ok else (result.old or {})
     if seen:
-        meta.shard_counts[resource] = max(count, keys.decode_bucket(seen).shard_count)
+        meta.shards.told(resource, max(count, keys.decode_bucket(seen).shard_count))
 
 
 def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> bool:
@@ -153,12 +146,12 @@ def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> 
     not tried in the last window. A throttled acquire asks before it reads any evidence:
     reads that could only lead to a doubling this client would not try are waste."""
     meta = state.entities.get(entity_id)
-    count = 1 if meta is None else meta.shard_counts.get(resource, 1)
-    last = None if meta is None else meta.doubling_tried.get(resource)
+    count = 1 if meta is None else meta.shards.counts.get(resource, 1)
+    last = None if meta is None else meta.shards.tried.get(resource)
     return count * 2 <= state.max_shards and (last is None or now_ms - last >= keys.WINDOW_MS)
 
 
-def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) -> bool:
+def busy_on_average(meta: EntityState, resource: str, count: int, now_ms: int) -> bool:
     """Whether the shards' windows this client saw lately (under `count`, at least two)
     average at least AVERAGE_SHARE of their write limit, not counting the write that
     brought each back (as `partition_bound` does not: it is there because someone looked).
@@ -172,7 +165,7 @@ def busy_on_average(meta: EntityMeta, resource: str, count: int, now_ms: int) ->
     if count < AVERAGE_FROM_COUNT:
         return True
     rates: list[float] = []
-    for (name, _shard), seen in meta.seen_windows.items():
+    for (name, _shard), seen in meta.shards.seen.items():
         if name != resource or seen.shard_count != count:
             continue
         stretch = measured(seen)
@@ -195,7 +188,9 @@ def _still_due(
         return True
     shard0 = keys.decode_bucket(read.item)
     if shard0.shard_count > count:
-        meta = state.learn_entity(shard0.entity_id, shard0.cascade, shard0.parent_id, of=resource)
-        meta.shard_counts[resource] = shard0.shard_count
+        meta = state.entities.learn(
+            shard0.entity_id, shard0.cascade, shard0.parent_id, of=resource
+        )
+        meta.shards.told(resource, shard0.shard_count)
         return False
     return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since

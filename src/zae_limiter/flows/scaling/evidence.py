@@ -30,7 +30,8 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.context import RepoState, WindowSeen
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.write.levels import Level
 
 #: A write-rate window must span this long before its rate can prompt a doubling.
@@ -147,7 +148,7 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
     little to what a table-level limit below the threshold can pass by chance.
     """
     meta = state.entities.get(level.entity_id)
-    seen = None if meta is None else meta.seen_windows.get((level.resource, level.shard_id))
+    seen = None if meta is None else meta.shards.seen.get((level.resource, level.shard_id))
     if seen is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
         return None
     if seen.shard_count < state.shard_count(level.entity_id, level.resource):
@@ -166,13 +167,11 @@ def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | Non
     if since is not None or meta is None:
         return since
     where = (level.resource, level.shard_id)
-    seen = meta.seen_windows.get(where)
+    seen = meta.shards.seen.get(where)
     if seen is not None and now_ms - seen.seen_ms < EVIDENCE_READ_MS:
         return None  # what this client saw just now did not show a hot partition
-    last = meta.evidence_reads.get(where)
-    if last is not None and now_ms - last < EVIDENCE_READ_MS:
+    if not meta.shards.may_read(where, now_ms, EVIDENCE_READ_MS):
         return None
-    meta.evidence_reads[where] = now_ms
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     try:
         read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
@@ -180,13 +179,9 @@ def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | Non
         return None  # reads throttled too: the table is short of capacity, not one shard
     if not read.item:
         return None
-    seen = window_seen(read.item, now_ms, state.partition_wcu)
-    meta.seen_windows[where] = seen
-    meta.windows[where] = seen.start_ms
     # A client whose writes are all throttled never sees an ALL_NEW: the read is how it
     # learns that the entity has more shards than it knew, and spreads over them.
-    known = meta.shard_counts.get(level.resource, 1)
-    meta.shard_counts[level.resource] = max(known, seen.shard_count)
+    meta.shards.read(where, window_seen(read.item, now_ms, state.partition_wcu))
     return throttle_evidence(state, level, now_ms)
 
 

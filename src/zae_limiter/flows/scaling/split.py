@@ -48,10 +48,10 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     if count <= level.shard_id:
         # A shard that shard 0 does not know (a probe, or a stale count after a merge):
         # it must not be made up. Shard 0's count is the truth from here on.
-        meta = state.learn_entity(
+        meta = state.entities.learn(
             level.entity_id, shard0.cascade, shard0.parent_id, of=level.resource
         )
-        meta.shard_counts[level.resource] = count
+        meta.shards.told(level.resource, count)
         raise RateLimiterUnavailable(
             f"{level.entity_id}/{level.resource} has {count} shard(s); "
             f"shard {level.shard_id} does not exist",

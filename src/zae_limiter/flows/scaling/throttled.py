@@ -140,14 +140,14 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
     meta = state.entities.get(level.entity_id)
     if meta is None:
         return
-    meta.refused_at[level.resource] = now_ms
-    until, row = meta.throttled_until.get(level.resource, (0, 0))
+    meta.gate.note_refusal(level.resource, now_ms)
+    until, row = meta.gate.state(level.resource)
     if now_ms < until:
         return
     # Never 0: a gate that closes for no time would let throttles that come together
     # each count as a new refusal (full jitter draws 0 now and then).
     wait = max(1, min(GATE_CAP_MS, backoff_ms(row + 1, _RNG)))
-    meta.throttled_until[level.resource] = (now_ms + wait, row + 1)
+    meta.gate.close(level.resource, now_ms + wait, row + 1)
 
 
 def note_success(state: RepoState, level: Level) -> None:
@@ -158,13 +158,13 @@ def note_success(state: RepoState, level: Level) -> None:
     The row unwinds as writes keep passing. (With reserves, the write through took a
     reserve that serves the client's next acquires without a write: the row goes.)"""
     meta = state.entities.get(level.entity_id)
-    if meta is None or not meta.throttled_until:
+    if meta is None or not meta.gate.closed:
         return
-    _until, row = meta.throttled_until.get(level.resource, (0, 0))
+    _until, row = meta.gate.state(level.resource)
     if row <= 1 or state.reserves is not None:
-        meta.throttled_until.pop(level.resource, None)
+        meta.gate.open(level.resource)
     else:
-        meta.throttled_until[level.resource] = (0, row - 1)
+        meta.gate.close(level.resource, 0, row - 1)
 
 
 def crowded(state: RepoState, level: Level, now_ms: int) -> bool:
@@ -182,16 +182,16 @@ def refused_lately(state: RepoState, level: Level, now_ms: int) -> bool:
     its only one for a second: spent on one acquire's tokens, it leaves the client's
     other acquires to fail."""
     meta = state.entities.get(level.entity_id)
-    refused = None if meta is None else meta.refused_at.get(level.resource)
+    refused = None if meta is None else meta.gate.refused.get(level.resource)
     return refused is not None and now_ms - refused < REFUSED_RECENTLY_MS
 
 
 def gate_ms(state: RepoState, level: Level, now_ms: int) -> int:
     """How long an acquire should hold back before writing to the bucket (0: go)."""
     meta = state.entities.get(level.entity_id)
-    if meta is None or not meta.throttled_until:
+    if meta is None or not meta.gate.closed:
         return 0
-    until, _row = meta.throttled_until.get(level.resource, (0, 0))
+    until, _row = meta.gate.state(level.resource)
     return max(0, until - now_ms)
 
 
@@ -234,10 +234,7 @@ def claim_lead(state: RepoState, level: Level, now_ms: int) -> bool:
     meta = state.entities.get(level.entity_id)
     if meta is None or gate_ms(state, level, now_ms):
         return False
-    if meta.leading.get(level.resource, 0) > now_ms:
-        return False
-    meta.leading[level.resource] = now_ms + LEAD_MS
-    return True
+    return meta.gate.claim_lead(level.resource, now_ms, LEAD_MS)
 
 
 def wait_for_reserve(

@@ -1,6 +1,6 @@
 """What a client remembers of the buckets it wrote or read: their last images (the
-next write plans from them), shortages that reject without a request, the entity facts
-and shard counts items carry."""
+next write plans from them; held in flows/write/images.py), shortages that reject without
+a request, the entity facts and shard counts items carry."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.flows.context import EntityMeta, RepoState
+from zae_limiter.flows.context import EntityState, RepoState
 from zae_limiter.flows.write import plan
 from zae_limiter.flows.write.levels import Level, Rejected
 from zae_limiter.models import LimitStatus
@@ -60,7 +60,7 @@ def remember(state: RepoState, level: Level, outcome: Rejected) -> None:
 
 def learn(
     state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
-) -> EntityMeta | None:
+) -> EntityState | None:
     """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows;
     the entity's record in this client (None when there was nothing to learn from).
     `now_ms`: when DynamoDB showed it (a later write plans from it: `fresh_image`)."""
@@ -73,7 +73,7 @@ def learn(
         keys.get_bool(attributes, keys.A_CASCADE),
         keys.get_s(attributes, keys.A_PARENT),
     )
-    meta = state.learn_entity(
+    meta = state.entities.learn(
         level.entity_id,
         cascade,
         parent,
@@ -81,15 +81,9 @@ def learn(
         bypass=keys.get_bool(attributes, keys.A_BYPASS),
     )
     follow_move(meta, level, cascade, parent)
-    known = meta.shard_counts.get(level.resource, 1)
-    # Shard 0 is the truth; another shard may only raise the count, unless it lies beyond
-    # its own count (merged away), which proves the count went down.
-    if level.shard_id == 0 or count > known or level.shard_id >= count:
-        meta.shard_counts[level.resource] = count
-    start = keys.get_n(attributes, keys.A_WINDOW_START, -1)
-    meta.windows[(level.resource, level.shard_id)] = start
-    meta.images[(level.resource, level.shard_id)] = attributes
-    meta.image_at[(level.resource, level.shard_id)] = now_ms
+    where = (level.resource, level.shard_id)
+    meta.shards.written(where, count, keys.get_n(attributes, keys.A_WINDOW_START, -1))
+    meta.images.keep(where, attributes, now_ms)
     if state.exhausted:
         state.exhausted.pop((level.entity_id, level.resource), None)
     return meta
@@ -123,7 +117,7 @@ def image_of_age(
     meta = state.entities.get(entity_id)
     if meta is None:
         return None
-    remembered, since = meta.images.get(where), meta.image_at.get(where)
+    remembered, since = meta.images.items.get(where), meta.images.at.get(where)
     if remembered is None or since is None:
         return None
     if keys.reserve_epoch(now_ms) - keys.reserve_epoch(since) > MAX_IMAGE_EPOCHS:
@@ -131,7 +125,7 @@ def image_of_age(
     return remembered, since
 
 
-def follow_move(meta: EntityMeta, level: Level, cascade: bool, parent: str | None) -> None:
+def follow_move(meta: EntityState, level: Level, cascade: bool, parent: str | None) -> None:
     """The entity moved when shard 0 names another parent than this client knows:
     set_parent relinks its buckets after its record and shard 0 existed then, so what
     the write just showed is newer, and the next cascade goes to the new parent
@@ -140,7 +134,6 @@ def follow_move(meta: EntityMeta, level: Level, cascade: bool, parent: str | Non
     entity names no parent: neither is followed. Only a move from one parent to another
     is: an entity without a parent does not cascade, so moving it changes nothing to
     follow (its cascade is turned on by an update, which clients learn as before)."""
-    moved = meta.parent_id is not None and parent is not None and meta.parent_id != parent
-    if moved and level.shard_id == 0:
-        meta.parent_id = parent
-        meta.cascade_for[level.resource] = cascade
+    known = meta.facts.parent_id
+    if known is not None and parent is not None and known != parent and level.shard_id == 0:
+        meta.moved(parent, level.resource, cascade)

@@ -3,8 +3,10 @@
 The state machine: a conditional write planned from the best image at hand (a
 speculative one from this client's memory, or a read); then, from the state DynamoDB
 returned, create the bucket (shard k >= 1 from its donor: flows/scaling/split.py), try again from
-the ALL_OLD a lost race returns (never a read), or reject. After a good write,
-flows/scaling/doubling.py decides whether shard 0 should double the shard count.
+the ALL_OLD a lost race returns (never a read), or reject. After a good write
+(`after_write`), a crashed client's reserves the item shows are charged
+(flows/reserves/lost.py), or flows/scaling/doubling.py decides whether shard 0 should
+double the shard count.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from zae_limiter.flows import Call, Flow, Result, Stopped, one, pause
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import expires_at_s
-from zae_limiter.flows.scaling.doubling import after_write
+from zae_limiter.flows.reserves.lost import charge_lost
+from zae_limiter.flows.scaling.doubling import scale_after_write
 from zae_limiter.flows.scaling.split import create_split_shard
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
 from zae_limiter.flows.write.memory import fresh_image, learn, remember
@@ -103,19 +106,21 @@ UNCOUNTED_MS = keys.WINDOW_MS
 
 def _uncounted(state: RepoState, level: Level, now_ms: int) -> int:
     meta = state.entities.get(level.entity_id)
-    if meta is None:
+    if meta is None or not meta.uncounted.failed:
         return 0
-    count, since = meta.failed_writes.pop(level.resource, (0, now_ms))
-    return count if now_ms - since <= UNCOUNTED_MS else 0
+    return meta.uncounted.take(level.resource, now_ms, UNCOUNTED_MS)
 
 
 def _leave_uncounted(state: RepoState, level: Level, count: int, now_ms: int) -> None:
     meta = state.entities.get(level.entity_id)
     if meta is not None and count:
-        # Added to what another acquire of this client (a thread of a shared client) left
-        # meanwhile, never written over it.
-        before, _at = meta.failed_writes.get(level.resource, (0, now_ms))
-        meta.failed_writes[level.resource] = (min(before + count, MAX_UNCOUNTED), now_ms)
+        meta.uncounted.leave(level.resource, count, now_ms, MAX_UNCOUNTED)
+
+
+def _window_needs_reset(state: RepoState, level: Level, now_ms: int) -> bool:
+    meta = state.entities.get(level.entity_id)
+    where = (level.resource, level.shard_id)
+    return meta is not None and meta.shards.needs_reset(where, now_ms)
 
 
 def _write(
@@ -131,7 +136,7 @@ def _write(
     the ALL_OLD it returns. `seen`: whether the image is DynamoDB's answer just now (else
     this client's memory), and when it was taken."""
     confirmed, since = seen
-    reset = state.window_needs_reset(level.entity_id, level.resource, level.shard_id, now_ms)
+    reset = _window_needs_reset(state, level, now_ms)
     wanted = _pending_doubling(state, level)
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
@@ -151,7 +156,7 @@ def _write(
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
             # then known, and its next rejection can be local (no config round trip).
-            state.learn_entity(
+            state.entities.learn(
                 level.entity_id,
                 bucket.cascade,
                 bucket.parent_id,
@@ -171,7 +176,7 @@ def _write(
         # refuses most writes, it rides on whichever write of this client gets through.
         result = yield from one(Call("update_item", params))
         if wanted is not None:
-            state.entities[level.entity_id].want_double.pop(level.resource, None)
+            state.entities[level.entity_id].shards.drop_wanted(level.resource)
             wanted = None
         if result.ok:
             failed.count = 0  # counted by this write
@@ -199,6 +204,22 @@ def _create_or_find(
         failed.count += 1
         yield from pause(_backoff_ms(state, attempt))  # another client created it first
     return None, level, item
+
+
+def after_write(
+    state: RepoState, level: Level, attributes: Mapping[str, Any], now_ms: int
+) -> Flow[None] | None:
+    """Learn from a good write's ALL_NEW; then the one follow-up write it may call for
+    (None, the common case: no generator is made): charging a crashed client's reserves
+    (flows/reserves/lost.py), else a doubling or a count to propagate
+    (flows/scaling/doubling.py)."""
+    meta = learn(state, level, attributes, now_ms)
+    if meta is None:
+        return None
+    lost = charge_lost(state, level, attributes, now_ms)
+    if lost is not None:
+        return lost
+    return scale_after_write(state, meta, level, attributes, now_ms)
 
 
 def _written(
@@ -272,7 +293,7 @@ def _pending_doubling(state: RepoState, level: Level) -> tuple[int, int] | None:
     meta = state.entities.get(level.entity_id)
     if meta is None or level.shard_id != 0:
         return None
-    wanted = meta.want_double.get(level.resource)
+    wanted = meta.shards.wanted.get(level.resource)
     return wanted if wanted is not None and wanted[0] == level.shard_count else None
 
 
@@ -305,12 +326,12 @@ def _with_shard_count(level: Level, bucket: BucketState) -> Level:
 def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
     """A new bucket records cascade and parent; read META if the cache does not know."""
     meta = state.entities.get(level.entity_id)
-    if meta is None or not (meta.record or level.resource in meta.cascade_for):
+    if meta is None or not (meta.facts.record or level.resource in meta.facts.cascade_for):
         key = keys.entity_key(state.namespace, level.entity_id)
         result = yield from one(Call("get_item", {"TableName": state.table, "Key": key}))
         if result.item:
             entity = keys.decode_entity(result.item)
-            meta = state.learn_entity(
+            meta = state.entities.learn(
                 level.entity_id,
                 entity.cascade,
                 entity.parent_id,
@@ -319,7 +340,8 @@ def _with_entity_facts(state: RepoState, level: Level) -> Flow[Level]:
             )
     if meta is None:
         return level
-    return replace(level, cascade=meta.cascades(level.resource), parent_id=meta.parent_id)
+    facts = meta.facts
+    return replace(level, cascade=facts.cascades(level.resource), parent_id=facts.parent_id)
 
 
 def _backoff_ms(state: RepoState, attempt: int) -> int:

@@ -1,0 +1,42 @@
+"""Mutants of the one-writer rule for a client's entity state (flows/context.py); each must
+be caught by tests/unit/test_flows_context.py:
+
+- a flow that writes the shard count itself instead of through ShardKnowledge (as the
+  doubling, the split and the evidence read each did before the split);
+- a flow that pops the throttle gate itself;
+- a flow that replaces the facts outside flows/context.py;
+- facts learned later that are not kept (the choices of a record or a move dropped).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mutants import must_fail, mutant
+from tests.unit import test_flows_context as owners
+from zae_limiter.flows.context import EntityFacts
+
+STRANGERS = [
+    'meta.shards.counts[level.resource] = 8\n',
+    "meta.gate.closed.pop(level.resource, None)\n",
+    "meta.facts = replace(meta.facts, parent_id=parent)\n",
+]
+
+
+@pytest.mark.parametrize("stranger", STRANGERS)
+def test_the_owner_test_catches_a_second_writer(stranger: str) -> None:
+    owners.test_each_piece_of_entity_state_has_one_writer()
+    real = owners._sources()
+    added = [*real, ("flows/scaling/split.py", stranger)]
+    with mutant(owners, "_sources", lambda: added):
+        must_fail(owners.test_each_piece_of_entity_state_has_one_writer)
+
+
+def test_the_facts_test_catches_facts_that_change_in_place() -> None:
+    owners.test_entity_facts_never_change_in_place()
+
+    def in_place(self: EntityFacts, choices: object) -> EntityFacts:
+        return self
+
+    with mutant(EntityFacts, "choosing", in_place):
+        must_fail(owners.test_what_is_learned_replaces_the_facts_whole)
