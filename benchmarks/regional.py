@@ -2,7 +2,8 @@
 
 `run_scenario` offers load in every region following a demand schedule, through one of
 three set-ups, and records every acquire (region, the take's clock, admitted, latency):
-- `shares`: one global limit in regional shares (GlobalShares, a keeper per region);
+- `shares`: one global limit in regional shares, stored as the entity's limits and
+  taken by `SyncRateLimiter.acquire` (a keeper per region, started by the acquires);
 - `independent`: each region enforces the whole limit on its own (a key per region);
 - `home`: one home region's table, every region's clients writing to it.
 `analyse` checks the admissions against one ideal bucket of the whole limit (exact
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from zae_limiter import Limit, RateLimitExceeded, SyncGlobalShares, SyncRateLimiter, SyncRepository
+from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
 from zae_limiter.flows import regional as core
 from zae_limiter.keys import regions as rk
 
@@ -68,6 +69,12 @@ class Run:
     #: (second, region) -> (parts, admitted so far) sampled from each region's own item.
     shares: dict[tuple[int, str], int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    #: Refusals of the shares' takes by why (flows/regional_run.Memory.refused), and the
+    #: transfers the keepers wrote.
+    refused: dict[str, int] = field(default_factory=dict)
+    transfers: int = 0
+    keeper_failures: int = 0
+    keeper_error: str = ""
 
 
 class _Clock:
@@ -97,21 +104,32 @@ def _open(url: str, region: str, table: str, clock: _Clock) -> SyncRepository:
     )
 
 
-def _acquirer(mode: str, repo: SyncRepository, scenario: Scenario, region: str, shared: Any) -> Any:
+def _acquirer(mode: str, repo: SyncRepository, scenario: Scenario, region: str) -> Any:
     limit = scenario.limit
-    if mode == "shares":
-        # One GlobalShares per region, shared by its threads: one server process with a
-        # pool of workers, whose reserves are sized to the whole process's rate.
-        shares = shared or SyncGlobalShares(repo, scenario.regions, region=region)
-        return lambda: shares.acquire(ENTITY, RESOURCE, limit), shares
     limiter = SyncRateLimiter(repository=repo)
+    if mode == "shares":
+        # The global limit is stored like any other (set_limits, in `declare`): acquire
+        # resolves it and takes from this region's share; the keeper starts by itself.
+        def take_share() -> None:
+            with limiter.acquire(ENTITY, RESOURCE, {"rps": 1}):
+                pass
+
+        return take_share
     entity = f"{ENTITY}-{region}" if mode == "independent" else ENTITY
 
     def take() -> None:
         with limiter.acquire(entity, RESOURCE, {"rps": 1}, limits=[limit]):
             pass
 
-    return take, None
+    return take
+
+
+def declare(repos: Mapping[str, SyncRepository], scenario: Scenario) -> None:
+    """Store the global limit as the entity's limits, in every region's replica (the same
+    item everywhere: replication of one write would do, after the lag)."""
+    limit = scenario.limit.across(*scenario.regions)
+    for repo in repos.values():
+        SyncRateLimiter(repository=repo).set_limits(ENTITY, [limit], RESOURCE)
 
 
 def _load(
@@ -174,20 +192,18 @@ def run_scenario(
     repos: dict[str, SyncRepository] = {}
     opened: list[SyncRepository] = []
     workers: list[tuple[str, Callable[[], Any]]] = []
-    keepers: list[SyncGlobalShares] = []
     for region in scenario.regions:
         where = home or region
-        shared = None
-        for _ in range(scenario.threads_per_region):
-            if shared is None or mode != "shares":
+        for i in range(scenario.threads_per_region):
+            if i == 0 or mode != "shares":
+                # Shares: one process per region (one repository, its threads share the
+                # keeper and the reserve); the others: a client per thread, as before.
                 repo = _open(endpoints[where], where, table, clock)
                 opened.append(repo)
                 repos.setdefault(region, repo)
-            take, shares = _acquirer(mode, repo, scenario, region, shared)
-            workers.append((region, take))
-            if shares is not None and shared is None:
-                keepers.append(shares)
-            shared = shares
+            workers.append((region, _acquirer(mode, repo, scenario, region)))
+    if mode == "shares":
+        declare(repos, scenario)
     run = Run(scenario, mode, time.time_ns() // 1_000_000)
     stop = run.started_ms / 1000 + scenario.seconds
     threads = [
@@ -196,10 +212,6 @@ def run_scenario(
         )
         for i, (r, t) in enumerate(workers)
     ]
-    for shares in keepers:
-        threads.append(threading.Thread(
-            target=shares.keep, args=(ENTITY, RESOURCE, scenario.limit), daemon=True
-        ))  # fmt: skip
     if mode == "shares":
         threads.append(threading.Thread(target=_sample, args=(run, repos, stop)))
     if scenario.partition is not None and partition is not None:
@@ -207,10 +219,16 @@ def run_scenario(
     for thread in threads:
         thread.start()
     time.sleep(max(0.0, stop - time.time()))
-    for shares in keepers:
-        shares.close()
     for thread in threads:
         thread.join(timeout=30)
+    for repo in repos.values():
+        book = repo.state.shares
+        for memory in book.memories.values() if book is not None else ():
+            run.transfers += memory.transfers
+            run.keeper_failures += memory.failures
+            run.keeper_error = memory.last_error or run.keeper_error
+            for why, count in memory.refused.items():
+                run.refused[why] = run.refused.get(why, 0) + count
     for repo in opened:
         repo.close()
     return run
@@ -242,6 +260,11 @@ class Analysis:
     p50_ms: float
     p99_ms: float
     per_second: list[dict[str, Any]]
+    #: Seconds left out of `served` (5 s plus the lag from the start and each shift).
+    excluded: list[int] = field(default_factory=list)
+    #: Refusals of the shares' takes by why, and transfers written (Run's).
+    refused: dict[str, int] = field(default_factory=dict)
+    transfers: int = 0
 
 
 def over_admission(scenario: Scenario, admitted_ms: Sequence[int], start_ms: int) -> float:
@@ -271,9 +294,9 @@ def analyse(run: Run) -> Analysis:
     start = run.started_ms
     seconds = int(scenario.seconds)
     excluded = set()
-    for at, _ in scenario.schedule[1:]:
+    # The start is a shift too: demand appears (80/10/10) on shares split equally.
+    for at, _ in scenario.schedule:
         excluded |= set(range(int(at), int(at + 5 + scenario.lag_ms / 1000) + 1))
-    excluded.add(0)  # the first second holds the initial burst
     rows, needed, got, worst = [], 0.0, 0, 1.0
     for second in range(seconds):
         in_second = [
@@ -281,10 +304,13 @@ def analyse(run: Run) -> Analysis:
         ]
         offered = len(in_second)
         admitted = {r: 0 for r in scenario.regions}
+        by_region = {r: 0 for r in scenario.regions}
         for record in in_second:
+            by_region[record.region] += 1
             if record.admitted:
                 admitted[record.region] += 1
         row: dict[str, Any] = {"second": second, "offered": offered, "admitted": admitted}
+        row["offered_by_region"] = by_region
         row["shares"] = {r: run.shares.get((second, r), 0) / core.PARTS for r in scenario.regions}
         rows.append(row)
         if second not in excluded and second < seconds - 1:
@@ -305,4 +331,7 @@ def analyse(run: Run) -> Analysis:
         p50_ms=_percentile(latencies, 0.5),
         p99_ms=_percentile(latencies, 0.99),
         per_second=rows,
+        excluded=sorted(excluded),
+        refused=dict(run.refused),
+        transfers=run.transfers,
     )

@@ -218,8 +218,10 @@ class _Runner:
 
     @staticmethod
     def outcome(request: Any, results: Sequence[Outcome], deadline: _Deadline) -> Any:
-        if any(isinstance(r, Exception) for r in results):
-            deadline.cleanup = True
+        for r in results:
+            if isinstance(r, Exception):
+                deadline.cleanup = True
+                break
         return tuple(results) if isinstance(request, tuple) else results[0]
 
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
-from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments, validate_amounts
+from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments
+from zae_limiter.flows.asked import validate_amounts
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
@@ -113,7 +114,8 @@ class Lease(_Held):
         consumed: Mapping[str, int],
         degraded: Decision | None = None,
     ) -> None:
-        super().__init__(acquired, consumed, degraded)
+        # _Held.__init__'s one line, here: a lease is made on every acquire.
+        self._state = _LeaseState(acquired, consumed, degraded)
         self._repo = repo
 
     async def adjust(self, **amounts: int) -> None:
@@ -127,6 +129,9 @@ class Lease(_Held):
         self._state.add(_non_negative(amounts), -1)
 
     async def _finish(self, failed: bool) -> None:
+        held = self._state
+        if not failed and not held.pending:
+            return  # the common end of a lease: nothing to give back or record
         flow = self._closing(self._repo.state, failed, self._repo.now_ms)
         if flow is not None:
             await self._repo.run(flow, self._repo.timeout, cleanup=True)
@@ -143,7 +148,8 @@ class SyncLease(_Held):
         consumed: Mapping[str, int],
         degraded: Decision | None = None,
     ) -> None:
-        super().__init__(acquired, consumed, degraded)
+        # _Held.__init__'s one line, here: a lease is made on every acquire.
+        self._state = _LeaseState(acquired, consumed, degraded)
         self._repo = repo
 
     def adjust(self, **amounts: int) -> None:
@@ -157,6 +163,9 @@ class SyncLease(_Held):
         self._state.add(_non_negative(amounts), -1)
 
     def _finish(self, failed: bool) -> None:
+        held = self._state
+        if not failed and not held.pending:
+            return  # the common end of a lease: nothing to give back or record
         flow = self._closing(self._repo.state, failed, self._repo.now_ms)
         if flow is not None:
             self._repo.run(flow, self._repo.timeout, cleanup=True)

@@ -16,6 +16,7 @@ from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired
+from zae_limiter.flows.asked import validate_amounts
 from zae_limiter.flows.records.config import (
     FailurePolicy,
     check_failure_policy,
@@ -26,6 +27,7 @@ from zae_limiter.flows.reserves.book import ReserveStats
 from zae_limiter.lease import NOTHING, Lease, SyncLease
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
+from zae_limiter.regional import prepare_shares, tend_shares
 from zae_limiter.repository import Repository, SyncRepository, _Base
 from zae_limiter.stats import Decision, DecisionStats, LimiterStats
 
@@ -34,11 +36,6 @@ log = logging.getLogger("zae_limiter")
 _FAILED = (RateLimitExceeded, RateLimiterUnavailable)
 Resources = str | Sequence[str]
 AcquireArgs = tuple[str, Resources, Mapping[str, int], Sequence[Limit] | None]
-
-
-def _consumed(held: Acquired, consume: Mapping[str, int]) -> Mapping[str, int]:
-    """What a lease starts from: validated by the acquire that took it (else here)."""
-    return held.consumed_milli or acquire_flow.validate_amounts("consume", consume)
 
 
 class _Decisions:
@@ -89,22 +86,6 @@ class _Decisions:
             return "allowed_on_failure"
         self.record(resource, "unavailable", started)
         raise error
-
-    def start(
-        self,
-        ops: Operations,
-        speculative: bool,
-        args: AcquireArgs,
-        call: FailurePolicy | None,
-    ) -> tuple[Flow[Acquired], float]:
-        """Check the call's policy and build the acquire flow; returns it and the start time."""
-        if call is not None:
-            check_failure_policy(call)
-        entity_id, resource, consume, limits = args
-        flow = acquire_flow.acquire(
-            ops.state, entity_id, resource, consume, limits, ops.now(), speculative
-        )
-        return flow, self.timer()
 
     def decide(
         self,
@@ -351,10 +332,16 @@ class _Acquiring(Generic[RepoT]):
         self._started = 0.0
 
     def _begin(self) -> Flow[Acquired]:
-        face = self._face
-        flow, self._started = face._decisions.start(
-            face._ops, face._speculative, self._args, self._policy
+        """Check the call's policy and build the acquire flow; the decision's time starts."""
+        if self._policy is not None:
+            check_failure_policy(self._policy)
+        face, repo = self._face, self._repo
+        prepare_shares(repo)
+        entity_id, resource, consume, limits = self._args
+        flow = acquire_flow.acquire(
+            repo.state, entity_id, resource, consume, limits, repo.clock(), face._speculative
         )
+        self._started = face._decisions.timer()
         return flow
 
     def _served(self) -> LeaseParts | None:
@@ -384,7 +371,10 @@ class _Acquiring(Generic[RepoT]):
         held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
         if error is None:
             self._repo.tend_reserves()
-        return held, _consumed(held, self._args[2]), why
+        tend_shares(self._repo)
+        # What the lease starts from: validated by the acquire that took it (else here).
+        consumed = held.consumed_milli or validate_amounts("consume", self._args[2])
+        return held, consumed, why
 
 
 # unasync: source

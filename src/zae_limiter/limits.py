@@ -26,6 +26,7 @@ from zae_limiter.schedule import (
 RESERVED_LIMIT_NAMES = frozenset({"wcu"})
 
 _LIMIT_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 MAX_TOKENS = 10**12  # keeps millitoken arithmetic far inside DynamoDB's 38 digits
 
 
@@ -73,12 +74,18 @@ class Limit:
     #: On a limit `limits.active` chose: the instant it took over (not compared: the
     #: same numbers are the same limit).
     since_ms: int | None = field(default=None, kw_only=True, compare=False)
+    #: A global limit (docs/global.md): the replica regions whose clients share it, in an
+    #: order every client sees alike (it fixes the initial split). Empty: the limit holds
+    #: in each region on its own, as always.
+    regions: tuple[str, ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
         validate_limit_name(self.name)
         if not isinstance(self.soft, bool):
             raise ValidationError(f"limit {self.name!r}: soft must be True or False")
         _positive_int("capacity", self.capacity, self.name)
+        if self.regions:
+            self._check_global()
         if self.schedule:
             check_schedule(self.name, self.schedule)
             if self.window is not None:
@@ -106,9 +113,40 @@ class Limit:
                 "(reset / reset_after) takes no refill amount or period"
             )
 
+    def _check_global(self) -> None:
+        regions = self.regions
+        if not isinstance(regions, tuple) or not all(
+            isinstance(r, str) and _REGION.fullmatch(r) for r in regions
+        ):
+            raise ValidationError(
+                f"limit {self.name!r}: regions must be a tuple of region names like "
+                f"'us-east-1', got {regions!r}"
+            )
+        if len(regions) < 2 or len(set(regions)) != len(regions):
+            raise ValidationError(
+                f"limit {self.name!r}: a global limit spans two or more distinct regions, "
+                f"got {list(regions)!r}"
+            )
+        if self.window is not None or self.soft or self.schedule:
+            raise ValidationError(
+                f"limit {self.name!r}: a global limit is a plain refilling limit (no quota, "
+                "soft or schedule yet); declare those per region"
+            )
+
     @property
     def is_quota(self) -> bool:
         return self.window is not None
+
+    @property
+    def is_global(self) -> bool:
+        """Split into regional shares across `regions` (docs/global.md)."""
+        return bool(self.regions)
+
+    def across(self, *regions: str) -> Limit:
+        """This limit as one global limit shared by the clients of `regions` (replica
+        regions of a global table, the same order everywhere): each region enforces a
+        share, and the shares follow demand without ever summing past the limit."""
+        return replace(self, regions=tuple(regions))
 
     @classmethod
     def quota(
@@ -174,6 +212,7 @@ class Limit:
             self.refill_period_seconds,
             window=self.window,
             schedule=(*self.schedule, added),
+            regions=self.regions,
         )
 
     @classmethod
@@ -246,6 +285,8 @@ class Limit:
         if self.window is not None:
             return f"{self.capacity} per window, {self.window.describe()}"
         text = _rate_text(self.capacity, self.refill_amount, self.refill_period_seconds)
+        if self.regions:
+            text += f" across {','.join(self.regions)}"
         for item in self.schedule:
             numbers = (item.capacity, item.refill_amount, item.refill_period_seconds)
             text += f"; {_rate_text(*numbers)} {item.describe()}"
@@ -268,9 +309,10 @@ def active(limit: Limit, now_ms: int) -> Limit:
 
 def in_force(limits: tuple[Limit, ...], now_ms: int) -> tuple[Limit, ...]:
     """`limits` with each scheduled one replaced by the limit in force at `now_ms`."""
-    if not any(limit.schedule for limit in limits):
-        return limits
-    return tuple(active(limit, now_ms) for limit in limits)
+    for limit in limits:
+        if limit.schedule:
+            return tuple(active(limit, now_ms) for limit in limits)
+    return limits  # nothing scheduled: asked on every acquire that passes its limits
 
 
 def next_change(limit: Limit, now_ms: int) -> tuple[int, Limit] | None:

@@ -11,6 +11,10 @@ knows the share is short; the keeper moves parts between regions (docs/global.md
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,6 +23,7 @@ from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows import regional as core
+from zae_limiter.flows.regional_limits import SharesBook, keep_while_used
 from zae_limiter.flows.regional_run import (
     Memory,
     Pass,
@@ -35,6 +40,8 @@ from zae_limiter.models import LimitStatus
 
 if TYPE_CHECKING:
     from zae_limiter.repository import Repository, SyncRepository
+
+log = logging.getLogger("zae_limiter")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +99,47 @@ def shares_flow(
     return describe_shares(images, sorted(images), repo.now_ms())
 
 
+def client_region(repo: Any) -> str | None:
+    """The region the repository's client talks to (None: not configured)."""
+    found = repo.where[0] or getattr(getattr(repo.client, "meta", None), "region_name", None)
+    return str(found) if found else None
+
+
+def prepare_shares(repo: Any) -> None:
+    """Before an acquire: where global limits' shares are remembered (cheap when done)."""
+    if repo.state.shares is None:
+        repo.state.shares = SharesBook(client_region(repo))
+
+
+def tend_shares(repo: Any) -> None:
+    """After an acquire: a keeper runs for every global limit it took from (a thread on a
+    sync repository, a task on an async one's loop); it stops when unused or closed."""
+    book: SharesBook | None = repo.state.shares
+    if book is None or not book.waiting:
+        return
+    for target, memory in book.unkept():
+        flow = keep_while_used(target, memory, repo.now_ms(), book)
+        if inspect.iscoroutinefunction(repo.run):
+            task = asyncio.get_running_loop().create_task(repo.run(flow))
+            book.tasks.append(task)
+            task.add_done_callback(book.tasks.remove)
+        else:
+            threading.Thread(target=_run_keeper, args=(repo, flow), daemon=True).start()
+
+
+def _run_keeper(repo: Any, flow: Flow[int]) -> None:
+    # The keeper's passes catch their own errors; what is left (the repository closed
+    # under it at exit) ends the thread without a traceback on the user's console.
+    try:
+        repo.run(flow)
+    except Exception as error:
+        log.debug("share keeper ended: %s", error)
+
+
 def _region_of(repo: Any, region: str | None) -> str:
     if region is not None:
         return region
-    found = repo.where[0] or getattr(getattr(repo.client, "meta", None), "region_name", None)
+    found = client_region(repo)
     if not found:
         raise ValidationError(
             "the client's region is unknown: pass region= to GlobalShares (the replica "

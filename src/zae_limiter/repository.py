@@ -186,10 +186,15 @@ class _Base:
         return runner.watch.stats()
 
     def tend_reserves(self) -> None:
-        """After an acquire: a reserve may be held, so its keeper must be running."""
+        """After an acquire: a reserve may be held, so its keeper must be running. A
+        keeper that is watching the book is left alone without a call: this runs on
+        every reserve hit."""
+        keeper = self._keeper
+        if keeper is None or keeper.watching:
+            return
         book = self.state.reserves
-        if self._keeper is not None and book is not None and book.busy:
-            self._keeper.poke()
+        if book is not None and book.busy:
+            keeper.poke()
 
 
 async def _async_client(stack: AsyncExitStack, kwargs: dict[str, Any]) -> Any:
@@ -314,6 +319,8 @@ class _AsyncFace(_Base):
 
     async def close(self) -> None:
         """Return every token reserve, then close the client."""
+        if self.state.shares is not None:
+            await self.state.shares.aclose()  # global limits' keepers end
         try:
             if self._keeper is not None:
                 await self._keeper.close()
@@ -427,6 +434,8 @@ class _SyncFace(_Base):
 
     def close(self) -> None:
         """Return every token reserve, then close the client."""
+        if self.state.shares is not None:
+            self.state.shares.close()  # global limits' keepers end
         try:
             if self._keeper is not None:
                 self._keeper.close()

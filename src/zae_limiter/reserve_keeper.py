@@ -123,11 +123,20 @@ class _AsyncTending:
     _repo: weakref.ref[Any]
     _at_exit: _AtExit
     _stop: bool
+    #: Whether a round is running (set by `poke`, cleared when the round ends): read
+    #: without a call by `tend_reserves`, so an acquire pokes only a keeper that is not.
+    watching: bool = False
 
     async def _sleep(self, seconds: float) -> None:
         raise NotImplementedError
 
     async def _loop(self) -> None:
+        try:
+            await self._rounds()
+        finally:
+            self.watching = False  # the next acquire that holds a reserve pokes again
+
+    async def _rounds(self) -> None:
         while not self._stop:
             wait = _next_wait(self._repo)
             if wait is None:
@@ -160,11 +169,20 @@ class _SyncTending:
     _repo: weakref.ref[Any]
     _at_exit: _AtExit
     _stop: bool
+    #: Whether a round is running (set by `poke`, cleared when the round ends): read
+    #: without a call by `tend_reserves`, so an acquire pokes only a keeper that is not.
+    watching: bool = False
 
     def _sleep(self, seconds: float) -> None:
         raise NotImplementedError
 
     def _loop(self) -> None:
+        try:
+            self._rounds()
+        finally:
+            self.watching = False  # the next acquire that holds a reserve pokes again
+
+    def _rounds(self) -> None:
         while not self._stop:
             wait = _next_wait(self._repo)
             if wait is None:
@@ -210,6 +228,7 @@ class SyncKeeper(_SyncTending):
         if thread is None or not thread.is_alive():
             if self._stop:
                 return
+            self.watching = True
             self._thread = threading.Thread(target=self._loop, name="zae-reserves", daemon=True)
             self._thread.start()
 
@@ -249,6 +268,7 @@ class AsyncKeeper(_AsyncTending):
     def poke(self) -> None:
         if self._stop or (self._task is not None and not self._task.done()):
             return
+        self.watching = True
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def _sleep(self, seconds: float) -> None:

@@ -209,3 +209,84 @@ def test_no_merge_while_clients_hold_reserves_of_a_shard(
     # Once the held count is an epoch too old (a crashed client's), the merge goes ahead.
     later = now + 2 * keys.RESERVE_EPOCH_MS
     assert run(merge(config, MergeCandidate("default", "hot", "api", 2, "2"), later))
+
+
+def _with_snapshot(item: dict[str, Any], count: int, tokens: int, now: int) -> dict[str, Any]:
+    """`item` with a split snapshot (`sf`) holding `tokens` at `now`: what the shards it
+    stands for, not made yet, hold."""
+    state = keys.decode_bucket(item).limits["rpm"]
+    item[keys.limit_attr("rpm", "sf")] = keys.n(state.with_tokens(tokens, now, count))
+    return item
+
+
+def test_merge_counts_unmade_shards_at_their_donors_snapshot(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    """The simulator's seed 455: a shard a doubling made room for and no acquire made yet
+    is not full, it holds its donor's split snapshot. Merged as if full, 8 -> 4 shards
+    created tokens; its donor's snapshot read at the halved count did too."""
+    limit = Limit.per_minute("rpm", 600)
+    limiter.set_limits("hot", [limit], resource="api")
+    client = limiter.repository._runner.client
+    now = clock.now_ms
+    # 8 shards of 75 tokens; 0, 1, 2 and 4 made (own tokens, snapshot tokens). Unmade:
+    # 3 and 5 stand in 1's snapshot, 6 in 2's, 7 (its donor 3 unmade) in 0's.
+    made = {0: (40_000, 5_000), 1: (30_000, 70_000), 2: (20_000, 60_000), 4: (10_000, 10_000)}
+    for shard, (tokens, snapshot) in made.items():
+        item = _with_snapshot(_shard_item(shard, 8, tokens, now), 8, snapshot, now)
+        if shard == 0:
+            item[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
+            item[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)
+        client.put_item(TableName=table_name, Item=item)
+    before = limiter.available("hot", "api", limits=[limit])
+    assert before == {"rpm": 40 + 30 + 20 + 10 + 70 + 70 + 60 + 5}
+    config = AggregatorConfig(table=table_name, merge_quiet_ms=60_000)
+    run = limiter.repository.run
+    assert run(merge(config, MergeCandidate("default", "hot", "api", 8, "1"), now))
+    after = _shard_items(limiter, "hot", "api", 8)
+    assert sorted(after) == [0, 1, 2, 4]
+    assert [_tokens(after[i], now) for i in (0, 1, 2)] == [50_000, 100_000, 80_000]
+    # Unmade 3 absorbs unmade 7: both in shard 1's snapshot now, as 3's first acquire copies.
+    snapshot = keys.decode_bucket(after[1]).split_full_at["rpm"]
+    assert (
+        replace(keys.decode_bucket(after[1]).limits["rpm"], full_at=snapshot).tokens(now, 4)
+        == 70_000 + 5_000
+    )
+    assert limiter.available("hot", "api", limits=[limit]) == before
+
+
+def test_merge_is_cancelled_when_an_unmade_shard_is_made_meanwhile(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    """The plan counts an unmade shard at its donor's snapshot; the transaction checks it
+    is still unmade, so an acquire that makes it in between cancels the merge."""
+    limit = Limit.per_minute("rpm", 600)
+    limiter.set_limits("hot", [limit], resource="api")
+    client = limiter.repository._runner.client
+    now = clock.now_ms
+    item = _with_snapshot(_shard_item(0, 2, 100_000, now), 2, 20_000, now)
+    item[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
+    item[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)
+    client.put_item(TableName=table_name, Item=item)
+    config = AggregatorConfig(table=table_name, merge_quiet_ms=60_000)
+    cand = MergeCandidate("default", "hot", "api", 2, "1")
+
+    def make_shard_1() -> None:
+        client.put_item(TableName=table_name, Item=_shard_item(1, 2, 20_000, now))
+
+    assert not limiter.repository.run(_after_first_call(merge(config, cand, now), make_shard_1))
+    after = _shard_items(limiter, "hot", "api", 2)
+    assert [keys.get_n(after[i], keys.A_SHARD_COUNT) for i in (0, 1)] == [2, 2]
+    assert _tokens(after[0], now) == 100_000
+
+
+def _after_first_call(flow: Any, meanwhile: Any) -> Any:
+    """`flow`, with `meanwhile()` run once its first call is answered."""
+    result = yield next(flow)
+    meanwhile()
+    while True:
+        try:
+            call = flow.send(result)
+        except StopIteration as stop:
+            return stop.value
+        result = yield call

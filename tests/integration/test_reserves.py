@@ -312,6 +312,31 @@ def test_the_keeper_returns_idle_reserves_by_itself(api: Api, clock: Clock) -> N
     assert tokens(api) == 100 - 8
 
 
+def keeper_ended(api: Api) -> bool:
+    """Whether the keeper's thread or task has finished its round (nothing held)."""
+    keeper = api.repo._keeper
+    let_keeper_run(api)
+    if api.loop is None:
+        return keeper._thread is not None and not keeper._thread.is_alive()
+    return keeper._task is not None and keeper._task.done()
+
+
+def test_a_keeper_that_went_idle_starts_again_for_the_next_reserve(
+    api: Api, clock: Clock
+) -> None:
+    """An acquire pokes the keeper only when it is not watching the book (a reserve hit
+    reads a flag, no call): one that ended with nothing held must start again."""
+    warm(api, SLOW, n=8)
+    clock.advance(3)
+    assert eventually(lambda: let_keeper_run(api) and reserved(api) == 0, seconds=10)
+    assert eventually(lambda: keeper_ended(api), seconds=10)
+    warm(api, SLOW, n=8)  # a new reserve: the acquire that took it pokes the keeper
+    assert reserved(api) > 0
+    clock.advance(3)
+    assert eventually(lambda: let_keeper_run(api) and reserved(api) == 0, seconds=10)
+    assert tokens(api) == 100 - 16
+
+
 def test_a_sharded_bucket_lends_from_one_shard_and_gets_it_back(api: Api, clock: Clock) -> None:
     limits = [Limit.custom("rpm", 6000, 1, 3600)]
     heater = api.new_client(partition_wcu=10, reserve=False)

@@ -258,9 +258,9 @@ def test_a_throttle_is_a_doubling_signal_and_another_shard_serves(
     assert shards[0].shard_count == 2
     # throttled acquire on 0, the confirming read and the doubling on 0, then shard 1:
     # read (never written: it may not exist), created empty (its donor is throttled, so
-    # it gives nothing: no tokens are made up)
+    # it gives nothing: no tokens are made up), in a transaction that checks shard 0
     assert calls[:4] == ["UpdateItem:0", "GetItem:0", "UpdateItem:0", "GetItem:1"]
-    assert any(c.startswith("PutItem") for c in calls)
+    assert any(c.startswith("TransactWriteItems") for c in calls)
 
 
 def test_lower_count_is_learned_from_a_shard_beyond_it(api: Api, clock: Clock) -> None:

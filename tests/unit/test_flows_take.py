@@ -388,8 +388,12 @@ def test_split_shard_copies_its_sibling_once_the_sibling_records_the_count() -> 
     read = flow.send(Result({}))
     assert read.op == "get_item" and read.params["Key"] == KEY  # shard 0 is the donor
     put = flow.send(Result({"Item": donor}))
-    assert put.op == "put_item"
-    created = keys.decode_bucket(put.params["Item"])
+    # made in one transaction with a check that shard 0 still stands as read
+    assert put.op == "transact_write_items"
+    made, check = put.params["TransactItems"]
+    assert check["ConditionCheck"]["Key"] == KEY
+    assert check["ConditionCheck"]["ExpressionAttributeValues"] == {":shards": keys.n(2)}
+    created = keys.decode_bucket(made["Put"]["Item"])
     assert created.shard_id == 1
     assert created.limits["rpm"].full_at == donor_before.limits["rpm"].full_at
     kept = donor_before.limits["rpm"].tokens(T0, count=2)
@@ -422,8 +426,8 @@ def test_a_donor_that_never_saw_the_doubling_records_it_first() -> None:
         fa: keys.n(int(sibling[fa]["N"]) + 1000 * 60_000 * 4),
     }
     put = flow.send(ok(recorded_count))
-    assert put.op == "put_item"
-    created = keys.decode_bucket(put.params["Item"])
+    assert put.op == "transact_write_items"
+    created = keys.decode_bucket(put.params["TransactItems"][0]["Put"]["Item"])
     assert created.limits["rpm"].tokens(T0, count=4) == 2000  # half of the sibling's 4
 
 

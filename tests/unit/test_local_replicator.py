@@ -112,6 +112,23 @@ def test_links_wait_the_lag_and_keep_order() -> None:
     assert links.due(now_ms=10_000, lag_ms=100) == []
 
 
+def test_changes_due_together_deliver_each_items_newest_in_order() -> None:
+    links = Links(("a", "b"))
+    other = ("t", '{"PK": "other"}')
+    writes = [
+        change(Version(1, 0, "a"), {"v": 1}),
+        Change(other, {}, Version(2, 0, "a"), {"v": 2}),
+        change(Version(3, 0, "a"), {"v": 3}),
+    ]
+    for i, c in enumerate(writes):
+        links.send(c, now_ms=i)
+    assert links.due(now_ms=1, lag_ms=0) == [("b", writes[0]), ("b", writes[1])]
+    assert links.due(now_ms=5, lag_ms=0) == [("b", writes[2])]  # not due with the first
+    links.send(writes[0], 10)
+    links.send(writes[2], 11)
+    assert links.due(now_ms=20, lag_ms=0) == [("b", writes[2])]
+
+
 def test_a_partition_stops_both_directions_and_the_backlog_flows_when_healed() -> None:
     links = Links(("a", "b", "c"))
     out_of_b = change(Version(1, 0, "b"))
@@ -121,9 +138,10 @@ def test_a_partition_stops_both_directions_and_the_backlog_flows_when_healed() -
         links.send(c, 0)
     during = links.due(now_ms=1000, lag_ms=0, partitioned=["b"])
     assert all(dest != "b" and c.source != "b" for dest, c in during)
-    assert [c for dest, c in during if dest == "c"] == into_b
+    assert [c for dest, c in during if dest == "c"] == into_b[-1:]  # the newest of the item
     assert links.backlog() == {"b->a": 1, "b->c": 1, "a->b": 3}
     healed = links.due(now_ms=1000, lag_ms=0)
-    assert [c for dest, c in healed if dest == "b"] == into_b  # in the order written
+    # The backlog of one item: its newest write alone (last writer wins per item).
+    assert [c for dest, c in healed if dest == "b"] == into_b[-1:]
     assert {(dest, c.source) for dest, c in healed if c is out_of_b} == {("a", "b"), ("c", "b")}
     assert links.backlog() == {}

@@ -14,9 +14,15 @@ Protocol (one flow per nominated (entity, resource), N shards -> M = N // 2, nev
    - a drained shard gets full-at times that leave it empty until `now + freeze`: a
      client with a stale cache that still routes there is rejected and moves to another
      shard; its count (M <= its id) tells it the shard is retired.
-   - a receiving shard (shard 0 included) gets `now` plus half the two leads: at half
-     the count a millitoken is worth half as much full-at time. Shard 0 also gets
+   - a receiving shard (shard 0 included) gets the full-at times at which it holds, at
+     `now` and the halved count, what the shards it absorbs held. Shard 0 also gets
      `sd = now` and loses its quiet mark.
+   - a shard a doubling made room for and no acquire has made yet is not an item: its
+     share sits in its donor's split snapshot (`sf`, flows/write/shares.py), and readers
+     and its first acquire take it from there. The merge counts it so (not as a full
+     shard: seed 455 of the simulator), sets each receiver's snapshot to what the
+     unmade shards it stands for now hold, and checks in the same transaction that each
+     is still unmade.
    The sum of tokens over all shards at `now` is the same before and after (rounded in
    the limiter's favour); usage counters (`tc`) are never touched.
 4. A cancelled transaction (anything moved) is simply dropped: the next quiet batch
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
@@ -34,6 +41,8 @@ from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
 from zae_limiter.bucket import LimitState
 from zae_limiter.errors import ZaeLimiterError
 from zae_limiter.flows import Call, Flow, one
+from zae_limiter.flows.write.shares import donor_of
+from zae_limiter.models import BucketState
 
 log = logging.getLogger("zae_limiter.aggregator")
 
@@ -77,11 +86,58 @@ def _holds_reserves(item: Mapping[str, Any], now_ms: int) -> bool:
     )
 
 
-def _behind(state: LimitState, now_ms: int) -> int:
-    """How far a limit's full-at time is ahead of `now` (0 when full)."""
-    if state.full_at is None:
-        return 0
-    return max(0, state.full_at - now_ms * state.refill_amount_milli)
+def _slot_full_at(stored: Mapping[int, BucketState], slot: int, name: str) -> int | None:
+    """The full-at value slot `slot`'s share stands at, as readers count it and as its
+    first acquire would make it (flows/write/shares.py): its own once made; before that,
+    its donor's split snapshot, or shard 0's when the donor was never made either."""
+    bucket = stored.get(slot)
+    if bucket is not None:
+        return bucket.user_limits[name].full_at
+    donor = donor_of(slot)
+    holder = stored[donor] if donor in stored else stored[0]
+    return holder.split_full_at.get(name, holder.user_limits[name].full_at)
+
+
+def _absorbed(
+    stored: Mapping[int, BucketState], i: int, old: int, new: int, name: str, now_ms: int
+) -> int:
+    """Millitokens slot `i` holds after the merge: what the slots it absorbs (`s % new ==
+    i`) hold at `now` at the old count, made or not. A drained shard's expired held
+    counts (a crashed client's) are spent tokens; the receiver's own stay on it."""
+    cfg = stored[0].user_limits[name]
+    total = 0
+    for slot in range(i, old, new):
+        total += replace(cfg, full_at=_slot_full_at(stored, slot, name)).tokens(now_ms, old)
+        bucket = stored.get(slot)
+        if slot != i and bucket is not None:
+            total -= keys.lost_milli(bucket.reserved.get(name, {}), now_ms)
+    return total
+
+
+def _receivers(
+    stored: Mapping[int, BucketState], old: int, new: int, names: set[str], now_ms: int
+) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+    """(each made receiver's new full-at times, its new split snapshots).
+
+    A slot below the new count that was never made keeps its share in its holder's
+    snapshot (its donor, or shard 0), as readers and its first acquire take it: the
+    holder's snapshot is set to the emptiest share it stands for (it may stand for
+    several; rounding in the limiter's favour never creates a token). A receiver that
+    stands for none snapshots its own new full-at times.
+    """
+    full_at: dict[int, dict[str, int]] = {}
+    served: dict[int, dict[str, int]] = {}
+    for i in range(new):
+        for name in sorted(names):
+            cfg = stored[0].user_limits[name]
+            at = cfg.with_tokens(_absorbed(stored, i, old, new, name, now_ms), now_ms, new)
+            if i in stored:
+                full_at.setdefault(i, {})[name] = at
+                continue
+            holder = served.setdefault(donor_of(i) if donor_of(i) in stored else 0, {})
+            holder[name] = max(holder.get(name, at), at)
+    split = {i: {**own, **served.get(i, {})} for i, own in full_at.items()}
+    return full_at, split
 
 
 def plan_merge(
@@ -105,23 +161,12 @@ def plan_merge(
         return None
     if any(c[2] < keys.QUOTA_PERIOD_BELOW for c in configs.values()):
         return None  # a quota's window clock is not `now`: its shards are never merged
-    updates = []
-    for i in sorted(i for i in items if i < new):
-        partner = stored.get(i + new)
-        own = stored[i].user_limits
-        full_at = {}
-        for name in names:
-            ra = own[name].refill_amount_milli
-            ahead = _behind(own[name], now_ms)
-            if partner is not None:
-                ahead += _behind(partner.user_limits[name], now_ms)
-                # a crashed client's expired count on the drained shard is spent tokens
-                lost = keys.lost_milli(partner.reserved.get(name, {}), now_ms)
-                ahead += lost * partner.user_limits[name].unit(old)
-            # At half the count a millitoken is worth half as much full-at time: the
-            # receiver then lacks what the two lacked together (rounded up).
-            full_at[name] = now_ms * ra + -(-ahead // 2)
-        updates.append(_update(config, cand, i, old, new, own, full_at, now_ms if i == 0 else None))
+    full_at, split = _receivers(stored, old, new, names, now_ms)
+    updates = [
+        _update(config, cand, i, old, new, stored[i].user_limits, full_at[i], split[i],
+                now_ms if i == 0 else None)
+        for i in sorted(full_at)
+    ]  # fmt: skip
     for j in sorted(i for i in items if i >= new):
         if j % new not in items:
             return None
@@ -129,11 +174,11 @@ def plan_merge(
         # A drained shard holds nothing until well after the merge: a client with a stale
         # count that still routes there is rejected and learns the new count from it.
         until = now_ms + config.freeze_ms
-        full_at = {
+        drained = {
             name: until * own[name].refill_amount_milli + own[name].room(new) * own[name].unit(new)
             for name in names
         }
-        updates.append(_update(config, cand, j, old, new, own, full_at, None))
+        updates.append(_update(config, cand, j, old, new, own, drained, None, None))
     return updates
 
 
@@ -149,6 +194,7 @@ def _update(
     new: int,
     own: Mapping[str, LimitState],
     full_at: Mapping[str, int],
+    split: Mapping[str, int] | None,
     shard0_now_ms: int | None,
 ) -> dict[str, Any]:
     return keys.merge_update(
@@ -158,6 +204,7 @@ def _update(
         new_count=new,
         old_full_at={name: state.full_at for name, state in own.items()},
         new_full_at=full_at,
+        new_split=split,
         shard0_now_ms=shard0_now_ms,
     )
 
@@ -171,7 +218,13 @@ def merge(config: AggregatorConfig, cand: MergeCandidate, now_ms: int) -> Flow[b
     if not updates:
         return False
     try:
-        result = yield from one(Call("transact_write_items", keys.merge_transaction(updates)))
+        absent = [
+            keys.bucket_key(cand.ns, cand.entity_id, cand.resource, i)
+            for i in range(cand.shard_count)
+            if i not in items
+        ]
+        params = keys.merge_transaction(updates, config.table, absent)
+        result = yield from one(Call("transact_write_items", params))
     except ZaeLimiterError as error:
         log.info("merge of %s/%s not done: %s", cand.entity_id, cand.resource, error)
         return False

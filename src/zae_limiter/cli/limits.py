@@ -144,7 +144,8 @@ def limits_group() -> None:
     metavar="SPEC",
     callback=_parse_limit_options,
     help="NAME:RATE[/sec|min|hour|day][:BURST][:soft], e.g. rpm:100/min (repeatable); "
-    "':soft' counts and never rejects.",
+    "':soft' counts and never rejects; ':global=R1,R2,...' makes one limit shared by "
+    "those regions (docs/global.md).",
 )
 @target_options
 def set_command(level: Level, limits: tuple[Limit, ...], target: Target) -> None:

@@ -137,6 +137,7 @@ def limit_json(limit: Limit) -> dict[str, Any]:
         "refill_period_seconds": limit.refill_period_seconds,
         "spec": format_limit(limit),
         **({"soft": True} if limit.soft else {}),
+        **({"regions": list(limit.regions)} if limit.regions else {}),
         **schedules.scheduled_json(limit, schedules.now_ms(), format_limit),
     }
 

@@ -43,12 +43,18 @@ LevelKind = Literal["entity", "entity_default", "resource", "system"]
 
 #: The suffix of a soft limit's spec (`rpm:100/min:soft`): it counts, never rejects.
 SOFT_SUFFIX = ":soft"
+#: The suffix of a global limit's spec (`rps:300/sec:global=us-east-1,eu-west-1`): one
+#: limit shared by the clients of these regions, in this order (docs/global.md).
+GLOBAL_MARK = ":global="
 
 
 def parse_limit(text: str) -> Limit:
     """`rpm:100/min`, `tpm:100000/min:150000`, `rps:5` (per second), `x:10/30s`; any of
-    them ending in `:soft` is a soft limit."""
+    them ending in `:soft` is a soft limit, in `:global=REGION,REGION,...` a global one."""
     text = text.strip()
+    if GLOBAL_MARK in text:
+        head, _, regions = text.partition(GLOBAL_MARK)
+        return parse_limit(head).across(*(r.strip() for r in regions.split(",")))
     if text.endswith(SOFT_SUFFIX):
         return replace(parse_limit(text.removesuffix(SOFT_SUFFIX)), soft=True)
     match = _SPEC.match(text)
@@ -92,6 +98,8 @@ def format_limit(limit: Limit) -> str:
     text = f"{limit.name}:{limit.refill_amount}/{unit}"
     if limit.capacity != limit.refill_amount:
         text = f"{text}:{limit.capacity}"
+    if limit.regions:
+        text = f"{text}{GLOBAL_MARK}{','.join(limit.regions)}"
     return f"{text}{SOFT_SUFFIX}" if limit.soft else text
 
 

@@ -19,16 +19,18 @@ from zae_limiter.errors import (
     ValidationError,
 )
 from zae_limiter.flows import Flow, lockstep
+from zae_limiter.flows.asked import check_fits, validate_amounts, validate_resources
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
+from zae_limiter.flows.regional_limits import Wanted, split_global, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.write.charge import charge_all
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.memory import image_of_age, local_rejection
 from zae_limiter.flows.write.take import NOT_FETCHED
-from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
+from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
 
 log = logging.getLogger("zae_limiter")
@@ -53,75 +55,19 @@ class Acquired:
 
     def soft_exceeded(self) -> tuple[tuple[str, str], ...]:
         """(entity, limit) of every soft limit this acquire went past: a hard limit
-        there would have rejected it (docs/quotas.md, "Soft limits")."""
-        return tuple((t.entity_id, name) for t in self.taken for name in t.soft_over())
+        there would have rejected it (docs/quotas.md, "Soft limits"). Asked after every
+        acquire: a take without a soft limit is passed over without a call."""
+        over: list[tuple[str, str]] = []
+        for t in self.taken:
+            for limit in t.limits:
+                if limit.soft:
+                    over.extend((t.entity_id, name) for name in t.soft_over())
+                    break
+        return tuple(over)
 
     @property
     def limit_names(self) -> frozenset[str]:
         return frozenset(limit.name for t in self.taken for limit in t.limits)
-
-
-def validate_amounts(what: str, amounts: object, *, allow_negative: bool = False) -> dict[str, int]:
-    """Token amounts by limit name, in millitokens."""
-    if not isinstance(amounts, Mapping):
-        raise ValidationError(f"{what} must be a mapping of limit name to whole tokens")
-    out: dict[str, int] = {}
-    for name, value in amounts.items():
-        if name in RESERVED_LIMIT_NAMES:
-            raise ValidationError(f"{what}: limit {name!r} is reserved and cannot be consumed")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError(f"{what}[{name!r}] must be a whole number, got {value!r}")
-        if (value < 0 and not allow_negative) or abs(value) > MAX_TOKENS:
-            raise ValidationError(
-                f"{what}[{name!r}] must be between 0 and {MAX_TOKENS}, got {value}"
-            )
-        out[str(name)] = value * 1000
-    return out
-
-
-def _check_fits(
-    amounts: Mapping[str, int], limits: Mapping[str, Sequence[Limit]], entity_id: str
-) -> None:
-    """Every consumed limit is configured for at least one of the resources (`limits`:
-    the entity's, by resource), and no amount exceeds a capacity it is taken from."""
-    for name, milli in amounts.items():
-        having = [(r, lim) for r, ls in limits.items() for lim in ls if lim.name == name]
-        if not having:
-            where = " or ".join(repr(r) for r in limits)
-            configured = sorted({lim.name for ls in limits.values() for lim in ls})
-            raise ValidationError(
-                f"consume names limit {name!r}, which is not configured for entity "
-                f"{entity_id!r} on resource {where} (configured: {configured})"
-            )
-        for _resource, limit in having:
-            if milli > limit.capacity_milli:
-                raise ValidationError(
-                    f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
-                    f"capacity is {limit.capacity}"
-                )
-
-
-#: One acquire takes from at most this many resources: each is a write (two with
-#: cascade) in the acquire's one round trip.
-MAX_RESOURCES = 10
-
-
-def validate_resources(resource: object) -> tuple[str, ...]:
-    """One resource, or several distinct ones (a sequence of names), in the order given."""
-    if isinstance(resource, str):
-        return (keys.validate_resource(resource),)
-    if not isinstance(resource, (list, tuple)) or not resource:
-        raise ValidationError(
-            f"resource must be a name or a non-empty list of names, got {resource!r}"
-        )
-    if len(resource) > MAX_RESOURCES:
-        raise ValidationError(
-            f"an acquire takes from at most {MAX_RESOURCES} resources, got {len(resource)}"
-        )
-    names = tuple(keys.validate_resource(r) for r in resource)
-    if len(set(names)) != len(names):
-        raise ValidationError(f"resource names a resource twice: {list(names)}")
-    return names
 
 
 #: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
@@ -139,8 +85,12 @@ def _resolve_levels(
     from, the shard-0 item rides along in the config BatchGetItem, so the first write
     needs no extra read."""
     if override is not None:
-        return {pair: ResolvedLimits(override, "call") for pair in pairs}, {}
-    unknown = [(e, r) for e, r in pairs if image_of_age(state, e, (r, 0), now_ms) is None]
+        return dict.fromkeys(pairs, ResolvedLimits(override, "call")), {}
+    only_global = state.shares.only_global if state.shares is not None else ()
+    unknown = []
+    for e, r in pairs:
+        if image_of_age(state, e, (r, 0), now_ms) is None and (e, r) not in only_global:
+            unknown.append((e, r))
     bucket_keys = {(e, r): keys.bucket_key(state.namespace, e, r, 0) for e, r in unknown}
     resolved, found = yield from resolve_and_fetch(state, pairs, now_ms, list(bucket_keys.values()))
     prefetched: Prefetched = {}
@@ -158,9 +108,15 @@ def _level(
     amounts: Mapping[str, int],
     bucket_ttl_s: int | None = None,
 ) -> Level:
-    names = {limit.name for limit in limits}
+    consume: dict[str, int] = {}
+    for name, value in amounts.items():
+        for limit in limits:
+            if limit.name == name:
+                consume[name] = value
+                break
     meta = state.entities.get(entity_id)
     facts = meta.facts if meta is not None else None
+    parent_id = facts.parent_id if facts is not None else None
     ttl = DEFAULT_BUCKET_TTL_S if bucket_ttl_s is None else bucket_ttl_s
     if ttl != DEFAULT_BUCKET_TTL_S or (entity_id, resource) in state.bucket_ttls:
         state.bucket_ttls[(entity_id, resource)] = ttl  # for this bucket's later charges
@@ -168,11 +124,11 @@ def _level(
         entity_id=entity_id,
         resource=resource,
         limits=limits,
-        consume_milli={n: v for n, v in amounts.items() if n in names},
+        consume_milli=consume,
         shard_id=0,
         shard_count=state.shard_count(entity_id, resource),
-        cascade=bool(facts and facts.cascades(resource)),
-        parent_id=facts.parent_id if facts else None,
+        cascade=bool(facts is not None and parent_id is not None and facts.cascades(resource)),
+        parent_id=parent_id,
         bucket_ttl_s=ttl,
     )
 
@@ -214,45 +170,110 @@ def acquire(
     )
     if _bypassed(state, entity_id):  # learned from the record just read
         return Acquired((), amounts, entity_id, bypassed=True)
-    found = {r: require_limits(resolved[(entity_id, r)], entity_id, r) for r in resources}
-    own = {r: found[r].limits for r in resources}
-    _check_fits(amounts, own, entity_id)
-    levels = [
-        _level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s) for r in resources
-    ]
-    more = [(p, r) for r in resources if (p := _known_parent(state, entity_id, r)) is not None]
-    if any(pair not in resolved for pair in more):
-        extra, fetched = yield from _resolve_levels(
-            state, [pair for pair in more if pair not in resolved], override, now_ms
-        )
-        resolved.update(extra)
-        prefetched.update(fetched)
-    for p, r in more:
-        parent_limits = resolved[(p, r)]
-        if parent_limits is not None:
-            levels.append(
-                _level(state, p, r, parent_limits.limits, amounts, parent_limits.bucket_ttl_s)
-            )
-    served, rest = reserve_ops.serve(state, levels, now_ms)
-    if not rest:
-        return Acquired(tuple(served), amounts, entity_id)
-    outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
-    reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    outcomes += yield from _late_parents(
-        state, entity_id, (levels, outcomes), amounts, override, (now_ms, speculative)
+    levels = _own_levels(state, entity_id, resources, resolved, amounts)
+    more = _known_parents(state, entity_id, resources)
+    if more:
+        missing = [pair for pair in more if pair not in resolved]
+        if missing:
+            extra, fetched = yield from _resolve_levels(state, missing, override, now_ms)
+            resolved.update(extra)
+            prefetched.update(fetched)
+        for p, r in more:
+            parent_limits = resolved[(p, r)]
+            if parent_limits is not None:
+                levels.append(
+                    _level(state, p, r, parent_limits.limits, amounts, parent_limits.bucket_ttl_s)
+                )
+    wanted: list[Wanted] = []
+    if state.shares is not None:  # a table with global limits (docs/global.md)
+        levels, wanted = split_global(state, levels, entity_id)
+    acquired = yield from _take_all(
+        state, entity_id, levels, (amounts, override), prefetched, (now_ms, speculative)
     )
+    if wanted:  # this region's share of the global limits, after the rest
+        refused = yield from take_global(state.shares, state.table, state.namespace, wanted, now_ms)
+        if refused is not None:
+            yield from compensate(state, acquired.taken, now_ms)
+            raise refused
+    return acquired
+
+
+def _take_all(
+    state: RepoState,
+    entity_id: str,
+    levels: list[Level],
+    asked: tuple[Mapping[str, int], tuple[Limit, ...] | None],
+    prefetched: Prefetched,
+    how: tuple[int, bool],
+) -> Flow[Acquired]:
+    amounts, override = asked
+    now_ms, speculative = how
+    if state.reserves is None:  # reserves off: every level goes to DynamoDB
+        served: list[Taken] = []
+        rest = levels
+    else:
+        served, rest = reserve_ops.serve(state, levels, now_ms)
+        if not rest:
+            return Acquired(tuple(served), amounts, entity_id)
+    outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
+    if state.reserves is not None:
+        reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
+    if _parent_known(state, entity_id):  # else no level can have a parent to take late
+        outcomes += yield from _late_parents(
+            state, entity_id, (levels, outcomes), amounts, override, how
+        )
     return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
 
 
+def _own_levels(
+    state: RepoState,
+    entity_id: str,
+    resources: Sequence[str],
+    resolved: Resolved,
+    amounts: Mapping[str, int],
+) -> list[Level]:
+    """The entity's level of each resource, once its limits are known to fit `amounts`."""
+    found: dict[str, ResolvedLimits] = {}
+    own: dict[str, tuple[Limit, ...]] = {}
+    for r in resources:
+        got = resolved[(entity_id, r)]
+        found[r] = got if got is not None else require_limits(got, entity_id, r)
+        own[r] = found[r].limits
+    check_fits(amounts, own, entity_id)
+    levels = []
+    for r in resources:
+        levels.append(_level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s))
+    return levels
+
+
 def _pairs(state: RepoState, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = [(entity_id, r) for r in resources]
-    parents = [(_parent_of(state, entity_id, r), r) for r in resources]
-    return pairs + [(p, r) for p, r in parents if p is not None]
+    """The buckets whose limits to resolve: the entity's, then its cascade parent's."""
+    pairs = []
+    for r in resources:
+        pairs.append((entity_id, r))
+    if _parent_known(state, entity_id):
+        pairs.extend(_known_parents(state, entity_id, resources))
+    return pairs
 
 
-def _known_parent(state: RepoState, entity_id: str, resource: str) -> str | None:
-    """The parent to take from together with the entity, when the entity is known."""
-    return _parent_of(state, entity_id, resource) if entity_id in state.entities else None
+def _parent_known(state: RepoState, entity_id: str) -> bool:
+    """Whether this client knows the entity has a parent (without one, no resource
+    cascades, and an acquire asks no more about parents)."""
+    meta = state.entities.get(entity_id)
+    return meta is not None and meta.facts.parent_id is not None
+
+
+def _known_parents(
+    state: RepoState, entity_id: str, resources: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(parent, resource) to take from together with the entity, when the entity is known."""
+    more = []
+    if _parent_known(state, entity_id):
+        for r in resources:
+            p = _parent_of(state, entity_id, r)
+            if p is not None:
+                more.append((p, r))
+    return more
 
 
 def _late_parents(
@@ -306,12 +327,10 @@ def _take_levels(
         reserve_ops.keep(state, levels, [None] * len(levels), now_ms)  # nothing was written
         yield from compensate(state, served, now_ms)
         raise
-    flows = [
-        take_any_shard(
-            state, lv, now_ms, speculative, prefetched.get((lv.entity_id, lv.resource), NOT_FETCHED)
-        )
-        for lv in levels
-    ]
+    flows = []
+    for lv in levels:
+        fetched = prefetched.get((lv.entity_id, lv.resource), NOT_FETCHED)
+        flows.append(take_any_shard(state, lv, now_ms, speculative, fetched))
     if len(flows) > 1:
         return [*served, *(yield from lockstep(flows, stop=_failed))]
     # One level, the common case: its flow runs directly (lockstep's bookkeeping is for
@@ -354,7 +373,11 @@ def _failed(outcome: object) -> bool:
 
 
 def _raise_if_known_exhausted(state: RepoState, levels: Sequence[Level], now_ms: int) -> None:
-    rejections = [r for lv in levels if (r := local_rejection(state, lv, now_ms)) is not None]
+    rejections = []
+    for lv in levels:
+        rejected = local_rejection(state, lv, now_ms)
+        if rejected is not None:
+            rejections.append(rejected)
     if rejections:
         raise _exceeded(rejections)
 
@@ -371,9 +394,15 @@ def _conclude(
     amounts: Mapping[str, int],
     entity_id: str,
 ) -> Flow[Acquired]:
-    taken = tuple(o for o in outcomes if isinstance(o, Taken))
-    if not any(_failed(o) for o in outcomes):
-        return Acquired(taken, amounts, entity_id)
+    taken: list[Taken] = []
+    failed = False
+    for o in outcomes:
+        if isinstance(o, Taken):
+            taken.append(o)
+        elif isinstance(o, (Rejected, BaseException)):  # _failed
+            failed = True
+    if not failed:
+        return Acquired(tuple(taken), amounts, entity_id)
     yield from compensate(state, taken, now_ms)
     rejections = [o for o in outcomes if isinstance(o, Rejected)]
     if rejections:

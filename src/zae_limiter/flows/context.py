@@ -12,7 +12,7 @@ import random
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import cast
+from typing import Any, cast
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
@@ -156,6 +156,9 @@ class RepoState:
     level_ttls: dict[Hashable, int | None] = field(default_factory=dict)
     #: The idle TTL an acquire resolved per (entity, resource), for its later charges.
     bucket_ttls: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Global limits' regional shares (flows/regional_limits.SharesBook), made by the face
+    #: before the first acquire; None: no global limit here, nothing read or written.
+    shares: Any = None
 
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)

@@ -40,10 +40,13 @@ PARTS = rk.PARTS
 #: Every region keeps at least this many parts (1%): a share's rate never reaches 0,
 #: and a region whose demand comes back is served at once, if slowly.
 MIN_PARTS = PARTS // 100
-#: Parts moved by less than this (2%) are not worth a write.
-HYSTERESIS = PARTS // 50
+#: Parts moved by less than this (5%) are not worth a write: at 2%, noise in the demand
+#: measured moved parts back and forth, each move idle in flight for a lag.
+HYSTERESIS = PARTS // 20
+#: A region is owed at most its demand and this much more (targets()).
+DEMAND_MARGIN = 0.25
 #: Demand is the offered rate over this window (ms).
-DEMAND_WINDOW_MS = 1_000
+DEMAND_WINDOW_MS = 2_000
 #: A region whose item has not changed for this long (as this replica shows it) gets
 #: nothing: parts released to a region that cannot see them sit idle in flight.
 SILENT_AFTER_MS = 5_000
@@ -264,14 +267,24 @@ def plan_roll(image: ShareImage, now_ms: int) -> TakePlan:
 # ---------------------------------------------------------------- transfers
 
 
-def targets(regions: Sequence[str], demand: Mapping[str, float]) -> dict[str, int]:
+def targets(
+    regions: Sequence[str], demand: Mapping[str, float], rate_milli_per_s: float | None = None
+) -> dict[str, int]:
     """Parts each region should hold: at least MIN_PARTS, the rest in proportion to
-    demand (an equal split when nobody asks)."""
+    demand (an equal split when nobody asks). With the whole limit's rate, no region is
+    owed more than its demand asks (plus DEMAND_MARGIN): while the offer is under the
+    limit nobody is short and nothing moves (moving on the noise of demand left parts
+    idle in flight, a lag each time)."""
     total = sum(max(0.0, demand.get(r, 0.0)) for r in regions)
     if total <= 0:
         return {r: PARTS // len(regions) for r in regions}
     spare = PARTS - MIN_PARTS * len(regions)
-    return {r: MIN_PARTS + int(spare * max(0.0, demand.get(r, 0.0)) / total) for r in regions}
+    out = {r: MIN_PARTS + int(spare * max(0.0, demand.get(r, 0.0)) / total) for r in regions}
+    if rate_milli_per_s:
+        for r in regions:
+            asked = max(0.0, demand.get(r, 0.0)) * (1 + DEMAND_MARGIN) / rate_milli_per_s
+            out[r] = min(out[r], max(MIN_PARTS, int(PARTS * asked)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +432,7 @@ def next_tick_ms(rng: random.Random) -> int:
 
 
 __all__ = [
+    "DEMAND_MARGIN",
     "DEMAND_WINDOW_MS",
     "FROZEN_WAIT_MS",
     "HYSTERESIS",

@@ -28,7 +28,11 @@ MAX_TRIES = 6
 #: counted as held, and rolls into the full-at time as spent), and never holds more than
 #: a quarter of the share.
 RESERVE_TARGET_MS = 100
-RESERVE_LIFE_MS = 250
+RESERVE_LIFE_MS = 200
+#: A take that finds another of its process on the way waits for it (and its reserve)
+#: at most this long, looking every TAKING_POLL_MS.
+TAKING_WAIT_MS = 1_000
+TAKING_POLL_MS = 5
 #: Under this many tokens a reserve is not worth taking: the take is exact.
 MIN_RESERVE_MILLI = 2_000
 
@@ -69,11 +73,29 @@ class Memory:
     failures: int = 0
     last_error: str = ""
     rng: random.Random = field(default_factory=random.Random)
-    reserve_milli: int = 0
-    reserve_until_ms: int = 0
+    #: Live reserves, oldest first: (millitokens left, spendable until).
+    reserves: deque[tuple[int, int]] = field(default_factory=deque)
     arrivals: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
     reserve: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Acquires refused, by why: `short` (the share lacked the tokens), `known` (an
+    #: earlier refusal's retry-after still runs: no request), `contended` (every try's
+    #: condition failed). What `python -m benchmarks regions` reports.
+    refused: dict[str, int] = field(default_factory=dict)
+
+    #: Takes of this process on their way (a hint: threads wait for them, briefly).
+    taking: int = 0
+    #: Millitokens this client's reserves lost (aged before they were spent).
+    lost_milli: int = 0
+
+    def on_the_way(self, change: int) -> None:
+        # `+=` on an attribute is not atomic across threads: a lost update would leave
+        # every later acquire waiting for a take that is not there.
+        with self.lock:
+            self.taking += change
+
+    def refuse(self, why: str) -> None:
+        self.refused[why] = self.refused.get(why, 0) + 1
 
     def rate_milli_per_s(self, now_ms: int) -> int:
         """Millitokens a second this client asked for over the last second."""
@@ -81,22 +103,40 @@ class Memory:
             self.arrivals.popleft()
         return len(self.arrivals) * 1000
 
-    def spend(self, amount_milli: int, now_ms: int) -> bool:
-        # Threads of one process may share a memory: a token is spent once.
-        with self.lock:
-            if self.reserve_milli >= amount_milli and now_ms < self.reserve_until_ms:
-                self.reserve_milli -= amount_milli
-                return True
-            self.reserve_milli = 0  # an aged reserve is lost, never returned
-            return False
+    @property
+    def reserve_milli(self) -> int:
+        """Millitokens held in this client's live reserves."""
+        return sum(milli for milli, _until in self.reserves)
 
-    def hold(self, milli: int, until_ms: int) -> None:
+    def spend(self, amount_milli: int, now_ms: int) -> bool:
+        """Spend from the oldest live reserve first; aged ones are lost, never returned."""
+        # Threads of one process share a memory: a token is spent once.
         with self.lock:
-            self.reserve_milli, self.reserve_until_ms = milli, until_ms
+            while self.reserves and (
+                now_ms >= self.reserves[0][1] or self.reserves[0][0] < amount_milli
+            ):
+                self.lost_milli += self.reserves.popleft()[0]
+            if not self.reserves:
+                return False
+            milli, until = self.reserves[0]
+            self.reserves[0] = (milli - amount_milli, until)
+            return True
+
+    def hold(self, milli: int, now_ms: int) -> None:
+        """Add a reserve just taken, with its own end: every token is spent within
+        RESERVE_LIFE_MS of its take (before its held count can roll into the full-at
+        time). Threads of one process take concurrently: each reserve is kept beside
+        the others (one replacing another would lose it: under-admission)."""
+        if milli > 0:
+            with self.lock:
+                self.reserves.append((milli, now_ms + RESERVE_LIFE_MS))
 
 
 @dataclass(frozen=True, slots=True)
 class Taken:
+    """What a take of a share did: admitted or not (and when to retry), the tokens the
+    share had after it, and the requests it made (0: a reserve hit or a known shortage)."""
+
     admitted: bool
     retry_after_ms: int = 0
     tokens_milli: int = 0
@@ -143,23 +183,46 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
     memory.arrivals.append(now_ms)
     if memory.spend(amount_milli, now_ms):
         return Taken(True, 0, memory.reserve_milli)
+    waited = 0
+    while memory.taking and waited < TAKING_WAIT_MS and now_ms >= memory.short_until_ms:
+        # Another thread's take is on its way: it brings a reserve when this process is
+        # busy. Writing beside it would only fail its condition (held counts) or ours.
+        woke = yield from pause(TAKING_POLL_MS)
+        now_ms = woke if woke is not None else now_ms + TAKING_POLL_MS
+        waited += TAKING_POLL_MS
+        if memory.spend(amount_milli, now_ms):
+            return Taken(True, 0, memory.reserve_milli)
     if now_ms < memory.short_until_ms:
+        memory.refuse("known")
         return Taken(False, memory.short_until_ms - now_ms)
+    memory.on_the_way(1)
+    try:
+        return (yield from _write_take(target, memory, amount_milli, now_ms))
+    finally:
+        memory.on_the_way(-1)
+
+
+def _write_take(target: Target, memory: Memory, amount_milli: int, now_ms: int) -> Flow[Taken]:
     requests = 0
     image = memory.image
     for _ in range(MAX_TRIES):
-        if image is None:
+        if image is None or image.frozen_at is not None:
+            if image is not None:
+                # A transfer's two writes are under way: the share is about to change, not
+                # short. Waiting for it costs a read; rejecting would under-admit.
+                woke = yield from pause(core.FROZEN_WAIT_MS)
+                now_ms = woke if woke is not None else now_ms + core.FROZEN_WAIT_MS
             image = yield from ensure_item(target, memory)
             requests += 1
-        extra = reserve_size(memory, image, amount_milli, now_ms)
-        plan = core.plan_take(image, amount_milli, now_ms, extra)
-        if extra and isinstance(plan, core.Short):
-            extra, plan = 0, core.plan_take(image, amount_milli, now_ms)
+            if image.frozen_at is not None:
+                continue
+        extra, plan = _planned(memory, image, amount_milli, now_ms)
         if isinstance(plan, core.Short):
             if plan.rolls_milli > 0:
                 requests += yield from _roll(target, image, now_ms)
             wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
             memory.short_until_ms = now_ms + max(1, wait)
+            memory.refuse("short")
             return Taken(False, max(1, wait), plan.tokens_milli, requests)
         offered, memory.pending_milli = memory.pending_milli, 0
         call = rk.share_take_write(
@@ -174,9 +237,27 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         image = _decoded(result)
         memory.image = image
         if result.ok and image is not None:
-            memory.hold(extra, now_ms + RESERVE_LIFE_MS)
+            memory.hold(extra, now_ms)
             return Taken(True, 0, image.tokens(now_ms), requests)
+    memory.refuse("contended")
     return Taken(False, 1, 0, requests)
+
+
+def _planned(
+    memory: Memory, image: core.ShareImage, amount_milli: int, now_ms: int
+) -> tuple[int, core.TakePlan | core.Short]:
+    """(reserve, plan): the reserve this client's rate asks for; else what the share has
+    beyond the amount (a busy region drains its share: a reserve of what is there saves
+    a write per token, and its tokens still leave the bucket before they are spent);
+    else an exact take."""
+    extra = reserve_size(memory, image, amount_milli, now_ms)
+    plan = core.plan_take(image, amount_milli, now_ms, extra)
+    if extra and isinstance(plan, core.Short):
+        extra = min(extra, plan.tokens_milli - amount_milli) // 1000 * 1000
+        if extra < MIN_RESERVE_MILLI:
+            extra = 0
+        plan = core.plan_take(image, amount_milli, now_ms, extra)
+    return extra, plan
 
 
 def _roll(target: Target, image: core.ShareImage, now_ms: int) -> Flow[int]:
@@ -231,7 +312,9 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
         memory.demand.observe(image, now_ms)
     memory.others = images
     demand = {r: memory.demand.rate(r, now_ms) for r in target.regions}
-    wanted = core.targets(target.regions, demand)
+    limit = target.limit
+    rate = limit.refill_amount_milli * 1000 / limit.refill_period_ms
+    wanted = core.targets(target.regions, demand, rate)
     reachable = memory.demand.reachable(target.regions, now_ms)
     done, written = yield from _transfer(target, memory, own, images, wanted, reachable, now_ms)
     requests += written

@@ -22,6 +22,7 @@ from zae_limiter.keys.core import (
     GSI3SK,
     GSI4PK,
     GSI4SK,
+    PK,
     Item,
     bucket_key,
     entity_pk,
@@ -164,6 +165,41 @@ def create_bucket(table: str, item: Item) -> dict[str, Any]:
     return {
         **put_new(table, item),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+#: On shard 0: an entity deletion under way; no shard k >= 1 may be made from then on.
+A_DELETING = "dl"
+
+
+def create_split_bucket(table: str, item: Item, shard0: Item, count: int) -> dict[str, Any]:
+    """Shard k >= 1 made (a TransactWriteItems): the put, if the shard is still unmade,
+    and a check that shard 0 still exists at `count` with no deletion under way. A
+    client that knew the entity before its deletion cannot bring a shard back after the
+    deletion has looked (flows/records/entities.py)."""
+    check = {
+        "TableName": table,
+        "Key": shard0,
+        "ConditionExpression": (
+            "attribute_exists(#pk) AND #shards = :shards AND attribute_not_exists(#deleting)"
+        ),
+        "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, "#deleting": A_DELETING},
+        "ExpressionAttributeValues": {":shards": n(count)},
+    }
+    return {"TransactItems": [{"Put": create_bucket(table, item)}, {"ConditionCheck": check}]}
+
+
+def mark_deleting(table: str, shard0: Item) -> dict[str, Any]:
+    """Shard 0 marked as being deleted (its item as it then stands: ALL_NEW), if it
+    exists; from then on no shard k >= 1 of its bucket can be made."""
+    return {
+        "TableName": table,
+        "Key": shard0,
+        "UpdateExpression": "SET #deleting = :yes",
+        "ConditionExpression": "attribute_exists(#pk)",
+        "ExpressionAttributeNames": {"#pk": PK, "#deleting": A_DELETING},
+        "ExpressionAttributeValues": {":yes": n(1)},
+        "ReturnValues": "ALL_NEW",
     }
 
 
@@ -348,6 +384,7 @@ def _snapshot_after(update: str, full_at: str, fa_attr: str) -> tuple[str, tuple
 
 
 __all__ = [
+    "A_DELETING",
     "A_PREV_WINDOW_START",
     "A_PREV_WINDOW_WRITES",
     "A_QUOTA_RESET",
@@ -361,8 +398,10 @@ __all__ = [
     "SPLIT",
     "WINDOW_MS",
     "create_bucket",
+    "create_split_bucket",
     "decode_bucket",
     "double_shards",
+    "mark_deleting",
     "new_bucket_item",
     "partition_wcu",
     "snapshot_parts",

@@ -160,6 +160,8 @@ A_LIMIT_RESET = "qr"
 #: A soft limit (counts, never rejects); absent on a limit that enforces. A client that
 #: predates it ignores it and enforces the limit (docs/quotas.md, "Soft limits").
 A_LIMIT_SOFT = "sf"
+#: A global limit's regions, in order (docs/global.md); absent on a limit of each region.
+A_LIMIT_REGIONS = "rg"
 
 
 def encode_limits(limits: Iterable[Limit]) -> dict[str, Any]:
@@ -176,6 +178,8 @@ def _encode_limit(limit: Limit) -> dict[str, Any]:
         fields[A_LIMIT_RESET] = s(limit.window.spec())
     if limit.soft:
         fields[A_LIMIT_SOFT] = {"BOOL": True}
+    if limit.regions:
+        fields[A_LIMIT_REGIONS] = {"L": [s(region) for region in limit.regions]}
     if limit.schedule:
         fields[A_LIMIT_SCHEDULE] = {"L": [{"M": _encode_override(o)} for o in limit.schedule]}
     return fields
@@ -222,6 +226,7 @@ def _decode_limit(name: str, fields: Mapping[str, Any]) -> Limit:
         int(fields["rp"]["N"]),
         window=None if reset is None else parse_spec(reset["S"]),
         soft=bool(fields.get(A_LIMIT_SOFT, {}).get("BOOL", False)),
+        regions=tuple(r["S"] for r in fields.get(A_LIMIT_REGIONS, {}).get("L", ())),
         schedule=tuple(
             _decode_override(o["M"]) for o in fields.get(A_LIMIT_SCHEDULE, {}).get("L", ())
         ),
@@ -268,6 +273,7 @@ __all__ = [
     "A_BUCKET_TTL",
     "A_BYPASS",
     "A_CASCADE_FOR",
+    "A_LIMIT_REGIONS",
     "A_LIMIT_RESET",
     "A_LIMIT_SCHEDULE",
     "A_LIMIT_SOFT",

@@ -52,8 +52,11 @@ class ShareAttr:
     FROZEN = "fz"
 
 
-#: A reserve epoch (ms): held counts roll into the full-at time an epoch or two after.
-HELD_EPOCH_MS = 500
+#: A reserve epoch (ms): held counts roll into the full-at time an epoch or two after,
+#: so it must outlast a reserve's life (flows/regional_run.RESERVE_LIFE_MS). Held counts
+#: keep up to two epochs of takes out of the share's room: at 500 ms a busy region's
+#: reserves filled the whole room (capacity = 1 s of rate) and its refill stopped.
+HELD_EPOCH_MS = 250
 
 
 def share_pk(ns: str, entity_id: str, resource: str, limit_name: str) -> str:

@@ -50,6 +50,8 @@ def held_epoch(field: str) -> int | None:
 
 def held_milli(reserved: Mapping[int, int], now_ms: int) -> int:
     """Millitokens of one limit held in live reserves (this epoch and the one before)."""
+    if not reserved:
+        return 0  # no reserve ever held from the shard: every write without reserves
     current = reserve_epoch(now_ms)
     return max(0, sum(v for e, v in reserved.items() if current - 1 <= e <= current))
 
@@ -58,12 +60,16 @@ def lost_milli(reserved: Mapping[int, int], now_ms: int) -> int:
     """Millitokens of one limit in expired held counts: reserves whose client never gave
     them back (it crashed). They are spent, never created: readers count them as taken
     until a write moves them into the full-at time (`expired_counts`)."""
+    if not reserved:
+        return 0
     current = reserve_epoch(now_ms)
     return sum(v for e, v in reserved.items() if e < current - 1 and v > 0)
 
 
 def expired_counts(name: str, reserved: Mapping[int, int], now_ms: int) -> dict[str, int]:
     """The expired held counts of one limit that a write must charge (attribute -> count)."""
+    if not reserved:
+        return {}
     current = reserve_epoch(now_ms)
     return {reserve_attr(name, e): v for e, v in reserved.items() if e < current - 1 and v > 0}
 
@@ -101,6 +107,8 @@ def held_deltas(hold: Mapping[str, int], epoch: int, flush: Flush | None = None)
             if milli:
                 attr = reserve_attr(name, old_epoch)
                 out[attr] = out.get(attr, 0) - milli
+    if not out:
+        return out
     return {attr: milli for attr, milli in out.items() if milli}
 
 

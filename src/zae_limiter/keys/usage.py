@@ -281,14 +281,16 @@ def merge_update(
     new_count: int,
     old_full_at: Mapping[str, int | None],
     new_full_at: Mapping[str, int],
+    new_split: Mapping[str, int] | None = None,
     shard0_now_ms: int | None = None,
 ) -> dict[str, Any]:
     """One shard's part of a merge transaction (a TransactWriteItems `Update`).
 
     Fenced on `shard_count = old_count` and on every limit's full-at time as read (no
-    write may land in between: the merge runs on quiet entities); SETs the halved count
-    and the new full-at times. On shard 0 (`shard0_now_ms`) the change time `sd` is set
-    and the quiet mark cleared.
+    write may land in between: the merge runs on quiet entities); SETs the halved count,
+    the new full-at times and (`new_split`) the split snapshots that shards not made yet
+    will copy. On shard 0 (`shard0_now_ms`) the change time `sd` is set and the quiet
+    mark cleared.
     """
     names = {"#pk": PK, "#shards": A_SHARD_COUNT}
     values: Item = {":shards": n(old_count), ":new_shards": n(new_count)}
@@ -304,6 +306,10 @@ def merge_update(
         else:
             values[f":was_full_at_{i}"] = n(old)
             conds.append(f"#full_at_{i} = :was_full_at_{i}")
+    for i, name in enumerate(sorted(new_split or {})):
+        names[f"#split_{i}"] = limit_attr(name, "sf")
+        values[f":split_{i}"] = n((new_split or {})[name])
+        sets.append(f"#split_{i} = :split_{i}")
     update = "SET " + ", ".join(sets)
     if shard0_now_ms is not None:
         names.update({"#doubled_at": A_SHARD_DOUBLED, "#quiet_since": A_QUIET_SINCE})
@@ -319,8 +325,23 @@ def merge_update(
     }
 
 
-def merge_transaction(updates: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"TransactItems": [{"Update": u} for u in updates]}
+def merge_transaction(
+    updates: list[dict[str, Any]], table: str = "", absent: Sequence[Item] = ()
+) -> dict[str, Any]:
+    """The merge's one transaction: its updates, and a check that each shard the plan
+    took as never made (`absent` keys; its share is in a snapshot) still is not."""
+    checks = [
+        {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": key,
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+            }
+        }
+        for key in absent
+    ]
+    return {"TransactItems": [{"Update": u} for u in updates] + checks}
 
 
 def table_from_stream_arn(arn: str) -> str | None:

@@ -7,11 +7,10 @@ crash or a pause can strike them like any client.
 
 - The aggregator (`aggregator.processor.process` + `aggregator.apply.execute`, the code
   the Lambda runs) takes a batch from the start of the stream records it has not yet
-  processed, plans its usage snapshots, doublings and count propagation, and writes
-  them. A batch whose writes failed is delivered again from its first failed record, as
-  Lambda does. Merges are off (`MERGE_QUIET_MS`): with them on (5 s of quiet), seed 455
-  ends with the table offering more than the ideal bucket holds after a 16 -> 8 merge,
-  not yet diagnosed (docs/simulator.md, "What it found").
+  processed, plans its usage snapshots, doublings, count propagation and merges, and
+  writes them. A batch whose writes failed is delivered again from its first failed
+  record, as Lambda does. Merges wait `MERGE_QUIET_MS` of quiet, not the deployed ten
+  minutes, so that schedules of a minute or two halve entities they doubled.
 - The operator deletes a leaf entity (`Operations.delete_entity`): its record, configs
   and bucket shards go, while clients keep acquiring (and may hold reserves of it).
 """
@@ -29,9 +28,8 @@ from zae_limiter.operations import Operations
 from zae_limiter.sim.client import Program, Run
 from zae_limiter.sim.spec import ClientSpec
 
-#: How long every shard of an entity must stay quiet before the aggregator merges them
-#: (0: never; see the module's docstring for why merges are off).
-MERGE_QUIET_MS = 0
+#: How long every shard of an entity must stay quiet before the aggregator merges them.
+MERGE_QUIET_MS = 5_000
 
 AGGREGATOR = ClientSpec("aggregator", False, False, False, 0, 1000, 1, (), False)
 OPERATOR = ClientSpec("operator", False, False, False, 0, 1000, 1, (), False)

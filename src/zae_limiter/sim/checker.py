@@ -150,22 +150,18 @@ class Checker:
                 continue
             self._add(taken.entity_id, limit, event)
 
-    def reset(
-        self, entity: str, at: tuple[int, int], held: Mapping[str, int], sharded: bool
-    ) -> None:
+    def reset(self, entity: str, at: tuple[int, int], held: Mapping[str, int]) -> None:
         """The entity's buckets were deleted at `at` (an operator deleted the entity): its
         usage is forgotten, and the ideal bucket starts full again. Reserves that clients
         held of the deleted buckets (`held`, per limit) can still be spent for a while:
-        each adds what it held to the level's allowance. A `sharded` entity adds its
-        capacity: a client that still knows it sharded may write a shard k >= 1 the
-        deletion did not see (made after its query), which then admits its share again
-        beside a new shard 0 (docs/simulator.md, seeds 3746 and 5427; not fixed). Its loss
-        is not judged."""
+        each adds what it held to the level's allowance. A sharded entity adds nothing
+        more: no client can make a shard of it once the deletion has looked
+        (`flows.records.entities.delete_buckets`; seeds 3746 and 5427 before that
+        fence). Its loss is not judged."""
         self.lossy.add(entity)
         self.deleted.add(entity)
         for limit in self.limits:
-            extra = limit.capacity * 1000 if sharded else 0
-            self.allow(entity, limit.name, held.get(limit.name, 0) + extra)
+            self.allow(entity, limit.name, held.get(limit.name, 0))
             self._add(entity, limit, self._event(at, "reset", 0, at[0]))
 
     def configured(

@@ -20,6 +20,7 @@ from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow, Request
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired
+from zae_limiter.flows.asked import validate_amounts
 from zae_limiter.flows.context import RepoState
 from zae_limiter.lease import _Held
 from zae_limiter.repository import _state
@@ -173,7 +174,7 @@ def acquire_program(client: SimClient, op: OpSpec, hold_ms: int, on: Any) -> Pro
     except (RateLimitExceeded, RateLimiterUnavailable) as error:
         on.refused(op, error)
         return
-    lease = _Held(acquired, acquire_flow.validate_amounts("consume", op.consume), None)
+    lease = _Held(acquired, validate_amounts("consume", op.consume), None)
     on.admitted(acquired)
     yield Hold(hold_ms)
     if op.adjust:

@@ -140,31 +140,28 @@ class Delivery(Machine):
         self._record(thread, call, "ok", None, before if self.trace.on else None, key)
         return Result(response), applied
 
-    def _deleting(self, call: Call) -> dict[str, tuple[dict[str, int], bool]]:
-        """Bucket items a batch write deletes: entity -> (limit -> held counts live now,
-        whether the entity has more than one shard)."""
+    def _deleting(self, call: Call) -> dict[str, dict[str, int]]:
+        """Bucket items a batch write deletes: entity -> limit -> held counts live now."""
         if call.op != "batch_write_item":
             return {}
-        out: dict[str, tuple[dict[str, int], bool]] = {}
+        out: dict[str, dict[str, int]] = {}
         for chunk in call.params.get("RequestItems", {}).values():
             for request in chunk:
                 pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
                 item = self.peek(pk) if keys.is_bucket_pk(pk) else None
                 if item is None:
                     continue
-                held, sharded = out.get(_entity_of(pk), ({}, False))
+                held = out.setdefault(_entity_of(pk), {})
                 for name, counts in keys.decode_reserved(item).items():
                     held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
-                count = keys.get_n(item, keys.A_SHARD_COUNT, 1)
-                out[_entity_of(pk)] = held, sharded or count > 1 or keys.parse_bucket_pk(pk)[3] != 0
         return out
 
-    def _deleted(self, deleted: dict[str, tuple[dict[str, int], bool]]) -> None:
-        for entity, (held, sharded) in deleted.items():
+    def _deleted(self, deleted: dict[str, dict[str, int]]) -> None:
+        for entity, held in deleted.items():
             self.trace.note(self.true_ms, f"{entity}'s buckets deleted")
             for level in [level for level in self.stored if level[0] == entity]:
                 del self.stored[level]
-            self.checker.reset(entity, (self.true_ms, self.tick), held, sharded)
+            self.checker.reset(entity, (self.true_ms, self.tick), held)
 
     def _time_out(self, thread: Thread, index: int, p: Pending) -> None:
         # Only held requests time out (time passes under requests in flight only then):

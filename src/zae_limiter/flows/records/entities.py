@@ -273,12 +273,42 @@ def delete_entity(state: RepoState, entity_id: str, auditor: Auditor) -> Flow[in
     if configured:
         yield from _delete_configured(state, entity_id, configured, auditor)
         doomed = [k for k in doomed if k not in configured]
-    doomed += yield from entity_bucket_keys(state, entity_id)
     yield from batch_delete(state, doomed)
+    buckets = yield from entity_bucket_keys(state, entity_id)
+    yield from delete_buckets(state, entity_id, buckets)
     state.entities.forget(entity_id)
     state.config_cache.clear()
     state.exhausted = {k: v for k, v in state.exhausted.items() if k[0] != entity_id}
-    return len(doomed)
+    return len(doomed) + len(buckets)
+
+
+def delete_buckets(state: RepoState, entity_id: str, found: list[keys.Item]) -> Flow[None]:
+    """Delete the entity's bucket shards so that none comes back: a client that still
+    knows the entity may be making shard k >= 1 from shard 0 as the deletion runs.
+
+    Per resource, shard 0 is first marked (`keys.mark_deleting`): a shard k >= 1 is made
+    only in a transaction that checks shard 0 exists unmarked (`keys.create_split_bucket`),
+    so none is made from then on. Every shard below the count the mark returns is then
+    deleted by key (the index `found` came from may not list one made just now), with
+    those `found` beyond it (a merge's drained shards), and shard 0 last.
+    """
+    ns = state.namespace
+    by_resource: dict[str, set[int]] = {}
+    for found_key in found:
+        _ns, _entity, resource, shard = keys.parse_bucket_pk(keys.pk_of(found_key))
+        by_resource.setdefault(resource, set()).add(shard)
+    doomed: list[keys.Item] = []
+    firsts: list[keys.Item] = []
+    for resource, shards in sorted(by_resource.items()):
+        first = keys.bucket_key(ns, entity_id, resource, 0)
+        marked = yield from one(Call("update_item", keys.mark_deleting(state.table, first)))
+        count = keys.get_n(marked.attributes, keys.A_SHARD_COUNT, 1) if marked.ok else 1
+        if marked.ok or 0 in shards:
+            firsts.append(first)
+        rest = (shards | set(range(count))) - {0}
+        doomed += [keys.bucket_key(ns, entity_id, resource, i) for i in sorted(rest)]
+    yield from batch_delete(state, doomed)
+    yield from batch_delete(state, firsts)
 
 
 def _delete_configured(

@@ -72,7 +72,8 @@ class ReserveBook:
         self.pacer = Pacer(self.settings.writes_per_second, rng)
         #: Write-rate targets cut by throttled reserve writes (see flows/reserves/stretch.py).
         self.stretch = Stretch()
-        # Reentrant: a hit (`serve_hit`) spends through `spend`, under the same lock.
+        # A reserve hit (flows/reserves/hit.py) records and spends under it too, with the
+        # steps of `_record`, `_covers` and `spend` written out there.
         self._lock = threading.RLock()
         self._reserves: dict[Key, Reserve] = {}
         self._demand: dict[Key, Demand] = {}
@@ -179,21 +180,9 @@ class ReserveBook:
             self.stats.hits += 1
             return held.shard_id
 
-    def serve_hit(
-        self, key: Key, limits: tuple[Limit, ...], consume: Mapping[str, int], now_ms: int
-    ) -> int | None:
-        """`record` and `spend` at once, when the reserve covers `consume` under `limits`
-        (the shard it came from); else nothing changes and None (flows/reserves/hit.py)."""
-        with self._lock:
-            held = self._reserves.get(key)
-            if held is None or held.limits != limits or not self._covers(held, consume, now_ms):
-                return None
-            self._record(key, consume, now_ms, 1)
-            return self.spend(key, limits, consume, now_ms)  # one place takes from a reserve
-
     def _covers(self, held: Reserve, consume: Mapping[str, int], now_ms: int) -> bool:
         """Whether `held` may serve `consume` now: young enough, in its quota window, with
-        enough left (and no limit in debt)."""
+        enough left (and no limit in debt). flows/reserves/hit.py asks the same, inline."""
         if now_ms - held.born_ms >= self.settings.max_age_ms:
             return False
         if held.window_end_ms is not None and held.crossed(now_ms):

@@ -8,7 +8,7 @@ reserve, with the same effects on the book. It says None when anything needs mor
 that: an entity this client does not know, one with a bypass or a cascade parent, a
 call whose `consume` or `limits` would not pass validation, limits to resolve that the
 config cache no longer holds, or a reserve that is missing, aged, taken under other
-limits, or short; a scheduled or soft limit; several resources at once.
+limits, or short; a scheduled, soft or global limit; several resources at once.
 
 Why the checks the full path makes can be skipped here: the reserve of (entity,
 resource) was installed by an acquire that validated both names, under limits that were
@@ -17,15 +17,18 @@ validated, and it is served only when the call's limits are those same limits.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from zae_limiter.flows.records.config import config_levels
+from zae_limiter.flows.reserves.demand import DEMAND_TAU_MS
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
+    from zae_limiter.flows.reserves.book import Key, ReserveBook
 
 
 def serve(
@@ -58,15 +61,59 @@ def serve(
     if wanted is None or wanted != held.limits:
         return None
     for limit in wanted:
-        if limit.schedule or limit.soft:
-            return None  # the limit in force, and what a soft limit reports: the full path
+        if limit.schedule or limit.soft or limit.regions:
+            # The limit in force, what a soft limit reports, a region's share: the full path.
+            return None
     amounts = _amounts(consume, wanted)
     if amounts is None:
         return None
-    shard = book.serve_hit(key, wanted, amounts, now_ms)
+    shard = _spend(book, key, wanted, amounts, now_ms)
     if shard is None:
         return None
     return Taken(entity_id, resource, shard, amounts, wanted, from_reserve=True), amounts
+
+
+def _spend(
+    book: ReserveBook, key: Key, limits: tuple[Limit, ...], amounts: dict[str, int], now_ms: int
+) -> int | None:
+    """`ReserveBook.record` and `spend` of one acquire, written out (this is their one hot
+    caller): the shard the reserve came from, or None with nothing changed."""
+    with book._lock:
+        held = book._reserves.get(key)
+        if held is None or held.limits != limits:
+            return None
+        # ReserveBook._covers: young enough, in its quota window, enough left, no debt.
+        if now_ms - held.born_ms >= book.settings.max_age_ms:
+            return None  # never spent past its age: the full path's write renews it
+        if held.window_end_ms is not None and held.crossed(now_ms):
+            return None
+        left = held.left
+        for name, milli in amounts.items():
+            if milli and left.get(name, 0) < milli:
+                return None
+        if min(left.values(), default=0) < 0:
+            return None
+        demand = book._demand.get(key)
+        if demand is None:
+            book._record(key, amounts, now_ms, 1)
+        else:
+            if now_ms > demand.at_ms:  # Demand.decay
+                factor = math.exp(-(now_ms - demand.at_ms) / DEMAND_TAU_MS)
+                demand.count *= factor
+                totals = demand.amounts
+                for name in totals:
+                    totals[name] *= factor
+                demand.at_ms = now_ms
+            demand.count += 1
+            totals = demand.amounts
+            for name, milli in amounts.items():
+                totals[name] = max(0.0, totals.get(name, 0.0) + milli)
+        for name, milli in amounts.items():
+            if milli:
+                left[name] -= milli
+        held.used_ms = now_ms
+        book.stats.hits += 1
+        return held.shard_id
 
 
 def _cached_limits(

@@ -94,7 +94,9 @@ def _first_shard(state: RepoState, level: Level, prefetched: Any) -> tuple[int, 
     """(the shard to write first, the shard of the client's reserve if it holds one)."""
     count = level.shard_count
     shard = 0 if count == 1 or prefetched is not NOT_FETCHED else state.rng.randrange(count)
-    preferred = reserve_ops.preferred_shard(state, level)
+    # Neither a reserve to top up nor one to renew (every write without reserves): none.
+    wants = level.hold_milli or level.flush is not None
+    preferred = reserve_ops.preferred_shard(state, level) if wants else None
     if preferred is not None and prefetched is NOT_FETCHED:
         shard = preferred
     return shard, preferred

@@ -13,7 +13,7 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
-from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
+from zae_limiter.errors import CONCURRENT_CHANGE, SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.scaling import fractions
@@ -31,6 +31,10 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     records the new count (its full-at times then stand for half the share), then the new
     shard copies its full-at times: the two hold what the sibling held. Returns the
     shard's item as it now stands.
+
+    The put goes in one transaction with a check that shard 0 still stands as read (its
+    count, no deletion under way): a client that knew the entity before it was deleted
+    cannot make a shard of it afterwards (docs/resilience.md).
     """
     ns = state.namespace
     first = yield from _read_shard(state, level, 0)
@@ -75,15 +79,34 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     made = {name: at for name, at in full_at.items() if at is not None}
     bucket = replace(bucket, split_full_at=made, limits=_uncounted(bucket, parts))
     item = keys.new_bucket_item(ns, bucket, now_ms)
-    put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
-    if put.ok:
+    return (yield from _put(state, level, item, count, parts, now_ms))
+
+
+def _put(
+    state: RepoState, level: Level, item: keys.Item, count: int, parts: Any, now_ms: int
+) -> Flow[Any]:
+    """Make the shard in one transaction with a check that shard 0 still stands at
+    `count`, unfenced; the item as it then stands."""
+    first_key = keys.bucket_key(state.namespace, level.entity_id, level.resource, 0)
+    params = keys.create_split_bucket(state.table, item, first_key, count)
+    written = yield from one(Call("transact_write_items", params))
+    if written.ok:
         return item
-    if parts and put.old:
-        # Another client made the shard first: shard 0 gets back what it was charged.
+    if parts:
+        # Not made here: shard 0 gets back the fractions it was charged.
         zero = yield from _read_shard(state, level, 0)
         if zero.item:
             yield from fractions.give_back(state, level, 0, parts, zero.item, now_ms)
-    return put.old
+    reasons = written.response.get("CancellationReasons") or [{}]
+    if reasons[0].get("Item"):  # another client made it first
+        return reasons[0]["Item"]
+    # Shard 0 moved on since it was read (a doubling, a merge), or is being deleted: the
+    # shard is made from what shard 0 says now, or not at all.
+    raise RateLimiterUnavailable(
+        f"shard 0 of {level.entity_id}/{level.resource} changed while shard "
+        f"{level.shard_id} was being made; try again",
+        code=CONCURRENT_CHANGE,
+    )
 
 
 def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:

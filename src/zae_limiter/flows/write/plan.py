@@ -34,6 +34,8 @@ def grant(
 ) -> dict[str, int]:
     """The reserve the bucket can grant: what was asked, scaled down (all limits alike) so
     that at least as much again stays behind; {} when that is too little to be worth it."""
+    if not hold:
+        return {}  # no reserve asked: every write of a client without reserves
     asked = {name: amount for name, amount in hold.items() if amount > 0}
     if not asked:
         return {}

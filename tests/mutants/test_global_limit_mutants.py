@@ -1,0 +1,39 @@
+"""Global limits declared like any other (docs/global.md, "Declaring a global limit"):
+the acquire takes them from this region's share, and a process's reserves of a share
+are each spent within their own life. Each mutant breaks one; the test named beside it
+must fail."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from tests.conftest import Api
+from tests.integration import test_global_limits as routing
+from tests.mutants import must_fail, mutant
+from tests.unit import test_regional_reserves as reserves
+from zae_limiter.flows import acquire as acquire_module
+from zae_limiter.flows import regional_run
+
+
+def _skipped(*_args: Any) -> Any:
+    """take_global that takes nothing: the global limits are dropped from the acquire."""
+    return None
+    yield  # a flow
+
+
+def test_routing_catches_a_global_limit_dropped(api: Api) -> None:
+    with mutant(acquire_module, "take_global", _skipped):
+        must_fail(lambda: routing.test_a_global_resource_default_rejects_past_the_share(api))
+
+
+def _hold_joining(self: Any, milli: int, now_ms: int) -> None:
+    """One pool: a new reserve joins the live one and gives it its own (later) end."""
+    if milli > 0:
+        left = sum(m for m, _ in self.reserves)
+        self.reserves = deque([(left + milli, now_ms + regional_run.RESERVE_LIFE_MS)])
+
+
+def test_the_life_test_catches_a_reserve_kept_past_its_life() -> None:
+    with mutant(regional_run.Memory, "hold", _hold_joining):
+        must_fail(reserves.test_every_reserved_token_is_spent_within_its_own_life)
