@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -215,6 +216,24 @@ def test_second_run_changes_nothing(ddb: Any, old: OldTable) -> None:
         again = repo.run(v0002.up(repo.state, NOW_MS + 120_000))
         assert again.skipped and again.items == 0
     assert scan_all(ddb, old.name) == before
+
+
+def test_a_step_of_an_earlier_run_that_lands_late_never_puts_the_version_back(
+    ddb: Any, old: OldTable
+) -> None:
+    """A run that planned 2 -> 3 and whose writes arrive after another run finished
+    (held in flight, a process paused, botocore's own retry): its version write is
+    conditioned on 2 and changes nothing; the table stays at the latest version, with
+    its minimum client version (found by the simulator, docs/simulator.md)."""
+    with open_repo(old.name, ddb) as repo:
+        late = repo.run(migrations.status(repo.state))  # planned at schema 1 ...
+        run_migration(repo)  # ... while another run takes the table to the latest
+        stale = dataclasses.replace(late, steps=late.steps[1:2], current=2, target=3)
+        assert [step.version for step in stale.steps] == [3]
+        repo.run(migrations.migrate(repo.state, stale, NOW_MS + 60_000, BY))
+        record = repo.run(read_version(repo.state))
+    assert record is not None and record.schema_version == SCHEMA_VERSION
+    assert record.min_client_version == migrations.STEPS[-1].min_client_version
 
 
 def test_interrupted_migration_resumes_where_it_stopped(

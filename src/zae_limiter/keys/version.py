@@ -55,10 +55,21 @@ def get_version(table: str) -> dict[str, Any]:
 
 
 def set_version(
-    table: str, version: int, min_client_version: str, now_ms: int, updated_by: str
+    table: str,
+    version: int,
+    min_client_version: str,
+    now_ms: int,
+    updated_by: str,
+    replaces: int | None = None,
 ) -> dict[str, Any]:
-    """State the schema version, and clear any migration progress."""
-    return {
+    """State the schema version, and clear any migration progress.
+
+    `replaces`: only over that version (a migration step's write). A step's write that
+    lands late (held in flight, sent by a process that crashed, retried by botocore)
+    after a later run moved the table on then fails its condition instead of putting the
+    version, and the minimum client version with it, back.
+    """
+    request: dict[str, Any] = {
         "TableName": table,
         "Key": version_key(),
         "UpdateExpression": "SET #v = :v, #mcv = :mcv, #at = :at, #by = :by "
@@ -74,6 +85,10 @@ def set_version(
         },
         "ReturnValues": "ALL_NEW",
     }
+    if replaces is not None:
+        request["ConditionExpression"] = "#v = :was"
+        request["ExpressionAttributeValues"][":was"] = n(replaces)
+    return request
 
 
 def begin_migration(table: str, from_version: int, to_version: int, now_ms: int) -> dict[str, Any]:

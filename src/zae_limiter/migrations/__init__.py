@@ -181,8 +181,10 @@ def migrate(
         before = step.version - 1 if plan.direction == "up" else step.version
         if plan.direction == "up":
             outcome = yield from step.up(state, now_ms)
+            # Conditioned on the version the step started from: a write of this run that
+            # lands after a later run finished never puts the version back.
             yield from write_version(
-                state, step.version, step.min_client_version, now_ms, updated_by
+                state, step.version, step.min_client_version, now_ms, updated_by, before
             )
         else:
             assert step.down is not None  # select_steps refused irreversible steps
@@ -194,6 +196,7 @@ def migrate(
                 below.min_client_version if below else BASE_MIN_CLIENT_VERSION,
                 now_ms,
                 updated_by,
+                before,
             )
         outcomes.append(outcome)
         if auditor is not None:

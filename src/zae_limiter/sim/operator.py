@@ -137,16 +137,12 @@ def migrate_program(
     done(not plan.pending, sum(o.items for o in outcomes))
 
 
-def left_behind(table: str, namespace: str, version: bool) -> Flow[list[str]]:
-    """Keys of schema-2 bucket items still in the table, and (`version`) the schema
-    version if it is not the latest: after a migration finished, there must be none.
-
-    The version is not judged where requests landed late (held in flight, or sent
-    by a process that crashed): a step's version
-    write held in flight and applied after a later run finished puts the version back
-    (seed 131, docs/simulator.md; `write_version` is not conditioned on the version it
-    replaces). Not fixed here: the next `migrate` runs the steps again, which change
-    nothing."""
+def left_behind(table: str, namespace: str) -> Flow[list[str]]:
+    """Keys of schema-2 bucket items still in the table, and the schema version if it is
+    not the latest: after a migration finished, there must be none. Requests that land
+    late count too: a step's version write is conditioned on the version it replaces, so
+    one held in flight past a later run's end fails instead of putting the version back
+    (seed 131, docs/simulator.md)."""
     out: list[str] = []
     cursor: Item | None = None
     while True:
@@ -155,8 +151,6 @@ def left_behind(table: str, namespace: str, version: bool) -> Flow[list[str]]:
         cursor = page.response.get("LastEvaluatedKey") or None
         if cursor is None:
             break
-    if not version:
-        return out
     state = _state(table, namespace, 0, 1000, 256, False)
     record = yield from read_version(state)
     at = migrations.current_version(record)

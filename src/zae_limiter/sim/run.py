@@ -156,8 +156,7 @@ def _finish(world: World, state: RepoState) -> None:
         if differ:
             world.checker.fail("replicas differ", f"{len(differ)} items, e.g. {differ[0]}")
     if world.migrated:
-        version = not {LATE, CRASH} & set(world.counts.faults)  # nothing landed late
-        left = world.settle_all(operator.left_behind(state.table, state.namespace, version))
+        left = world.settle_all(operator.left_behind(state.table, state.namespace))
         if left:
             world.checker.fail("migration left items behind", ", ".join(left[:3]))
     _judge(world, state, recovered=False)

@@ -137,15 +137,21 @@ def check_version(state: RepoState, client: str | None = None) -> Flow[VersionRe
 
 
 def write_version(
-    state: RepoState, version: int, min_client_version: str, now_ms: int, updated_by: str
-) -> Flow[VersionRecord]:
-    """State the schema version (and clear migration progress)."""
-    result = yield from one(
-        Call(
-            "update_item",
-            keys.set_version(state.table, version, min_client_version, now_ms, updated_by),
-        )
+    state: RepoState,
+    version: int,
+    min_client_version: str,
+    now_ms: int,
+    updated_by: str,
+    replaces: int | None = None,
+) -> Flow[VersionRecord | None]:
+    """State the schema version (and clear migration progress); with `replaces`, only
+    over that version: None when the table was not at it (another run moved it on)."""
+    request = keys.set_version(
+        state.table, version, min_client_version, now_ms, updated_by, replaces
     )
+    result = yield from one(Call("update_item", request))
+    if not result.ok:
+        return None
     return decode_version(result.attributes)
 
 
