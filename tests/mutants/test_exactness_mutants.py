@@ -33,6 +33,7 @@ from tests.exactness_model import burst_scenarios, fill_ms, judge
 from tests.mutants import condition_rewritten, must_fail, mutant_wrapping
 from zae_limiter import Limit, SyncRepository
 from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.reserves import hit
 from zae_limiter.flows.reserves.book import ReserveSettings
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import takes as takes_module
@@ -116,6 +117,21 @@ def _spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., in
     return broken
 
 
+def _hit_spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., int | None]:
+    """The same on the fast path (flows/reserves/hit.py spends under the book's lock
+    itself, without `ReserveBook.spend`)."""
+
+    def broken(book: Any, key: Any, limits: Any, amounts: Any, now_ms: int) -> int | None:
+        held = book.holding(key)
+        before = dict(held.left) if held is not None else None
+        shard = original(book, key, limits, amounts, now_ms)
+        if shard is not None and held is not None and before is not None:
+            held.left.update(before)
+        return shard
+
+    return broken
+
+
 def _renewal_keeps_the_reserve(original: Callable[..., Any]) -> Callable[..., Any]:
     def broken(self: Any, key: Any, limits: Any, shard_count: int, now_ms: int) -> Any:
         held = self.holding(key)
@@ -152,7 +168,9 @@ def test_a_reserve_spend_that_does_not_subtract_is_caught(
 ) -> None:
     check = _guarantee(dynamodb_local.url, table, BUSY)
     owner = reserve_module.ReserveBook
-    killed = _killed(check, (owner, "spend", _spend_keeps_tokens))
+    killed = _killed(
+        check, (owner, "spend", _spend_keeps_tokens), (hit, "_spend", _hit_spend_keeps_tokens)
+    )
     assert "admitted" in killed
 
 
