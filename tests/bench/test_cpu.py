@@ -56,11 +56,13 @@ def test_library_path_replays_a_real_response_and_counts_the_librarys_calls(
     assert library_path.main(["--acquires", "50"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| o")]
     assert [row.split(" | ")[0] for row in rows] == ["| off", "| on"]
+    # Every acquire ran the library's code (a replay that short-circuited it would count
+    # almost nothing: a reserve hit is a dozen-odd calls, a write a couple of hundred),
+    # and the figures are ordered.
+    floors = {"| off": 100, "| on": 5}
     for row in rows:
         calls, best, median = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
-        # Every acquire ran the library's code (a replay that short-circuited it would
-        # count almost nothing), and the figures are ordered.
-        assert calls > 20
+        assert calls > floors[row.split(" | ")[0]]
         assert 0 < best <= median
 
 
