@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from zae_limiter.errors import RateLimitExceeded, ValidationError
-from zae_limiter.flows import Flow, pause
+from zae_limiter.flows import Flow
 from zae_limiter.flows import regional as core
-from zae_limiter.flows.regional_run import Memory, Target, keep_pass, take_share
+from zae_limiter.flows.regional_run import Memory, Target, keep_tick, take_share
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.limits import Limit
 from zae_limiter.models import LimitStatus
@@ -128,17 +128,8 @@ def keep_while_used(target: Target, memory: Memory, now_ms: int, book: SharesBoo
         last = memory.arrivals[-1] if memory.arrivals else now_ms
         if now - last > IDLE_STOP_MS:
             break
-        try:
-            yield from keep_pass(target, memory, now)
-            failures = 0
-        except Exception as error:  # a throttle or an outage: back off, keep the share held
-            failures += 1
-            memory.failures += 1
-            memory.last_error = f"{type(error).__name__}: {error}"
+        failures, now = yield from keep_tick(target, memory, now, failures)
         passes += 1
-        wait = core.next_tick_ms(memory.rng) * (2 ** min(failures, 5))
-        woke = yield from pause(wait)
-        now = woke if woke is not None else now + wait
     book.kept.discard((target.entity_id, target.resource, target.limit.name))
     return passes
 

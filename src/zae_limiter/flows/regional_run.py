@@ -380,18 +380,24 @@ def keep(
     a pass that fails waits longer (doubling, jittered). The number of passes made."""
     passes, failures, now = 0, 0, now_ms
     while not stop[0] and (ticks is None or passes < ticks):
-        try:
-            yield from keep_pass(target, memory, now)
-            failures = 0
-        except Exception as error:  # a throttle or an outage: back off, keep the share held
-            failures += 1
-            memory.failures += 1
-            memory.last_error = f"{type(error).__name__}: {error}"
+        failures, now = yield from keep_tick(target, memory, now, failures)
         passes += 1
-        wait = core.next_tick_ms(memory.rng) * (2 ** min(failures, 5))
-        woke = yield from pause(wait)
-        now = woke if woke is not None else now + wait
     return passes
+
+
+def keep_tick(target: Target, memory: Memory, now_ms: int, failures: int) -> Flow[tuple[int, int]]:
+    """One pass and the pause after it: (failures in a row, the time it woke). A pass that
+    fails waits longer (doubling, jittered) and keeps the share held."""
+    try:
+        yield from keep_pass(target, memory, now_ms)
+        failures = 0
+    except Exception as error:  # a throttle or an outage: back off, keep the share held
+        failures += 1
+        memory.failures += 1
+        memory.last_error = f"{type(error).__name__}: {error}"
+    wait = core.next_tick_ms(memory.rng) * (2 ** min(failures, 5))
+    woke = yield from pause(wait)
+    return failures, (woke if woke is not None else now_ms + wait)
 
 
 __all__ = [
@@ -403,6 +409,7 @@ __all__ = [
     "ensure_item",
     "keep",
     "keep_pass",
+    "keep_tick",
     "read_all",
     "read_items",
     "take_share",
