@@ -106,25 +106,13 @@ def _bound_keeps_nothing_behind(original: Callable[..., Any]) -> Callable[..., A
 
 
 def _spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., int | None]:
+    """`ReserveBook.spend`, or the fast path's own spend (`hit._spend`, same arguments),
+    leaving the reserve as it was."""
+
     def broken(self: Any, key: Any, limits: Any, consume: Any, now_ms: int) -> int | None:
         held = self.holding(key)
         before = dict(held.left) if held is not None else None
         shard = original(self, key, limits, consume, now_ms)
-        if shard is not None and held is not None and before is not None:
-            held.left.update(before)
-        return shard
-
-    return broken
-
-
-def _hit_spend_keeps_tokens(original: Callable[..., int | None]) -> Callable[..., int | None]:
-    """The same on the fast path (flows/reserves/hit.py spends under the book's lock
-    itself, without `ReserveBook.spend`)."""
-
-    def broken(book: Any, key: Any, limits: Any, amounts: Any, now_ms: int) -> int | None:
-        held = book.holding(key)
-        before = dict(held.left) if held is not None else None
-        shard = original(book, key, limits, amounts, now_ms)
         if shard is not None and held is not None and before is not None:
             held.left.update(before)
         return shard
@@ -169,7 +157,7 @@ def test_a_reserve_spend_that_does_not_subtract_is_caught(
     check = _guarantee(dynamodb_local.url, table, BUSY)
     owner = reserve_module.ReserveBook
     killed = _killed(
-        check, (owner, "spend", _spend_keeps_tokens), (hit, "_spend", _hit_spend_keeps_tokens)
+        check, (owner, "spend", _spend_keeps_tokens), (hit, "_spend", _spend_keeps_tokens)
     )
     assert "admitted" in killed
 
