@@ -1,6 +1,6 @@
 """What an acquire (and a lease's `adjust`, and the reads) may be asked: token amounts,
 resources, and amounts that fit the limits they are taken from. Every check raises a
-`ValidationError` that says what was wrong, before anything is sent."""
+`ValidationError` that says what was wrong, before anything is written."""
 
 from __future__ import annotations
 
