@@ -271,6 +271,23 @@ def snapshot_parts(limits: Sequence[str]) -> tuple[list[str], dict[str, str], It
     return sets, names, ({":no_snapshot": n(NO_SNAPSHOT)} if sets else {})
 
 
+def snapshot_kept(split: str, full_at: str, after: str | None = None) -> str:
+    """The condition that a count raise's snapshot (`after`: the value it writes, the
+    stored full-at value by default) takes no tokens from a snapshot already there.
+
+    A shard below the old count that no acquire has made yet still starts from the
+    donor's snapshot of the raise before (`flows/write/shares.py`); the new one replaces
+    it. A donor that received more than it spent since (a give-back) has an earlier
+    full-at value, which would hand that shard the give-back a second time (tokens
+    created; seed 8069). A later full-at value only loses what the donor took since, for
+    that unmade shard. Refused, the raise waits for a write that finds it due again."""
+    right = full_at if after is None else after
+    return (
+        f"(attribute_not_exists({split}) OR attribute_not_exists({full_at})"
+        f" OR {split} <= {right})"
+    )
+
+
 def double_shards(
     table: str,
     shard0_key: Item,
@@ -288,6 +305,8 @@ def double_shards(
     spread over the count it produced, or a burst would double again and again.
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
+    kept = "".join(f" AND {snapshot_kept(f'{SPLIT}_{i}', f'{FULL_AT}_{i}')}"
+                   for i in range(len(limits)))  # fmt: skip
     sets = ["#shards = :new_shards", "#doubled_at = :now_ms", "#window_at = :now_ms"]
     # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
     return with_expiry(
@@ -298,7 +317,8 @@ def double_shards(
             + ", ".join([*sets, "#writes = :zero", *snap_sets])
             + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
             "ConditionExpression": "#shards = :shards"
-            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)",
+            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)"
+            + kept,
             "ExpressionAttributeNames": {
                 "#shards": A_SHARD_COUNT,
                 "#doubled_at": A_SHARD_DOUBLED,
@@ -342,12 +362,13 @@ def with_doubling(
         if placeholder.startswith(FULL_AT)
     ]
     sets = ", ".join(
-        ["#shards = :doubled_shards", "#doubled_at = :doubled_at", *(part for part, _ in snaps)]
+        ["#shards = :doubled_shards", "#doubled_at = :doubled_at", *(s[0] for s in snaps)]
     )
     update = f"SET {sets}, {update[4:]}" if update.startswith("SET ") else f"SET {sets} {update}"
     condition = (
         f"({params['ConditionExpression']}) AND #shards = :doubled_from"
         " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)"
+        + "".join(f" AND {kept}" for _, _, kept in snaps)
     )
     return {
         **params,
@@ -357,7 +378,7 @@ def with_doubling(
             **params.get("ExpressionAttributeNames", {}),
             "#shards": A_SHARD_COUNT,
             "#doubled_at": A_SHARD_DOUBLED,
-            **{alias: attr for _, (alias, attr) in snaps},
+            **{alias: attr for _, (alias, attr), _ in snaps},
         },
         "ExpressionAttributeValues": {
             **params["ExpressionAttributeValues"],
@@ -370,17 +391,24 @@ def with_doubling(
     }
 
 
-def _snapshot_after(update: str, full_at: str, fa_attr: str) -> tuple[str, tuple[str, str]]:
+def _snapshot_after(
+    update: str, full_at: str, fa_attr: str
+) -> tuple[str, tuple[str, str], str]:
     """The SET part that snapshots one limit's full-at value as the take in `update`
-    leaves it, and the name it needs: (part, (placeholder, attribute))."""
+    leaves it, the name it needs, and its `snapshot_kept` condition: (part, (placeholder,
+    attribute), condition). An ADD only moves the value later, so the stored value is
+    the condition's bound (a little stricter than the value written)."""
     suffix = full_at[len(FULL_AT) :]
     split = SPLIT + suffix
     snap = (split, fa_attr[: -len("fa")] + "sf")
     if f"{full_at} :delta{suffix}" in update:  # ADD: the stored value grows by the take
-        return f"{split} = {full_at} + :delta{suffix}", snap
+        return f"{split} = {full_at} + :delta{suffix}", snap, snapshot_kept(split, full_at)
     if f"{full_at} = :full_at{suffix}" in update:  # SET: the value written
-        return f"{split} = :full_at{suffix}", snap
-    return f"{split} = if_not_exists({full_at}, :no_snapshot)", snap
+        kept = snapshot_kept(split, full_at, f":full_at{suffix}")
+        return f"{split} = :full_at{suffix}", snap, kept
+    return (
+        f"{split} = if_not_exists({full_at}, :no_snapshot)", snap, snapshot_kept(split, full_at)
+    )
 
 
 __all__ = [
@@ -404,6 +432,7 @@ __all__ = [
     "mark_deleting",
     "new_bucket_item",
     "partition_wcu",
+    "snapshot_kept",
     "snapshot_parts",
     "window_parts",
     "with_doubling",
