@@ -321,6 +321,25 @@ def double_shards(
     )
 
 
+def shards_below(
+    table: str, ns: str, entity_id: str, resource: str, count: int
+) -> dict[str, Any]:
+    """A consistent BatchGetItem of the keys of shards 1 .. `count` - 1 (keys only): which
+    of them are made. A count is raised only once every shard below it is
+    (flows/scaling/made.py)."""
+    wanted = [bucket_key(ns, entity_id, resource, i) for i in range(1, count)]
+    return {
+        "RequestItems": {
+            table: {
+                "Keys": wanted,
+                "ConsistentRead": True,
+                "ProjectionExpression": "#pk",
+                "ExpressionAttributeNames": {"#pk": PK},
+            }
+        }
+    }
+
+
 def with_doubling(
     params: Mapping[str, Any], old_count: int, new_count: int, now_ms: int, measured_since: int
 ) -> dict[str, Any]:
@@ -404,6 +423,7 @@ __all__ = [
     "mark_deleting",
     "new_bucket_item",
     "partition_wcu",
+    "shards_below",
     "snapshot_parts",
     "window_parts",
     "with_doubling",
