@@ -235,6 +235,25 @@ def partition_wcu(item: Mapping[str, Any], default: int = 1000) -> int:
     return get_n(item, A_WCU_LIMIT, default) or default
 
 
+def shards_below(
+    table: str, ns: str, entity_id: str, resource: str, count: int
+) -> dict[str, Any]:
+    """A consistent BatchGetItem of the keys of shards 1 .. `count` - 1 (keys only): which
+    of them are made. A count is raised only once every shard below it is
+    (flows/scaling/made.py)."""
+    wanted = [bucket_key(ns, entity_id, resource, i) for i in range(1, count)]
+    return {
+        "RequestItems": {
+            table: {
+                "Keys": wanted,
+                "ConsistentRead": True,
+                "ProjectionExpression": "#pk",
+                "ExpressionAttributeNames": {"#pk": PK},
+            }
+        }
+    }
+
+
 def window_parts(reset: bool) -> tuple[list[str], list[str]]:
     """(SET parts, ADD parts) that count `:writes` writes in the item's window; a restart
     (at `:now_ms`) keeps the window it ends (`:zero`, for an item that had none)."""
@@ -271,23 +290,6 @@ def snapshot_parts(limits: Sequence[str]) -> tuple[list[str], dict[str, str], It
     return sets, names, ({":no_snapshot": n(NO_SNAPSHOT)} if sets else {})
 
 
-def snapshot_kept(split: str, full_at: str, after: str | None = None) -> str:
-    """The condition that a count raise's snapshot (`after`: the value it writes, the
-    stored full-at value by default) takes no tokens from a snapshot already there.
-
-    A shard below the old count that no acquire has made yet still starts from the
-    donor's snapshot of the raise before (`flows/write/shares.py`); the new one replaces
-    it. A donor that received more than it spent since (a give-back) has an earlier
-    full-at value, which would hand that shard the give-back a second time (tokens
-    created; seed 8069). A later full-at value only loses what the donor took since, for
-    that unmade shard. Refused, the raise waits for a write that finds it due again."""
-    right = full_at if after is None else after
-    return (
-        f"(attribute_not_exists({split}) OR attribute_not_exists({full_at})"
-        f" OR {split} <= {right})"
-    )
-
-
 def double_shards(
     table: str,
     shard0_key: Item,
@@ -305,8 +307,6 @@ def double_shards(
     spread over the count it produced, or a burst would double again and again.
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
-    kept = "".join(f" AND {snapshot_kept(f'{SPLIT}_{i}', f'{FULL_AT}_{i}')}"
-                   for i in range(len(limits)))  # fmt: skip
     sets = ["#shards = :new_shards", "#doubled_at = :now_ms", "#window_at = :now_ms"]
     # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
     return with_expiry(
@@ -317,8 +317,7 @@ def double_shards(
             + ", ".join([*sets, "#writes = :zero", *snap_sets])
             + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
             "ConditionExpression": "#shards = :shards"
-            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)"
-            + kept,
+            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)",
             "ExpressionAttributeNames": {
                 "#shards": A_SHARD_COUNT,
                 "#doubled_at": A_SHARD_DOUBLED,
@@ -362,13 +361,12 @@ def with_doubling(
         if placeholder.startswith(FULL_AT)
     ]
     sets = ", ".join(
-        ["#shards = :doubled_shards", "#doubled_at = :doubled_at", *(s[0] for s in snaps)]
+        ["#shards = :doubled_shards", "#doubled_at = :doubled_at", *(part for part, _ in snaps)]
     )
     update = f"SET {sets}, {update[4:]}" if update.startswith("SET ") else f"SET {sets} {update}"
     condition = (
         f"({params['ConditionExpression']}) AND #shards = :doubled_from"
         " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)"
-        + "".join(f" AND {kept}" for _, _, kept in snaps)
     )
     return {
         **params,
@@ -378,7 +376,7 @@ def with_doubling(
             **params.get("ExpressionAttributeNames", {}),
             "#shards": A_SHARD_COUNT,
             "#doubled_at": A_SHARD_DOUBLED,
-            **{alias: attr for _, (alias, attr), _ in snaps},
+            **{alias: attr for _, (alias, attr) in snaps},
         },
         "ExpressionAttributeValues": {
             **params["ExpressionAttributeValues"],
@@ -391,24 +389,17 @@ def with_doubling(
     }
 
 
-def _snapshot_after(
-    update: str, full_at: str, fa_attr: str
-) -> tuple[str, tuple[str, str], str]:
+def _snapshot_after(update: str, full_at: str, fa_attr: str) -> tuple[str, tuple[str, str]]:
     """The SET part that snapshots one limit's full-at value as the take in `update`
-    leaves it, the name it needs, and its `snapshot_kept` condition: (part, (placeholder,
-    attribute), condition). An ADD only moves the value later, so the stored value is
-    the condition's bound (a little stricter than the value written)."""
+    leaves it, and the name it needs: (part, (placeholder, attribute))."""
     suffix = full_at[len(FULL_AT) :]
     split = SPLIT + suffix
     snap = (split, fa_attr[: -len("fa")] + "sf")
     if f"{full_at} :delta{suffix}" in update:  # ADD: the stored value grows by the take
-        return f"{split} = {full_at} + :delta{suffix}", snap, snapshot_kept(split, full_at)
+        return f"{split} = {full_at} + :delta{suffix}", snap
     if f"{full_at} = :full_at{suffix}" in update:  # SET: the value written
-        kept = snapshot_kept(split, full_at, f":full_at{suffix}")
-        return f"{split} = :full_at{suffix}", snap, kept
-    return (
-        f"{split} = if_not_exists({full_at}, :no_snapshot)", snap, snapshot_kept(split, full_at)
-    )
+        return f"{split} = :full_at{suffix}", snap
+    return f"{split} = if_not_exists({full_at}, :no_snapshot)", snap
 
 
 __all__ = [
@@ -432,7 +423,7 @@ __all__ = [
     "mark_deleting",
     "new_bucket_item",
     "partition_wcu",
-    "snapshot_kept",
+    "shards_below",
     "snapshot_parts",
     "window_parts",
     "with_doubling",
