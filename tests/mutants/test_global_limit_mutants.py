@@ -10,10 +10,12 @@ from typing import Any
 
 from tests.conftest import Api
 from tests.integration import test_global_limits as routing
+from tests.integration import test_migration_v0006 as v0006
 from tests.mutants import must_fail, mutant
 from tests.unit import test_regional_reserves as reserves
 from zae_limiter.flows import acquire as acquire_module
 from zae_limiter.flows import regional_run
+from zae_limiter.flows.records import config
 
 
 def _skipped(*_args: Any) -> Any:
@@ -37,3 +39,17 @@ def _hold_joining(self: Any, milli: int, now_ms: int) -> None:
 def test_the_life_test_catches_a_reserve_kept_past_its_life() -> None:
     with mutant(regional_run.Memory, "hold", _hold_joining):
         must_fail(reserves.test_every_reserved_token_is_spent_within_its_own_life)
+
+
+def _kinds_but_global(limits: Any) -> list[str]:
+    """The schema check that forgets global limits: stored below schema 6, where a
+    client that predates them is let in and enforces the whole limit in each region."""
+    return [k for k in _KINDS(limits) if k != "global"]
+
+
+_KINDS = config._kinds_needing_schema
+
+
+def test_the_schema_test_catches_a_global_limit_stored_below_schema_6(api: Api) -> None:
+    with mutant(config, "_kinds_needing_schema", _kinds_but_global):
+        must_fail(lambda: v0006.test_a_global_limit_is_refused_below_schema_6_at_every_level(api))
