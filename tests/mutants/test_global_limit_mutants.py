@@ -11,10 +11,12 @@ from typing import Any
 from tests.conftest import Api
 from tests.integration import test_global_limits as routing
 from tests.integration import test_migration_v0006 as v0006
+from tests.integration import test_regional_change as change
 from tests.mutants import must_fail, mutant
 from tests.unit import test_regional_reserves as reserves
+from zae_limiter import lease as lease_module
 from zae_limiter.flows import acquire as acquire_module
-from zae_limiter.flows import regional_run
+from zae_limiter.flows import regional_change, regional_limits, regional_run
 from zae_limiter.flows.records import config
 
 
@@ -53,3 +55,58 @@ _KINDS = config._kinds_needing_schema
 def test_the_schema_test_catches_a_global_limit_stored_below_schema_6(api: Api) -> None:
     with mutant(config, "_kinds_needing_schema", _kinds_but_global):
         must_fail(lambda: v0006.test_a_global_limit_is_refused_below_schema_6_at_every_level(api))
+
+
+def _no_changes(*_args: Any) -> list[Any]:
+    """A lease's end that leaves the shares alone: a rollback keeps what it took, an
+    adjustment is not charged (tokens lost, or created)."""
+    return []
+
+
+def test_the_lease_test_catches_a_lease_end_that_skips_the_share(api: Api, clock: Any) -> None:
+    with mutant(lease_module, "lease_changes", _no_changes):
+        must_fail(
+            lambda: change.test_rollbacks_and_adjustments_neither_create_nor_lose_tokens(
+                api, clock, 1
+            )
+        )
+
+
+def _plan_backwards(image: Any, delta_milli: int, now_ms: int) -> Any:
+    """A change planned with the wrong sign: a give-back charged, a charge given back."""
+    return _PLAN(image, -delta_milli, now_ms)
+
+
+_PLAN = regional_change.plan_change
+
+
+def test_the_lease_test_catches_a_change_with_the_wrong_sign(api: Api, clock: Any) -> None:
+    with mutant(regional_change, "plan_change", _plan_backwards):
+        must_fail(
+            lambda: change.test_a_rollback_gives_back_to_the_share_and_an_adjustment_takes_more(
+                api, clock
+            )
+        )
+
+
+def _take_global_keeping(book: Any, table: str, ns: str, wanted: Any, now_ms: int) -> Any:
+    """take_global that keeps what the earlier global limits took when a later one refuses."""
+    with mutant(regional_limits, "change_global", _nothing):
+        return (yield from _TAKE(book, table, ns, wanted, now_ms))
+
+
+def _nothing(*_args: Any) -> Any:
+    return None
+    yield  # a flow
+
+
+_TAKE = regional_limits.take_global
+
+
+def test_the_refusal_test_catches_global_limits_kept_when_a_later_one_refuses(api: Api) -> None:
+    with mutant(acquire_module, "take_global", _take_global_keeping):
+        must_fail(
+            lambda: change.test_a_refused_global_limit_gives_back_the_global_ones_taken_before_it(
+                api
+            )
+        )

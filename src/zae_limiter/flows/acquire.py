@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zae_limiter import keys
@@ -45,6 +45,9 @@ class Acquired:
     entity_id: str = ""
     #: The entity has a bypass: nothing was taken, nothing was checked.
     bypassed: bool = False
+    #: What was taken from regional shares of global limits (docs/global.md): a lease's
+    #: rollback and adjustments change these shares too.
+    shared: tuple[Wanted, ...] = ()
 
     def own(self) -> Taken | None:
         """What was taken from the entity itself."""
@@ -67,7 +70,8 @@ class Acquired:
 
     @property
     def limit_names(self) -> frozenset[str]:
-        return frozenset(limit.name for t in self.taken for limit in t.limits)
+        names = {limit.name for t in self.taken for limit in t.limits}
+        return frozenset(names | {limit.name for _e, _r, limit, _m in self.shared})
 
 
 #: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
@@ -195,6 +199,7 @@ def acquire(
         if refused is not None:
             yield from compensate(state, acquired.taken, now_ms)
             raise refused
+        return replace(acquired, shared=tuple(wanted))
     return acquired
 
 
