@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+import pytest
+
 from tests.conftest import Api
+from tests.integration import test_global_cascade as cascade
 from tests.integration import test_global_limits as routing
 from tests.integration import test_migration_v0006 as v0006
 from tests.integration import test_regional_change as change
@@ -110,3 +113,47 @@ def test_the_refusal_test_catches_global_limits_kept_when_a_later_one_refuses(ap
                 api
             )
         )
+
+
+_SPLIT = regional_limits.split_global
+
+
+def _split_own_only(state: Any, levels: Any, entity_id: str) -> Any:
+    """The split before parents' global limits were taken: only the entity's own."""
+    kept, wanted = _SPLIT(state, levels, entity_id)
+    return kept, [w for w in wanted if w[0] == entity_id]
+
+
+def _never_learns(*_args: Any) -> Any:
+    """An all-global child that never reads its record: it never learns its parent."""
+    return False
+    yield  # a flow
+
+
+@pytest.mark.parametrize(
+    ("name", "broken", "body"),
+    [
+        (
+            "split_global",
+            _split_own_only,
+            "test_a_stored_global_limit_of_the_parent_is_taken_from_its_share",
+        ),
+        (
+            "split_global",
+            _split_own_only,
+            "test_a_parent_learned_from_the_childs_write_has_its_global_limits_taken",
+        ),
+        (
+            "learn_entity",
+            _never_learns,
+            "test_a_child_whose_limits_are_all_global_reads_its_record",
+        ),
+    ],
+)
+def test_the_cascade_tests_catch_a_parents_global_limit_left_untaken(
+    api: Api, name: str, broken: Any, body: str
+) -> None:
+    test = getattr(cascade, body)
+    args = (api, "another client") if "stored" in body else (api,)
+    with mutant(acquire_module, name, broken):
+        must_fail(lambda: test(*args))

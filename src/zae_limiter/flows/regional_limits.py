@@ -13,9 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows import regional as core
+from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.regional_change import change_share
 from zae_limiter.flows.regional_run import Memory, Target, keep_tick, take_share
 from zae_limiter.flows.write.levels import Level
@@ -185,6 +187,7 @@ __all__ = [
     "change_global",
     "end_lease",
     "keep_while_used",
+    "learn_entity",
     "lease_changes",
     "split_global",
     "take_global",
@@ -194,28 +197,43 @@ __all__ = [
 def split_global(
     state: RepoState, levels: Sequence[Level], entity_id: str
 ) -> tuple[list[Level], list[Wanted]]:
-    """The levels without their global limits, and the entity's global limits to take
-    from its region's share. A cascade parent's global limits are not taken (yet)."""
+    """The levels without their global limits, and the global limits to take from their
+    regions' shares: the entity's and its cascade parents' alike."""
     if not any(limit.is_global for lv in levels for limit in lv.limits):
         return list(levels), []
     kept: list[Level] = []
     wanted: list[Wanted] = []
     for lv in levels:
         regional = tuple(limit for limit in lv.limits if not limit.is_global)
-        if lv.entity_id == entity_id:
-            wanted += [
-                (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
-                for limit in lv.limits
-                if limit.is_global and lv.consume_milli.get(limit.name)
-            ]
+        wanted += [
+            (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
+            for limit in lv.limits
+            if limit.is_global and lv.consume_milli.get(limit.name)
+        ]
         names = {limit.name for limit in regional}
         consume = {n: v for n, v in lv.consume_milli.items() if n in names}
         if regional and any(consume.values()):
             kept.append(replace(lv, limits=regional, consume_milli=consume))
         elif not regional and state.shares is not None:
             state.shares.only_global.add((lv.entity_id, lv.resource))  # no bucket to prefetch
-            if lv.entity_id not in state.entities:
-                # Resolved without a META item: an implicit entity, which never cascades.
-                # A bucket write would have taught the client so; a share take does here.
-                state.entities.learn(lv.entity_id, False, None, of=lv.resource)
     return kept, wanted
+
+
+def learn_entity(state: RepoState, entity_id: str) -> Flow[bool]:
+    """Whether the entity may cascade, from its record, when no bucket write of it will
+    say (its limits are all global): one read, the first time (False: an implicit entity,
+    or one already known)."""
+    if entity_id in state.entities:
+        return False
+    key = keys.entity_key(state.namespace, entity_id)
+    found = yield from batch_get(state, [key])
+    item = found.get(keys.key_id(key))
+    if item is None:
+        state.entities.learn(entity_id, False, None)  # implicit: never cascades
+        return False
+    entity = keys.decode_entity(item)
+    state.entities.learn(
+        entity_id, entity.cascade, entity.parent_id, dict(entity.cascade_for),
+        bypass=entity.bypass,
+    )  # fmt: skip
+    return entity.parent_id is not None
