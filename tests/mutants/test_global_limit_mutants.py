@@ -16,8 +16,10 @@ from tests.integration import test_global_limits as routing
 from tests.integration import test_migration_v0006 as v0006
 from tests.integration import test_regional_change as change
 from tests.mutants import must_fail, mutant
+from tests.unit import test_aggregator_share_items as share_items
 from tests.unit import test_regional_reserves as reserves
 from zae_limiter import lease as lease_module
+from zae_limiter.aggregator import records as records_module
 from zae_limiter.flows import acquire as acquire_module
 from zae_limiter.flows import regional_change, regional_limits, regional_run
 from zae_limiter.flows.records import config
@@ -157,3 +159,9 @@ def test_the_cascade_tests_catch_a_parents_global_limit_left_untaken(
     args = (api, "another client") if "stored" in body else (api,)
     with mutant(acquire_module, name, broken):
         must_fail(lambda: test(*args))
+
+
+def test_the_usage_test_catches_share_items_left_uncounted() -> None:
+    """The aggregator as it was: a share item is not a bucket, so it is skipped."""
+    with mutant(records_module, "_share_change", lambda *_args: None):
+        must_fail(share_items.test_share_items_count_as_the_entitys_usage_fenced_per_item)
