@@ -9,6 +9,7 @@ from typing import Any
 from tests.unit.test_aggregator_processor import CONFIG, T0, image, modify, record
 from zae_limiter import keys
 from zae_limiter.aggregator.processor import process
+from zae_limiter.aggregator.share_log import share_lines
 from zae_limiter.flows import regional as core
 from zae_limiter.keys import regions as rk
 from zae_limiter.limits import Limit
@@ -86,3 +87,22 @@ def test_top_shows_the_whole_limit_and_each_regions_share() -> None:
     assert gps.to_dict()["shares"][1] == {
         "region": "us-east-1", "percent": 75.0, "capacity": 15, "tokens_left": 15,
     }  # fmt: skip
+
+
+def test_the_handler_logs_the_latest_share_of_each_item_for_the_dashboard() -> None:
+    first, later = share("us-east-1", 0), share("us-east-1", 3_000, pt=600_000, cp=12_000)
+    records = [
+        record("INSERT", first, None),
+        modify(first, later),
+        record("INSERT", share("eu-west-1", 0), None),
+        modify(image(rpm_tc=0), image(rpm_tc=1_000)),  # a bucket: no line
+        record("REMOVE", None, share("eu-west-1", 0)),  # no new image: no line
+    ]
+    lines = share_lines(records, T0)
+    assert [(x["region"], x["percent"], x["capacity"]) for x in lines] == [
+        ("us-east-1", 60.0, 12.0),
+        ("eu-west-1", 50.0, 10.0),
+    ]
+    assert lines[0]["zael"] == "share" and lines[0]["entity"] == "e1"
+    assert lines[0]["limit"] == "gps" and lines[0]["resource"] == "gpt"
+
