@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Api
+from tests.engine import test_regional_change_contention as contention
 from tests.integration import test_global_cascade as cascade
 from tests.integration import test_global_limits as routing
 from tests.integration import test_migration_v0006 as v0006
@@ -21,6 +22,7 @@ from tests.unit import test_regional_reserves as reserves
 from zae_limiter import lease as lease_module
 from zae_limiter.aggregator import records as records_module
 from zae_limiter.flows import acquire as acquire_module
+from zae_limiter.flows import regional as core_regional
 from zae_limiter.flows import regional_change, regional_limits, regional_run
 from zae_limiter.flows.records import config
 
@@ -165,3 +167,20 @@ def test_the_usage_test_catches_share_items_left_uncounted() -> None:
     """The aggregator as it was: a share item is not a bucket, so it is skipped."""
     with mutant(records_module, "_share_change", lambda *_args: None):
         must_fail(share_items.test_share_items_count_as_the_entitys_usage_fenced_per_item)
+
+
+def _give_back_set(image: Any, delta_milli: int, now_ms: int) -> Any:
+    """A give-back written as the full-at time this client computed (SET) rather than an
+    ADD: under contention it overwrites the takes that landed since its image."""
+    if delta_milli >= 0:
+        return _PLAN(image, delta_milli, now_ms)
+    stale = (image.full_at or 0) + delta_milli * image.period_ms
+    return core_regional.TakePlan(stale, (regional_change.ANY, None))
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_the_contention_test_catches_a_give_back_that_overwrites(dynamodb_local: Any) -> None:
+    with mutant(regional_change, "plan_change", _give_back_set):
+        must_fail(contention.test_concurrent_leases_neither_create_nor_lose_share_tokens,
+                  dynamodb_local)  # fmt: skip
