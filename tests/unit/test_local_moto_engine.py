@@ -45,8 +45,11 @@ def test_get_records_written_directly_parses_as_motos_own(monkeypatch: pytest.Mo
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )["TableDescription"]["LatestStreamArn"]
         for i in range(5):
-            item = {"PK": {"S": "a"}, "n": {"N": str(10**20 + i)}, "m": {"M": {"l": {"L": [
-                {"S": "x"}, {"BOOL": True}, {"NULL": True}]}}}, "b": {"B": b"\x00\x01"}, "bs": {"BS": [b"\xff"]}}  # fmt: skip
+            listed = {"L": [{"S": "x"}, {"BOOL": True}, {"NULL": True}]}
+            item = {
+                "PK": {"S": "a"}, "n": {"N": str(10**20 + i)}, "m": {"M": {"l": listed}},
+                "b": {"B": b"\x00\x01"}, "bs": {"BS": [b"\xff"]},
+            }  # fmt: skip
             ddb.put_item(TableName="t", Item=item)
         ddb.delete_item(TableName="t", Key={"PK": {"S": "a"}})
         theirs = _records(streams, arn)
