@@ -17,7 +17,9 @@ from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit.test_regional_shares import (
     broken_seeds,
     burst_model,
+    demand_after_a_silence_is_measured_afresh,
     drained_then_moved,
+    parts_taken_in_are_held,
     run_model,
 )
 from zae_limiter.flows import regional as core
@@ -32,8 +34,8 @@ def _all_seeds() -> None:
 def _raise_before_release(original: Any) -> Any:
     """The receiver raises by what its target says it is owed, before any release."""
 
-    def broken(own: Any, images: Any, wanted: Any, reachable: Any) -> Any:
-        transfer = original(own, images, wanted, reachable)
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any, **options: Any) -> Any:
+        transfer = original(own, images, wanted, reachable, **options)
         owed = wanted[own.region] - own.parts
         if owed > core.HYSTERESIS and (transfer is None or not transfer.released):
             base = transfer or core.Transfer(own.parts, own.given, own.taken, 0, {})
@@ -46,8 +48,8 @@ def _raise_before_release(original: Any) -> Any:
 def _give_without_lowering(original: Any) -> Any:
     """The giver raises `g_receiver` but keeps its parts (it would lower them later)."""
 
-    def broken(own: Any, images: Any, wanted: Any, reachable: Any) -> Any:
-        transfer = original(own, images, wanted, reachable)
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any, **options: Any) -> Any:
+        transfer = original(own, images, wanted, reachable, **options)
         if transfer is None or not transfer.released:
             return transfer
         kept = transfer.parts + sum(transfer.released.values())
@@ -131,6 +133,60 @@ def test_the_model_catches_a_floor_of_zero_tokens_ignored() -> None:
     """A take that ignores the share (plans as if always full) is caught too."""
     with mutant(core, "plan_take", lambda image, amount, now, extra=0: core.TakePlan(0, (0, None))):
         must_fail(_all_seeds)
+
+
+def _release_what_just_arrived(original: Any) -> Any:
+    """The keeper absorbs and gives away in one pass, whatever it was told (the hold
+    after taking parts in, or after a refusal, forgotten)."""
+
+    def broken(own: Any, images: Any, wanted: Any, reachable: Any, **options: Any) -> Any:
+        transfer = original(own, images, wanted, reachable)
+        if transfer is None or not transfer.absorbed:
+            return transfer
+        out = core.release(own, transfer.parts, images, wanted, reachable)
+        given = dict(transfer.given)
+        for region, amount in out.items():
+            given[region] = given.get(region, 0) + amount
+        parts = transfer.parts - sum(out.values())
+        return core.Transfer(parts, given, transfer.taken, transfer.absorbed, out)
+
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("plan_transfer", _release_what_just_arrived),
+        ("may_release", lambda original: lambda *args: True),
+    ],
+    ids=["absorb-and-release-at-once", "no-hold"],
+)
+def test_the_hold_test_catches_parts_given_on_at_once(name: str, make: Any) -> None:
+    parts_taken_in_are_held()  # passes on the real code
+    with mutant_wrapping(core, name, make):
+        must_fail(parts_taken_in_are_held)
+
+
+def _observe_keeping_history(original: Any) -> Any:
+    """Demand keeps its history across a silence (the healed region's backlog of demand
+    read as a rate over the window)."""
+
+    def broken(self: Any, image: Any, now_ms: int) -> None:
+        history = self.seen.setdefault(image.region, core.deque(maxlen=64))
+        kept = list(history)
+        original(self, image, now_ms)
+        if len(history) == 1 and kept:
+            history.extendleft(reversed(kept))
+            while len(history) > 2 and history[1][0] <= now_ms - core.DEMAND_WINDOW_MS:
+                history.popleft()
+
+    return broken
+
+
+def test_the_demand_test_catches_a_silence_read_as_a_rate() -> None:
+    demand_after_a_silence_is_measured_afresh()  # passes on the real code
+    with mutant_wrapping(core.Demand, "observe", _observe_keeping_history):
+        must_fail(demand_after_a_silence_is_measured_afresh)
 
 
 @pytest.mark.engine

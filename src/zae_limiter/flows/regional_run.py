@@ -87,6 +87,10 @@ class Memory:
     taking: int = 0
     #: Millitokens this client's reserves lost (aged before they were spent).
     lost_milli: int = 0
+    #: When this process's keeper last took parts in, and when one of its acquires was
+    #: last refused for want of tokens (core.may_release: neither gives parts away).
+    absorbed_at_ms: int | None = None
+    short_at_ms: int | None = None
 
     def on_the_way(self, change: int) -> None:
         # `+=` on an attribute is not atomic across threads: a lost update would leave
@@ -193,6 +197,7 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         if memory.spend(amount_milli, now_ms):
             return Taken(True, 0, memory.reserve_milli)
     if now_ms < memory.short_until_ms:
+        memory.short_at_ms = now_ms
         memory.refuse("known")
         return Taken(False, memory.short_until_ms - now_ms)
     memory.on_the_way(1)
@@ -222,6 +227,7 @@ def _write_take(target: Target, memory: Memory, amount_milli: int, now_ms: int) 
                 requests += yield from _roll(target, image, now_ms)
             wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
             memory.short_until_ms = now_ms + max(1, wait)
+            memory.short_at_ms = now_ms
             memory.refuse("short")
             return Taken(False, max(1, wait), plan.tokens_milli, requests)
         offered, memory.pending_milli = memory.pending_milli, 0
@@ -334,12 +340,13 @@ def _transfer(
     """Freeze this region's item, then write the transfer planned from the frozen image
     (exact: no take lands on a frozen item); or thaw a freeze whose keeper died."""
     requests = 0
+    releasing = core.may_release(memory.absorbed_at_ms, memory.short_at_ms, now_ms)
     if own.frozen_at is not None:
         if now_ms - own.frozen_at < core.THAW_AFTER_MS:
             return None, 0  # another keeper of the region is writing its transfer
         frozen = own
     else:
-        if core.plan_transfer(own, images, wanted, reachable) is None:
+        if core.plan_transfer(own, images, wanted, reachable, releasing=releasing) is None:
             return None, 0
         freeze = rk.freeze_write(target.table, target.key, own.version, now_ms)
         result = yield from one(Call("update_item", freeze))
@@ -348,9 +355,8 @@ def _transfer(
             return None, requests  # another keeper of the region moved first
         frozen = core.decode(result.attributes)
     images = {**images, target.region: frozen}
-    transfer = core.plan_transfer(frozen, images, wanted, reachable) or core.Transfer(
-        frozen.parts, frozen.given, frozen.taken, 0, {}
-    )
+    planned = core.plan_transfer(frozen, images, wanted, reachable, releasing=releasing)
+    transfer = planned or core.Transfer(frozen.parts, frozen.given, frozen.taken, 0, {})
     fields = core.reshare_fields(frozen, transfer, target.limit, now_ms)
     call = rk.reshare_write(target.table, target.key, frozen.version, fields)
     result = yield from one(Call("update_item", call))
@@ -360,6 +366,8 @@ def _transfer(
         memory.image, memory.short_until_ms = fresh, 0
     if not result.ok or not (transfer.absorbed or transfer.released):
         return None, requests
+    if transfer.absorbed:
+        memory.absorbed_at_ms = now_ms
     memory.transfers += 1
     return transfer, requests
 
