@@ -14,6 +14,7 @@ import pytest
 from tests.engine.conftest import moto_server  # noqa: F401  (a fixture)
 from tests.engine.test_regional_shares import global_table  # noqa: F401  (a fixture)
 from tests.mutants import must_fail, mutant, mutant_wrapping
+from tests.unit.test_regional_keeper import refused_while_freezing_releases_nothing
 from tests.unit.test_regional_shares import (
     broken_seeds,
     burst_model,
@@ -23,6 +24,7 @@ from tests.unit.test_regional_shares import (
     run_model,
 )
 from zae_limiter.flows import regional as core
+from zae_limiter.flows import regional_run
 
 
 def _all_seeds() -> None:
@@ -187,6 +189,12 @@ def test_the_demand_test_catches_a_silence_read_as_a_rate() -> None:
     demand_after_a_silence_is_measured_afresh()  # passes on the real code
     with mutant_wrapping(core.Demand, "observe", _observe_keeping_history):
         must_fail(demand_after_a_silence_is_measured_afresh)
+
+
+def test_the_keeper_test_catches_a_refusal_during_the_pass_ignored() -> None:
+    refused_while_freezing_releases_nothing()  # passes on the real code
+    with mutant(regional_run, "not_refused_since", lambda memory, before: True):
+        must_fail(refused_while_freezing_releases_nothing)
 
 
 @pytest.mark.engine

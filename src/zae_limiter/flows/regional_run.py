@@ -307,6 +307,9 @@ class Pass:
 def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
     """Read every region's item; absorb what was released to this region and release its
     excess over what demand says it should hold, in one transfer on its own item."""
+    # A refusal while this pass reads and freezes (slow on a loaded engine) cancels its
+    # release: it was decided on demand from before the refusal.
+    refused_before = memory.short_at_ms
     images = yield from read_all(target)
     requests = 1
     own = images.get(target.region)
@@ -322,7 +325,9 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
     rate = limit.refill_amount_milli * 1000 / limit.refill_period_ms
     wanted = core.targets(target.regions, demand, rate)
     reachable = memory.demand.reachable(target.regions, now_ms)
-    done, written = yield from _transfer(target, memory, own, images, wanted, reachable, now_ms)
+    done, written = yield from _transfer(
+        target, memory, (own, images), (wanted, reachable), now_ms, refused_before
+    )
     requests += written
     requests += yield from _flush_demand(target, memory)
     return Pass(images, wanted, done, requests)
@@ -331,16 +336,18 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
 def _transfer(
     target: Target,
     memory: Memory,
-    own: core.ShareImage,
-    images: dict[str, core.ShareImage],
-    wanted: dict[str, int],
-    reachable: frozenset[str],
+    seen: tuple[core.ShareImage, dict[str, core.ShareImage]],
+    goal: tuple[dict[str, int], frozenset[str]],
     now_ms: int,
+    refused_before: int | None,
 ) -> Flow[tuple[core.Transfer | None, int]]:
-    """Freeze this region's item, then write the transfer planned from the frozen image
-    (exact: no take lands on a frozen item); or thaw a freeze whose keeper died."""
+    """Freeze this region's item (`seen`: its own image and every region's), then write
+    the transfer planned from the frozen image (exact: no take lands on a frozen item)
+    towards `goal` (targets, reachable regions); or thaw a freeze whose keeper died."""
+    (own, images), (wanted, reachable) = seen, goal
     requests = 0
     releasing = core.may_release(memory.absorbed_at_ms, memory.short_at_ms, now_ms)
+    releasing = releasing and not_refused_since(memory, refused_before)
     if own.frozen_at is not None:
         if now_ms - own.frozen_at < core.THAW_AFTER_MS:
             return None, 0  # another keeper of the region is writing its transfer
@@ -355,6 +362,7 @@ def _transfer(
             return None, requests  # another keeper of the region moved first
         frozen = core.decode(result.attributes)
     images = {**images, target.region: frozen}
+    releasing = releasing and not_refused_since(memory, refused_before)
     planned = core.plan_transfer(frozen, images, wanted, reachable, releasing=releasing)
     transfer = planned or core.Transfer(frozen.parts, frozen.given, frozen.taken, 0, {})
     fields = core.reshare_fields(frozen, transfer, target.limit, now_ms)
@@ -370,6 +378,12 @@ def _transfer(
         memory.absorbed_at_ms = now_ms
     memory.transfers += 1
     return transfer, requests
+
+
+def not_refused_since(memory: Memory, refused_before: int | None) -> bool:
+    """No acquire of this process was refused for want of tokens since the pass began
+    (when the last refusal was `refused_before`)."""
+    return memory.short_at_ms == refused_before
 
 
 def _flush_demand(target: Target, memory: Memory) -> Flow[int]:
@@ -418,6 +432,7 @@ __all__ = [
     "keep",
     "keep_pass",
     "keep_tick",
+    "not_refused_since",
     "read_all",
     "read_items",
     "take_share",

@@ -1,0 +1,73 @@
+"""A share keeper's pass (flows/regional_run.keep_pass) on canned answers: it releases
+what demand says is excess, unless one of this process's acquires was refused for want
+of tokens while the pass read and froze the item (slow on a loaded engine): the release
+was decided on demand from before the refusal, and the share is all used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.unit._flowkit import answered
+from zae_limiter.flows import Call, Result
+from zae_limiter.flows import regional as core
+from zae_limiter.flows.regional_run import Memory, Target, keep_pass
+from zae_limiter.keys import regions as rk
+from zae_limiter.limits import Limit
+
+REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-1")
+LIMIT = Limit.per_second("rps", 300)
+TARGET = Target("t", "ns", "e", "r", LIMIT, REGIONS, "us-east-1")
+
+
+def _item(region: str, **fields: int) -> dict[str, Any]:
+    values = {**core.new_fields(LIMIT, REGIONS, region), **fields}
+    key = rk.share_key("ns", "e", "r", "rps", region)
+    return {**key, "region": {"S": region}, **{a: {"N": str(v)} for a, v in values.items()}}
+
+
+def _set(call: Call, attr: str) -> int | None:
+    names = call.params["ExpressionAttributeNames"]
+    for name, value in names.items():
+        if value == attr and name.startswith("#s"):
+            return int(call.params["ExpressionAttributeValues"][":" + name[1:]]["N"])
+    return None
+
+
+def _pass(refused_while_freezing: bool) -> tuple[Any, list[Call]]:
+    memory = Memory()
+    for region in REGIONS:  # every region seen idle two seconds ago
+        memory.demand.observe(core.decode(_item(region)), 0)
+    own = _item("us-east-1")
+
+    def answer(call: Call) -> Result:
+        if call.op == "query":  # ap-southeast-1 now asks for the whole limit
+            items = [own, _item("eu-west-1"), _item("ap-southeast-1", dm=600_000)]
+            return Result(response={"Items": items})
+        if call.params["UpdateExpression"].startswith("SET #v = :n, #z"):  # the freeze
+            if refused_while_freezing:
+                memory.short_at_ms = 2_100  # an acquire refused while the freeze was out
+            return Result(response={"Attributes": {**own, "vr": {"N": "2"}, "fz": {"N": "2000"}}})
+        return Result(response={"Attributes": {**own, "vr": {"N": "3"}}})
+
+    done, calls, _ = answered(keep_pass(TARGET, memory, 2_000), answer)
+    return done, calls
+
+
+def test_the_keeper_releases_the_excess_demand_shows() -> None:
+    done, calls = _pass(refused_while_freezing=False)
+    assert [c.op for c in calls] == ["query", "update_item", "update_item"]
+    assert done.transfer is not None
+    assert done.transfer.released == {"ap-southeast-1": 323_333}
+    assert _set(calls[-1], rk.ShareAttr.PARTS_HELD) == core.MIN_PARTS
+
+
+def refused_while_freezing_releases_nothing() -> None:
+    done, calls = _pass(refused_while_freezing=True)
+    # The freeze is undone by the second write, which moves nothing.
+    assert [c.op for c in calls] == ["query", "update_item", "update_item"]
+    assert done.transfer is None
+    assert _set(calls[-1], rk.ShareAttr.PARTS_HELD) == 333_333
+
+
+def test_a_refusal_during_the_pass_cancels_its_release() -> None:
+    refused_while_freezing_releases_nothing()
