@@ -365,7 +365,12 @@ def _transfer(
     releasing = releasing and not_refused_since(memory, refused_before)
     planned = core.plan_transfer(frozen, images, wanted, reachable, releasing=releasing)
     transfer = planned or core.Transfer(frozen.parts, frozen.given, frozen.taken, 0, {})
-    fields = core.reshare_fields(frozen, transfer, target.limit, now_ms)
+    # The bucket is re-expressed at the time the frozen image came back, not the pass's
+    # start: the Query and the freeze can take a second on a loaded engine, and a line
+    # re-expressed at an earlier time turns that second's refill at the old rate into
+    # debt (a lowering) or credit (a raise) at the new one. Frozen, it takes no take.
+    woke = yield from pause(0)
+    fields = core.reshare_fields(frozen, transfer, target.limit, max(now_ms, woke or now_ms))
     call = rk.reshare_write(target.table, target.key, frozen.version, fields)
     result = yield from one(Call("update_item", call))
     requests += 1
