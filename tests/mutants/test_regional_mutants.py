@@ -14,7 +14,10 @@ import pytest
 from tests.engine.conftest import moto_server  # noqa: F401  (a fixture)
 from tests.engine.test_regional_shares import global_table  # noqa: F401  (a fixture)
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from tests.unit.test_regional_keeper import refused_while_freezing_releases_nothing
+from tests.unit.test_regional_keeper import (
+    refused_while_freezing_releases_nothing,
+    reshared_when_the_frozen_image_came_back,
+)
 from tests.unit.test_regional_shares import (
     broken_seeds,
     burst_model,
@@ -23,8 +26,8 @@ from tests.unit.test_regional_shares import (
     parts_taken_in_are_held,
     run_model,
 )
+from zae_limiter.flows import Sleep, regional_run
 from zae_limiter.flows import regional as core
-from zae_limiter.flows import regional_run
 
 
 def _all_seeds() -> None:
@@ -195,6 +198,18 @@ def test_the_keeper_test_catches_a_refusal_during_the_pass_ignored() -> None:
     refused_while_freezing_releases_nothing()  # passes on the real code
     with mutant(regional_run, "not_refused_since", lambda memory, before: True):
         must_fail(refused_while_freezing_releases_nothing)
+
+
+def _pause_without_the_time(ms: int) -> Any:
+    """The keeper learns no time after its freeze: it re-expresses at the pass's start."""
+    yield Sleep(ms)
+    return None
+
+
+def test_the_keeper_test_catches_a_bucket_reshared_at_the_pass_start() -> None:
+    reshared_when_the_frozen_image_came_back()  # passes on the real code
+    with mutant(regional_run, "pause", _pause_without_the_time):
+        must_fail(reshared_when_the_frozen_image_came_back)
 
 
 @pytest.mark.engine

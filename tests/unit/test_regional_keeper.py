@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit._flowkit import answered
-from zae_limiter.flows import Call, Result
+from zae_limiter.flows import Call, Result, Sleep
 from zae_limiter.flows import regional as core
 from zae_limiter.flows.regional_run import Memory, Target, keep_pass
 from zae_limiter.keys import regions as rk
@@ -71,3 +71,60 @@ def refused_while_freezing_releases_nothing() -> None:
 
 def test_a_refusal_during_the_pass_cancels_its_release() -> None:
     refused_while_freezing_releases_nothing()
+
+
+def _driven(flow: Any, answer: Any, woke_ms: int) -> tuple[Any, list[Call]]:
+    """Run a flow whose pauses wake at `woke_ms` (the driver's clock after a wait)."""
+    calls: list[Call] = []
+    send: Any = None
+    try:
+        request = next(flow)
+        while True:
+            if isinstance(request, Sleep):
+                send = woke_ms
+            else:
+                calls.append(request)
+                send = answer(request)
+            request = flow.send(send)
+    except StopIteration as done:
+        return done.value, calls
+
+
+def reshared_when_the_frozen_image_came_back() -> None:
+    """The keeper's pass starts at 2,000 ms; its Query and freeze come back at 2,900 (a
+    loaded engine). The bucket, empty at 2,000 and refilling 100 a second, held 90 at
+    2,900: its share lowered to 1% (3 tokens) holds a full 3, not what 0 at 2,000 would
+    have refilled by then at the new rate (2.7: the old rate's refill turned into debt)."""
+    memory = Memory()
+    for region in REGIONS:
+        memory.demand.observe(core.decode(_item(region)), 0)
+    empty = core.image_of_fields(core.new_fields(LIMIT, REGIONS, "us-east-1"), "us-east-1")
+    full_at = empty.state().with_tokens(0, 2_000)
+    own = _item("us-east-1", fa=full_at)
+
+    def answer(call: Call) -> Result:
+        if call.op == "query":
+            items = [own, _item("eu-west-1"), _item("ap-southeast-1", dm=600_000)]
+            return Result(response={"Items": items})
+        if call.params["UpdateExpression"].startswith("SET #v = :n, #z"):
+            return Result(response={"Attributes": {**own, "vr": {"N": "2"}, "fz": {"N": "2000"}}})
+        return Result(response={"Attributes": {**own, "vr": {"N": "3"}}})
+
+    done, calls = _driven(keep_pass(TARGET, memory, 2_000), answer, woke_ms=2_900)
+    assert done.transfer is not None and done.transfer.parts == core.MIN_PARTS
+    cp, ra, rp = core.share_config(LIMIT, core.MIN_PARTS)
+    after = core.LimitState(capacity_milli=cp, refill_amount_milli=ra, refill_period_ms=rp)
+    written = _set(calls[-1], rk.ShareAttr.FULL_AT)
+    assert written is not None
+    assert replace_full_at(after, written).tokens(2_900) == cp  # full: 3 tokens
+
+
+def replace_full_at(state: Any, full_at: int) -> Any:
+    return core.LimitState(
+        capacity_milli=state.capacity_milli, refill_amount_milli=state.refill_amount_milli,
+        refill_period_ms=state.refill_period_ms, full_at=full_at,
+    )  # fmt: skip
+
+
+def test_the_bucket_is_reshared_at_the_time_the_frozen_image_came_back() -> None:
+    reshared_when_the_frozen_image_came_back()
