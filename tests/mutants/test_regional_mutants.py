@@ -15,6 +15,7 @@ from tests.engine.conftest import moto_server  # noqa: F401  (a fixture)
 from tests.engine.test_regional_shares import global_table  # noqa: F401  (a fixture)
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from tests.unit.test_regional_keeper import (
+    a_roll_refreshes_what_takes_plan_from,
     refused_while_freezing_releases_nothing,
     reshared_when_the_frozen_image_came_back,
 )
@@ -210,6 +211,24 @@ def test_the_keeper_test_catches_a_bucket_reshared_at_the_pass_start() -> None:
     reshared_when_the_frozen_image_came_back()  # passes on the real code
     with mutant(regional_run, "pause", _pause_without_the_time):
         must_fail(reshared_when_the_frozen_image_came_back)
+
+
+def _roll_forgets_its_answer(original: Any) -> Any:
+    """The roll's answer is dropped: takes plan again from the image before it."""
+
+    def broken(target: Any, memory: Any, image: Any, now_ms: int) -> Any:
+        before = memory.image
+        written = yield from original(target, memory, image, now_ms)
+        memory.image = before
+        return written
+
+    return broken
+
+
+def test_the_roll_test_catches_takes_planned_from_before_the_roll() -> None:
+    a_roll_refreshes_what_takes_plan_from()  # passes on the real code
+    with mutant_wrapping(regional_run, "_roll", _roll_forgets_its_answer):
+        must_fail(a_roll_refreshes_what_takes_plan_from)
 
 
 @pytest.mark.engine

@@ -10,7 +10,7 @@ from typing import Any
 from tests.unit._flowkit import answered
 from zae_limiter.flows import Call, Result, Sleep
 from zae_limiter.flows import regional as core
-from zae_limiter.flows.regional_run import Memory, Target, keep_pass
+from zae_limiter.flows.regional_run import Memory, Target, keep_pass, take_share
 from zae_limiter.keys import regions as rk
 from zae_limiter.limits import Limit
 
@@ -128,3 +128,31 @@ def replace_full_at(state: Any, full_at: int) -> Any:
 
 def test_the_bucket_is_reshared_at_the_time_the_frozen_image_came_back() -> None:
     reshared_when_the_frozen_image_came_back()
+
+
+def a_roll_refreshes_what_takes_plan_from() -> None:
+    """A take that finds the room full of old held counts writes the roll alone and is
+    refused; the next take plans from the item the roll answered (counts rolled into the
+    full-at time), not from the image before it, and is admitted once the share refilled."""
+    epoch = 40_000
+    now = (epoch + 2) * rk.HELD_EPOCH_MS + 10  # two epochs on: both counts roll
+    held = {"he": epoch, "hc": 60_000, "hp": 40_000}  # 100 tokens: more than the room
+    memory = Memory(reserve=False)
+    memory.image = core.decode(_item("us-east-1", **held))
+
+    def answer(call: Call) -> Result:
+        values = call.params["ExpressionAttributeValues"]
+        if values[":a"]["N"] == "0":  # the roll: counts moved into the full-at time
+            rolled = {"he": epoch + 2, "hc": 0, "hp": 0, "fa": int(values[":x"]["N"])}
+            return Result(response={"Attributes": _item("us-east-1", **rolled)})
+        return Result(response={"Attributes": _item("us-east-1", vr=1)})
+
+    first, calls, _ = answered(take_share(TARGET, memory, 1000, now), answer)
+    assert not first.admitted and len(calls) == 1  # the roll alone
+    later = now + 300  # 30 tokens refilled since the roll charged the 100
+    second, calls, _ = answered(take_share(TARGET, memory, 1000, later), answer)
+    assert second.admitted and len(calls) == 1
+
+
+def test_a_roll_refreshes_what_takes_plan_from() -> None:
+    a_roll_refreshes_what_takes_plan_from()
