@@ -103,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine",
         choices=("dynamodb-local", "moto"),
-        default="dynamodb-local",
-        help="each region's engine (DynamoDB Local: moto's server cannot take 900 writes/s)",
+        default="moto",
+        help=(
+            "each region's engine (moto's server, default: three DynamoDB Local JVMs starve "
+            "the load generator on a 2-core machine, docs/global.md)"
+        ),
     )
     parser.add_argument(
         "--runs",
