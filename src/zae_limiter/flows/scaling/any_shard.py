@@ -116,7 +116,12 @@ def _retry_after_throttle(
     at_ms, now_ms = times
     throttled.note_reserve_write(state, here, True, at_ms)
     crowded = throttled.crowded(state, here, at_ms)  # asked before this throttle closes it
+    if crowded and throttled.gate_until(state, here) != tries.own_gate:
+        # Closed by another acquire's refusal, not this one's.
+        tries.crowded_once(throttled.refusal_row(state, here))
     throttled.note_throttle(state, here, at_ms)
+    if not crowded:
+        tries.own_gate = throttled.gate_until(state, here)
     waits = tries.waits
     next_shard = yield from _after_throttle(state, level, here, tries, (at_ms, crowded), partition)
     if next_shard is None:
