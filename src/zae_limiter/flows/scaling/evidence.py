@@ -32,6 +32,7 @@ from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState, WindowSeen
 from zae_limiter.flows.write.levels import Level
+from zae_limiter.flows.write.memory import learn
 
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000
@@ -180,13 +181,13 @@ def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | Non
         return None  # reads throttled too: the table is short of capacity, not one shard
     if not read.item:
         return None
-    seen = window_seen(read.item, now_ms, state.partition_wcu)
-    meta.seen_windows[where] = seen
-    meta.windows[where] = seen.start_ms
-    # A client whose writes are all throttled never sees an ALL_NEW: the read is how it
-    # learns that the entity has more shards than it knew, and spreads over them.
-    known = meta.shard_counts.get(level.resource, 1)
-    meta.shard_counts[level.resource] = max(known, seen.shard_count)
+    # The item is this client's image of the shard, as a write's ALL_NEW would be: its
+    # next write there plans from it instead of reading first (often a shard it never
+    # wrote: the other shard read below). And a client whose writes are all throttled
+    # never sees an ALL_NEW: the read is how it learns that the entity has more shards
+    # than it knew, and spreads over them.
+    learn(state, level, read.item, now_ms)
+    meta.seen_windows[where] = window_seen(read.item, now_ms, state.partition_wcu)
     return throttle_evidence(state, level, now_ms)
 
 
