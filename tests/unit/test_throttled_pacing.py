@@ -19,6 +19,7 @@ from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.throttled import SATURATED_ROW
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.flows.write.take import NOT_FETCHED
 
@@ -112,10 +113,10 @@ def test_a_throttled_acquire_reads_no_evidence_for_a_doubling_it_would_not_try()
     assert [c.op for c in calls] == ["update_item", "update_item"]
 
 
-def _refused_with_gate_closed_by_another(row: int) -> list[int]:
+def _refused_with_gate_closed_by_another(row: int, closed: bool = True) -> list[int]:
     """An acquire on a one-shard entity whose every write is refused, each refusal
-    coming while another acquire of the client had just closed the gate (its row at
-    `row`): the simulated times of the acquire's writes."""
+    coming while another acquire of the client had just closed the gate (`closed`; else
+    with the gate open), its row at `row`: the simulated times of the acquire's writes."""
     state = state_with(shards=1)
     state.entities["e1"].doubling_tried["gpt"] = T0  # no doubling: only the retries count
     level = make_level()
@@ -130,7 +131,7 @@ def _refused_with_gate_closed_by_another(row: int) -> list[int]:
         writes.append(slept[0])
         now = T0 + slept[0]
         # Another acquire of this client, refused a moment before, closed the gate.
-        state.entities["e1"].throttled_until["gpt"] = (now + 40, row)
+        state.entities["e1"].throttled_until["gpt"] = (now + 40 if closed else 0, row)
         return throttle()
 
     outcome, _calls, _total = answered(
@@ -148,7 +149,15 @@ def test_refused_while_another_acquire_closed_the_gate_one_more_try_at_most() ->
     refused write, never an admission. One more try after a wait (the partition may have
     room by then); none once the gate's row shows the client refused over and over."""
     assert len(_refused_with_gate_closed_by_another(row=1)) == 2
-    assert len(_refused_with_gate_closed_by_another(row=throttled.SATURATED_ROW)) == 1
+    assert len(_refused_with_gate_closed_by_another(row=SATURATED_ROW)) == 1
+
+
+def test_a_client_refused_over_and_over_retries_once() -> None:
+    """The gate's row at SATURATED_ROW: one more try even with the gate open at each
+    refusal; a client refused now and then (row 1) keeps the whole budget."""
+    saturated = _refused_with_gate_closed_by_another(SATURATED_ROW, closed=False)
+    assert len(saturated) == 2
+    assert len(_refused_with_gate_closed_by_another(row=0, closed=False)) == 5
 
 
 def test_an_acquire_refused_by_its_own_gate_keeps_its_budget() -> None:

@@ -60,7 +60,8 @@ REFUSED_RECENTLY_MS = 5000
 #: How long one waiting acquire's claim to write for the client's reserve lasts (ms).
 LEAD_MS = 250
 #: A client without reserves whose gate on a bucket counts this many throttles in a row
-#: (a write through unwinds one) retries no acquire refused while the gate was closed.
+#: (a write through unwinds one) is refused over and over: its acquires retry once at
+#: most, and not at all when refused while the gate was closed (`Tries.refused_again`).
 SATURATED_ROW = 3
 
 #: One write for a reserve, at a time given: the level taken (or rejected), or None when
@@ -82,7 +83,7 @@ class Tries:
     woke_ms: int = 0
     #: Shards whose partition refused a write of this acquire by name (ThrottlingReasons).
     refused: set[int] = field(default_factory=set)
-    #: The waits this acquire may still reach (`crowded_once` lowers it).
+    #: The waits this acquire may still reach (`refused_again` lowers it).
     max_waits: int = MAX_THROTTLED_WAITS
     #: When the gate this acquire's own last throttle closed opens (0: none closed).
     own_gate: int = 0
@@ -109,16 +110,20 @@ class Tries:
         acquires held back by the same gate do not all go at its end."""
         return gate + self.rng.randint(0, gate)
 
-    def crowded_once(self, row: int) -> None:
-        """A client without reserves was refused while its gate on the bucket was closed
-        by another of its acquires: one more try after a wait, and none when the gate's
-        row (throttles in a row, SATURATED_ROW) shows the partitions refusing the client
-        over and over. They give a few writes a second to whichever writes come first,
-        and the client's fresh acquires alone keep them busy: a third or fourth try of
-        the same acquire adds a refused write, never an admission (measured:
-        `reserve=False` at 8x a partition, 2.3-2.8 requests per admitted acquire under
-        the fixed window without reasons)."""
-        more = 0 if row >= SATURATED_ROW else 1
+    def refused_again(self, row: int, by_another: bool) -> None:
+        """Caps the retries of a client without reserves that its partitions refuse over
+        and over: its gate's row (throttles in a row, a write through unwinds one) at
+        SATURATED_ROW, or a refusal while another of its acquires had closed the gate
+        (`by_another`). Then one more try after a wait, and none when both hold. The
+        partitions give a few writes a second to whichever writes come first, and the
+        client's fresh acquires alone keep them busy: a third or fourth try of the same
+        acquire adds a refused write, never an admission (measured: `reserve=False` at
+        8x a partition, 2.3-2.8 requests per admitted acquire under the fixed window
+        without reasons)."""
+        saturated = row >= SATURATED_ROW
+        if not (saturated or by_another):
+            return
+        more = 0 if saturated and by_another else 1
         self.max_waits = min(self.max_waits, self.waits + more)
 
     def hold_back(self, gate: int) -> int:
