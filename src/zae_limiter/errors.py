@@ -107,10 +107,12 @@ class RateLimitExceeded(ZaeLimiterError):
                     "entity_id": v.entity_id,
                     "resource": v.resource,
                     "limit": v.limit_name,
+                    "kind": v.kind,
                     "capacity": v.capacity,
                     "available": v.available,
                     "requested": v.requested,
                     "retry_after_seconds": v.retry_after_seconds,
+                    "resets_at_ms": v.resets_at_ms,
                 }
                 for v in self.violations
             ],

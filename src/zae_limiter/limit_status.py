@@ -17,6 +17,11 @@ class LimitStatus:
     available: int
     requested: int
     retry_after_seconds: float
+    #: "rate" for a limit that refills, "quota" for one that resets (docs/quotas.md).
+    kind: str = "rate"
+    #: A quota's next reset (ms since the epoch); None for a refilling limit, whose
+    #: tokens come back continuously.
+    resets_at_ms: int | None = None
 
     @property
     def exceeded(self) -> bool:

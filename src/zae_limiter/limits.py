@@ -120,13 +120,21 @@ class Limit:
         tz: str = "UTC",
         reset_after: timedelta | None = None,
         soft: bool = False,
+        cron: str | None = None,
     ) -> Limit:
         """Up to `amount` tokens per window, all back at once when the window resets.
 
         `reset`: a 5-field cron expression read in time zone `tz` (default: monthly,
-        "0 0 1 * *"): every entity's window starts at the same instants. `reset_after`: a
-        session window instead, opened by the first admitted use and lasting this long.
+        "0 0 1 * *"): every entity's window starts at the same instants (`cron`: the same,
+        under the published library's name). `reset_after`: a session window instead,
+        opened by the first admitted use and lasting this long.
         """
+        if cron is not None:
+            if reset is not None:
+                raise ValidationError(
+                    f"limit {name!r}: reset= and cron= both name the reset schedule; pass one"
+                )
+            reset = cron
         if reset is not None and reset_after is not None:
             raise ValidationError(
                 f"limit {name!r}: a quota resets on a schedule (reset=) or after its first "

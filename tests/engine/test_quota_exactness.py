@@ -3,13 +3,13 @@ atomically, as DynamoDB does; moto's server does not).
 
 8 processes x 300 acquires on a quota of 1,000 whose boundary falls in the middle of the
 run (1,200 attempts before it, 1,200 after), reserves on and off, for a monthly calendar
-quota (on one shard, on an entity of 4 shards, and with cascade: the parent's quota
-binds) and for a session quota (opened by the first use; one shard, and with cascade).
-An ideal quota fed the same arrivals admits 1,000 in each window (1,200 arrive in each).
-Without reserves the library admits exactly that before the boundary (on 4 shards a few
-tokens less, see below) and at most it after (999 to 1,000 measured); with reserves,
-never more in either, and what it admits is printed (docs/quotas.md, "Reserves at a
-reset")."""
+quota (on one shard, on an entity of 4 shards split after its first take, and with
+cascade: the parent's quota binds) and for a session quota (opened by the first use;
+one shard, and with cascade). An ideal quota fed the same arrivals admits 1,000 in each
+window (1,200 arrive in each). The library admits exactly that before the boundary in
+every variant (on 4 shards too: the split's fractions of a token go to shard 0,
+flows/scaling/fractions.py) and at most it after; with reserves, what the window after
+admits is printed (docs/quotas.md, "Reserves at a reset")."""
 
 from __future__ import annotations
 
@@ -57,8 +57,11 @@ def _prepare(url: str, table: str, limit: Limit, shape: str, start_ms: int) -> i
             with limiter.acquire("e", "api", {limit.name: 1}, limits=None if stored else [limit]):
                 taken = 1
         if shape == "sharded":
+            # Raised as the library's doubling raises a count: shard 0's full-at value
+            # snapshotted for the shards split off it later.
             shard0 = keys.bucket_key(repo.state.namespace, "e", "api", 0)
-            params = keys.double_shards(table, shard0, 1, SHARDS, start_ms, start_ms)
+            names = [limit.name]
+            params = keys.double_shards(table, shard0, 1, SHARDS, start_ms, start_ms, names)
             EngineEndpoint("dynamodb-local", url).client().update_item(**params)
     return taken
 
@@ -102,16 +105,9 @@ def test_exactly_the_quota_before_the_boundary_and_at_most_it_after(
     assert counted == total["attempts"]
     # The ideal quota fed the same arrivals (1,200 in each window) admits 1,000 in each.
     ideal = CAPACITY
-    assert total["before"] <= ideal and total["after"] <= ideal, total
-    if not reserve and shape != "sharded":
-        assert total["before"] == ideal, total
-    elif not reserve:
-        # Split into 4 shards after the first take, the window before the boundary
-        # admitted 986 to 994 in the runs measured: tokens the split left where no
-        # acquire of 1 reached them (not pinned down; docs/quotas.md). Never over.
-        assert total["before"] >= ideal - 20, total
-    else:
+    assert total["before"] == ideal and total["after"] <= ideal, total
+    if reserve:
         assert total["takes"] > 0 and total["hits"] > 0, total
-        # What reserves held at the reset neither leaves the old window short by more
-        # than they could hold, nor is charged to the new one (docs/quotas.md).
+        # What reserves held at the reset is not charged to the new window, which misses
+        # only what reserves hold unspent in it (docs/quotas.md).
         assert total["after"] >= ideal * 8 // 10, total

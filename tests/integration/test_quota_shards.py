@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from tests.conftest import Clock
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository, keys
+from zae_limiter.flows.write.shares import tokens_now
 
 MIDNIGHT_MS = 1_800_057_600_000  # 2027-01-16 00:00:00 UTC (the test clock: 2027-01-15)
 DAILY = Limit.quota("daily", 40, reset="0 0 * * *", tz="UTC")
@@ -66,3 +67,55 @@ def test_every_shard_of_a_calendar_quota_resets(
         pass
     assert client.available("e", "api") == {"daily": 39}
     assert 1 + drain(client) == 40, "the window after: exactly the quota again"
+
+
+def _raise(repo_namespace: str, table_name: str, old: int, new: int, now_ms: int) -> None:
+    """Raise shard 0's count as the library's doubling does: its full-at value
+    snapshotted for the shards split off it later."""
+    shard0 = keys.bucket_key(repo_namespace, "e", "api", 0)
+    params = keys.double_shards(table_name, shard0, old, new, now_ms, now_ms, ["daily"])
+    boto3.client("dynamodb", region_name="us-east-1").update_item(**params)
+
+
+@pytest.mark.parametrize("path", ["1-to-4", "1-to-2-to-4"])
+def test_a_split_quota_admits_exactly_its_allowance(table_name: str, path: str) -> None:
+    """Split after an odd number of takes, each shard lacks a fraction of a token that
+    no acquire of whole tokens reaches: the fractions go to shard 0, where they add up
+    to whole tokens, so the window admits exactly the quota over all shards. Through a
+    donor other than shard 0 too (1 -> 2 -> 4: shard 3 splits off shard 1)."""
+    clock = Clock(MIDNIGHT_MS - 60_000)
+    with mock_aws():
+        repo = SyncRepository.open(name=table_name, create_table=True, clock=clock, reserve=False)
+        limiter = SyncRateLimiter(repo)
+        limiter.set_limits("e", [DAILY], resource="api")
+        with limiter.acquire("e", "api", {"daily": 1}):
+            pass
+        taken = 1
+        namespace = repo.state.namespace
+        if path == "1-to-4":
+            _raise(namespace, table_name, 1, SHARDS, clock.now_ms)
+        else:
+            _raise(namespace, table_name, 1, 2, clock.now_ms)
+            while len(limiter.get_shards("e", "api")) < 2:  # shard 1, split at 2 shards
+                with limiter.acquire("e", "api", {"daily": 1}):
+                    taken += 1
+            if taken % 2 == 0:  # an odd number taken at 2 shards: halves again at 4
+                with limiter.acquire("e", "api", {"daily": 1}):
+                    taken += 1
+            _raise(namespace, table_name, 2, SHARDS, clock.now_ms)
+        client = SyncRateLimiter(SyncRepository.open(name=table_name, clock=clock, reserve=False))
+        assert taken + drain(client) == 40
+        assert len(client.get_shards("e", "api")) == SHARDS, "every shard was made"
+        # Nothing left in any shard, not even a fraction: none stranded, none created.
+        assert _left_milli(table_name, namespace, clock.now_ms) == 0
+        repo.close()
+
+
+def _left_milli(table_name: str, namespace: str, now_ms: int) -> int:
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    left = 0
+    for shard in range(SHARDS):
+        key = keys.bucket_key(namespace, "e", "api", shard)
+        item = dynamodb.get_item(TableName=table_name, Key=key, ConsistentRead=True)["Item"]
+        left += tokens_now(keys.decode_bucket(item), DAILY, now_ms)
+    return left

@@ -39,8 +39,11 @@ def test_calendar_quota_is_spent_rejected_until_the_reset_then_full(api: Api, cl
     assert error.as_dict()["limits"][0]["retry_after_seconds"] == pytest.approx(to_reset, abs=0.01)
     wait = api.time_until_available("e", "api", {"daily": 1}, limits=[DAILY])
     assert wait == pytest.approx(to_reset, abs=0.01)
+    (limit,) = error.as_dict()["limits"]
+    assert (limit["kind"], limit["resets_at_ms"]) == ("quota", MIDNIGHT_MS)
     clock.now_ms = MIDNIGHT_MS - 1  # no refill inside a window, not even a token
-    _rejected(api, [DAILY], "daily")
+    (again,) = _rejected(api, [DAILY], "daily").violations  # from memory or the table
+    assert (again.kind, again.resets_at_ms) == ("quota", MIDNIGHT_MS)
     clock.now_ms = MIDNIGHT_MS
     assert api.available("e", "api", limits=[DAILY]) == {"daily": 5}
     _spend(api, [DAILY], 5, "daily")
@@ -68,6 +71,7 @@ def test_session_quota_opens_at_first_use_and_lasts_its_length(api: Api, clock: 
     clock.advance(1800)
     error = _rejected(api, [SESSION], "session")
     assert error.retry_after_seconds == pytest.approx(1800, abs=0.01)
+    assert error.violations[0].resets_at_ms == opened + 3_600_000  # the session's end
     assert api.time_until_available("e", "api", {"session": 1}, limits=[SESSION]) == (
         pytest.approx(1800, abs=0.01)
     )
@@ -116,3 +120,8 @@ def test_a_quota_and_a_rate_limit_together(api: Api, clock: Clock) -> None:
     error = _rejected(api, limits, "daily")
     assert [v.limit_name for v in error.violations] == ["daily"]
     assert api.available("e", "api", limits=limits) == {"rpm": 95, "daily": 0}
+    for _ in range(95):
+        with api.acquire("e", "api", {"rpm": 1}, limits=[rpm]):
+            pass
+    (refilling,) = _rejected(api, [rpm], "rpm").violations
+    assert (refilling.kind, refilling.resets_at_ms) == ("rate", None)  # it refills instead

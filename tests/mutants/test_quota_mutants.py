@@ -11,7 +11,10 @@ one rule on purpose and shows that the guarantee's own test fails.
   whose calendar window ended): its holder spends the old window's tokens in the new
   one, where they are never charged;
 - a reset applied on one shard only (shards other than 0 planned in the window their
-  item was last written in): the new window admits only shard 0's share.
+  item was last written in): the new window admits only shard 0's share;
+- a split that leaves a calendar quota's fractions of a token where they fall (on the
+  new shard, or on a donor other than shard 0), out of reach of whole-token acquires; a
+  fraction moved to shard 0 without charging it (tokens created).
 
 Each test body passes on the real code (tests/integration) and must fail here.
 """
@@ -35,6 +38,7 @@ from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrappin
 from zae_limiter import RateLimitExceeded, SyncRateLimiter
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.scaling import fractions as fractions_module
 from zae_limiter.flows.write import charge as charge_flows
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import takes as takes_module
@@ -172,4 +176,36 @@ def test_shard_test_catches_a_reset_applied_on_one_shard_only(
             quota_shards.test_every_shard_of_a_calendar_quota_resets,
             limiter,
             also=(RateLimitExceeded,),
+        )
+
+
+@pytest.mark.parametrize("path", ["1-to-4", "1-to-2-to-4"])
+def test_split_test_catches_fractions_left_where_they_fall(table_name: str, path: str) -> None:
+    with mutant(fractions_module, "fractions_of", lambda *args: {}):
+        must_fail(quota_shards.test_a_split_quota_admits_exactly_its_allowance, table_name, path)
+
+
+def _donor_keeps_its_fraction(*args: Any) -> Any:
+    return
+    yield  # a flow that writes nothing
+
+
+def test_split_test_catches_a_donor_that_keeps_its_fraction(table_name: str) -> None:
+    with mutant(fractions_module, "settle_donor", _donor_keeps_its_fraction):
+        must_fail(
+            quota_shards.test_a_split_quota_admits_exactly_its_allowance,
+            table_name,
+            "1-to-2-to-4",
+        )
+
+
+def _charged_for_free(*args: Any) -> Any:
+    return True
+    yield  # a flow that writes nothing
+
+
+def test_split_test_catches_a_fraction_moved_without_a_charge(table_name: str) -> None:
+    with mutant(fractions_module, "charge_shard0", _charged_for_free):
+        must_fail(
+            quota_shards.test_a_split_quota_admits_exactly_its_allowance, table_name, "1-to-4"
         )

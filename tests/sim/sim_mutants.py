@@ -27,6 +27,7 @@ from zae_limiter import drivers
 from zae_limiter import flows as flows_package
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.scaling import fractions as fractions_module
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import buckets as buckets_module
 from zae_limiter.keys import takes as takes_module
@@ -83,6 +84,11 @@ def _settle_anything(original: Callable[..., bool]) -> Callable[..., bool]:
     return broken
 
 
+def _no_fractions(*_args: Any) -> dict[str, int]:
+    """A split that leaves a calendar quota's fractions of a token where they fall."""
+    return {}
+
+
 MUTANTS: Mapping[str, Mutant] = {
     "bound-keeps-nothing-behind": lambda: mutant_wrapping(
         plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
@@ -123,9 +129,12 @@ MUTANTS: Mapping[str, Mutant] = {
     "reset-on-one-shard-only": lambda: mutant_wrapping(
         plan_module, "current", reset_on_shard_zero_only
     ),
+    "split-fractions-left": lambda: mutant(fractions_module, "fractions_of", _no_fractions),
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
-QUOTA_WORLDS = frozenset({"reserve-survives-a-reset", "reset-on-one-shard-only"})
+QUOTA_WORLDS = frozenset(
+    {"reserve-survives-a-reset", "reset-on-one-shard-only", "split-fractions-left"}
+)
 
 #: name -> the first failing seed, measured with `python -m tests.sim.sim_mutants NAME`.
 FIRST_FAILING: Mapping[str, int] = {
@@ -141,6 +150,7 @@ FIRST_FAILING: Mapping[str, int] = {
     "renewal-keeps-the-reserve": 6522,
     # In quota worlds (QUOTA_WORLDS):
     "reset-on-one-shard-only": 270,
+    "split-fractions-left": 2234,
 }
 #: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
 NOT_FOUND: Mapping[str, int] = {

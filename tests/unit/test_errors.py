@@ -47,10 +47,12 @@ def test_as_dict_is_json_ready() -> None:
             "entity_id": "user-1",
             "resource": "gpt-4",
             "limit": "rpm",
+            "kind": "rate",
             "capacity": 100,
             "available": 3,
             "requested": 5,
             "retry_after_seconds": 1.5,
+            "resets_at_ms": None,
         }
     ]
 

@@ -112,6 +112,12 @@ def test_quota_api_and_its_errors() -> None:
         Limit("q", 10, 0, 0)
     with pytest.raises(ValidationError, match="not both"):
         Limit.quota("q", 10, reset="0 0 * * *", reset_after=timedelta(hours=1))
+    # The published library's name for the schedule, the same limit.
+    assert Limit.quota("q", 10, cron="0 0 * * *") == Limit.quota("q", 10, reset="0 0 * * *")
+    with pytest.raises(ValidationError, match="pass one"):
+        Limit.quota("q", 10, reset="0 0 * * *", cron="0 0 * * *")
+    with pytest.raises(ValidationError, match="not both"):
+        Limit.quota("q", 10, cron="0 0 * * *", reset_after=timedelta(hours=1))
     with pytest.raises(ValidationError, match="5-field cron"):
         Limit.quota("q", 10, reset="every day")
     with pytest.raises(ValidationError, match="unknown time zone"):

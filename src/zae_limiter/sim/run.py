@@ -181,6 +181,11 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
             checker.holds_at_most_ideal(entity, limit, offered[limit.name], now)
             if lossless and limit.refill_period_seconds == YEAR_S:
                 checker.kept_all(entity, limit, _kept(shards, limit, now), now)
+            # A client whose clock disagrees about the window cannot move a fraction
+            # (its write names another window): judged on worlds without skew.
+            calendar = limit.window is not None and limit.window.cron is not None
+            if lossless and calendar and not world.spec.skew_ms:
+                _whole_off_shard0(checker, entity, limit, shards, now)
             if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None:
                 _came_back(checker, entity, limit, shards, now)
 
@@ -195,6 +200,23 @@ def _kept(shards: Any, limit: Any, now: int) -> int:
         kept += tokens_now(shard, limit, now, shares)
         kept += sum(v for v in shard.reserved.get(limit.name, {}).values() if v > 0)
     return kept
+
+
+def _whole_off_shard0(checker: Checker, entity: str, limit: Any, shards: Any, now: int) -> None:
+    """A calendar quota's tokens stay within reach of whole-token acquires: a split
+    sends its fractions of a token to shard 0 (flows/scaling/fractions.py), so no other
+    shard holds one, or the window admits less than its quota (nothing refills them).
+    Judged where a shard's share is whole tokens: a quota not divisible by the shard
+    count leaves each shard a fraction of its room (docs/quotas.md, "Not yet")."""
+    for shard in shards:
+        whole = capacity_of(limit, shard.shard_count) % 1000 == 0
+        part = tokens_now(shard, limit, now) % 1000 if shard.shard_id and whole else 0
+        if part:
+            checker.fail(
+                "a token out of reach",
+                f"{entity}/{limit.name}: shard {shard.shard_id} holds {part} millitokens "
+                "beyond whole tokens, which no acquire can take before the reset",
+            )
 
 
 def _came_back(checker: Checker, entity: str, limit: Any, shards: Any, now: int) -> None:

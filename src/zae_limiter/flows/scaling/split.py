@@ -12,9 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.bucket import LimitState
 from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling import fractions
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.flows.write.plan import new_bucket
 from zae_limiter.flows.write.shares import donor_of, split_full_at, stored_config
@@ -61,14 +63,27 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     if full_at is None:
         return (yield from _read_shard(state, level, level.shard_id)).item
     shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
-    bucket = new_bucket(shard_level, now_ms, state.partition_wcu, full_at)
+    # A calendar quota's fraction of a token goes to shard 0 first (flows/scaling/fractions.py).
+    parts = fractions.fractions_of(level.limits, full_at, count, now_ms)
+    if parts and not (yield from fractions.charge_shard0(state, level, parts, now_ms)):
+        parts = {}
+    whole = fractions.rounded(level.limits, full_at, parts, count)
+    bucket = new_bucket(shard_level, now_ms, state.partition_wcu, whole)
     # It may be a donor itself, to shards the count already has: what it gives them is
-    # what it held when it was made, as after a count raise.
+    # what it held when it was made, as after a count raise (its fractions included: the
+    # shards made from it send theirs to shard 0 in turn).
     made = {name: at for name, at in full_at.items() if at is not None}
-    bucket = replace(bucket, split_full_at=made)
+    bucket = replace(bucket, split_full_at=made, limits=_uncounted(bucket, parts))
     item = keys.new_bucket_item(ns, bucket, now_ms)
     put = yield from one(Call("put_item", keys.create_bucket(state.table, item)))
-    return item if put.ok else put.old
+    if put.ok:
+        return item
+    if parts and put.old:
+        # Another client made the shard first: shard 0 gets back what it was charged.
+        zero = yield from _read_shard(state, level, 0)
+        if zero.item:
+            yield from fractions.give_back(state, level, 0, parts, zero.item, now_ms)
+    return put.old
 
 
 def _read_shard(state: RepoState, level: Level, shard_id: int) -> Flow[Any]:
@@ -101,9 +116,20 @@ def _split_off(
         donor = keys.decode_bucket(seen)
         if donor.shard_count != count:
             return None
+        if moved.ok:  # this client split it: its fractions go to shard 0
+            yield from fractions.settle_donor(state, level, donor_id, seen, now_ms)
     return {limit.name: split_full_at(donor, limit, now_ms) for limit in level.limits}
 
 
 def _empty(limit: Limit, count: int, now_ms: int) -> int:
     cfg = stored_config(limit)
     return cfg.with_tokens(0, now_ms, count)
+
+
+def _uncounted(bucket: BucketState, parts: dict[str, int]) -> dict[str, LimitState]:
+    """The new shard's limits, its consumption less what shard 0 was charged for it: a
+    fraction moved is not usage (the aggregator sums the items' `tc`)."""
+    return {
+        name: replace(st, total_consumed_milli=st.total_consumed_milli - parts.get(name, 0))
+        for name, st in bucket.limits.items()
+    }

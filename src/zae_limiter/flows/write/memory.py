@@ -43,6 +43,8 @@ def local_rejection(state: RepoState, level: Level, now_ms: int) -> Rejected | N
                     available=have // 1000,
                     requested=-(-need // 1000),
                     retry_after_seconds=ms / 1000,
+                    kind="rate" if seen.window is None else "quota",
+                    resets_at_ms=None if seen.window is None else seen.reset_at(now_ms),
                 )
             )
     if not violations:

@@ -92,7 +92,7 @@ def _config_fields(state: LimitState) -> dict[str, Any]:
 
 
 def _status(
-    level: Level, limit: Limit, count: int, tokens: int, need: int, wait: int
+    level: Level, limit: Limit, count: int, tokens: int, need: int, wait: int, resets: int | None
 ) -> LimitStatus:
     return LimitStatus(
         entity_id=level.entity_id,
@@ -102,6 +102,8 @@ def _status(
         available=tokens // 1000,
         requested=-(-need // 1000),
         retry_after_seconds=wait / 1000,
+        kind="rate" if limit.window is None else "quota",
+        resets_at_ms=resets,
     )
 
 
@@ -144,7 +146,8 @@ def plan_write(
             never = state.refill_period_ms if state.window is None else state.full_in_ms(now_ms)
             ms = max(1, never) if ms < 0 else max(1, ms)
             wait = max(wait, ms)
-            violations.append(_status(level, limit, count, have, need, ms))
+            resets = None if state.window is None else state.reset_at(now_ms)
+            violations.append(_status(level, limit, count, have, need, ms, resets))
     if violations:
         memory = Exhausted(
             now_ms + wait,
