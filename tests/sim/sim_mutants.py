@@ -146,11 +146,11 @@ FIRST_FAILING: Mapping[str, int] = {
     "give-back-past-held-counts": 229,
     "no-not-full-condition": 551,
     "doubling-snapshot-reverted": 1177,
-    "add-to-a-full-bucket": 4689,
+    "add-to-a-full-bucket": 9490,
     "renewal-keeps-the-reserve": 6522,
     # In quota worlds (QUOTA_WORLDS):
     "reset-on-one-shard-only": 270,
-    "split-fractions-left": 2234,
+    "split-fractions-left": 1065,
 }
 #: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
 NOT_FOUND: Mapping[str, int] = {
