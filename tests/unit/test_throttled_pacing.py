@@ -134,11 +134,13 @@ def _refused_with_gate_closed_by_another(row: int, closed: bool = True) -> list[
         state.entities["e1"].throttled_until["gpt"] = (now + 40 if closed else 0, row)
         return throttle()
 
-    outcome, _calls, _total = answered(
-        take_any_shard(state, level, T0, True, NOT_FETCHED),
-        answer,
-        lambda ms: slept.__setitem__(0, ms),
-    )
+    with pytest.MonkeyPatch.context() as patch:  # short gates: the budget binds, not jitter
+        patch.setattr(throttled, "backoff_ms", lambda _attempt, _rng: 10)
+        outcome, _calls, _total = answered(
+            take_any_shard(state, level, T0, True, NOT_FETCHED),
+            answer,
+            lambda ms: slept.__setitem__(0, ms),
+        )
     assert isinstance(outcome, RateLimiterUnavailable) and outcome.throttled
     return writes
 
