@@ -17,7 +17,8 @@ one rule on purpose and shows that the guarantee's own test fails.
   fraction moved to shard 0 without charging it (tokens created);
 - a shard of a session quota that opens its own session (shards other than 0 never join
   shard 0's): a session admits a shard's share again after its own end; a split session
-  quota whose fractions stay where they fall.
+  quota whose fractions stay where they fall; a reserve blind to its session's end
+  (spent in the next session).
 
 Each test body passes on the real code (tests/integration) and must fail here.
 """
@@ -42,6 +43,7 @@ from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrappin
 from zae_limiter import RateLimitExceeded, SyncRateLimiter
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling import fractions as fractions_module
 from zae_limiter.flows.scaling import sessions as sessions_module
 from zae_limiter.flows.write import charge as charge_flows
@@ -233,4 +235,13 @@ def test_split_session_test_catches_fractions_left_where_they_fall(table_name: s
     with mutant(fractions_module, "fractions_of", lambda *args: {}):
         must_fail(
             session_shards.test_a_split_session_quota_admits_exactly_its_allowance, table_name
+        )
+
+
+def test_session_reserve_test_catches_a_reserve_blind_to_its_sessions_end(api: Api) -> None:
+    with mutant(reserve_ops, "session_end", lambda taken: None):
+        must_fail(
+            quota_reserves.test_a_reserve_held_at_a_sessions_end_is_never_spent_in_the_next_session,
+            api,
+            api.repo.clock,
         )
