@@ -218,7 +218,7 @@ FIRST_FAILING: Mapping[str, int] = {
     "add-to-a-full-bucket": 4689,
     "renewal-keeps-the-reserve": 6522,
     # In quota worlds (QUOTA_WORLDS):
-    "reset-on-one-shard-only": 270,
+    "reset-on-one-shard-only": 92,
     "split-fractions-left": 2234,
 }
 #: Seeds 0 .. SEARCHED - 1 searched for the mutants measured last (the merge and the
