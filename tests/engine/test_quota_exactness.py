@@ -5,7 +5,9 @@ atomically, as DynamoDB does; moto's server does not).
 run (1,200 attempts before it, 1,200 after), reserves on and off, for a monthly calendar
 quota (on one shard, on an entity of 4 shards split after its first take, and with
 cascade: the parent's quota binds) and for a session quota (opened by the first use;
-one shard, and with cascade). An ideal quota fed the same arrivals admits 1,000 in each
+one shard, 4 shards split after the first take, and with cascade: on 4 shards the
+session after the boundary is opened on shard 0 and joined by the others,
+flows/scaling/sessions.py). An ideal quota fed the same arrivals admits 1,000 in each
 window (1,200 arrive in each). The library admits exactly that before the boundary in
 every variant (on 4 shards too: the split's fractions of a token go to shard 0,
 flows/scaling/fractions.py) and at most it after; with reserves, what the window after
@@ -90,6 +92,7 @@ CASES = [
     pytest.param(MONTHLY, "cascade", id="monthly-cascade"),
     pytest.param(SESSION, "flat", id="session"),
     pytest.param(SESSION, "cascade", id="session-cascade"),
+    pytest.param(SESSION, "sharded", id="session-4-shards"),
 ]
 
 

@@ -7,6 +7,8 @@ window admits exactly its quota."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from tests.conftest import Api, Clock
@@ -15,19 +17,21 @@ from zae_limiter import Limit, RateLimitExceeded
 MIDNIGHT_MS = 1_800_057_600_000  # 2027-01-16 00:00:00 UTC (the test clock: 2027-01-15)
 DAILY = [Limit.quota("daily", 100, reset="0 0 * * *", tz="UTC")]
 KEY = ("e", "api")
+SESSION_MS = 60_000
+SESSION = [Limit.quota("daily", 100, reset_after=timedelta(milliseconds=SESSION_MS))]
 
 
-def _take(api: Api, n: int = 1) -> None:
-    with api.acquire("e", "api", {"daily": n}, limits=DAILY):
+def _take(api: Api, n: int = 1, limits: list[Limit] = DAILY) -> None:
+    with api.acquire("e", "api", {"daily": n}, limits=limits):
         pass
 
 
-def _drain(api: Api) -> int:
+def _drain(api: Api, limits: list[Limit] = DAILY) -> int:
     """Acquire 1 at a time until refused; how many were admitted."""
     admitted = 0
     while True:
         try:
-            _take(api)
+            _take(api, 1, limits)
         except RateLimitExceeded:
             return admitted
         admitted += 1
@@ -68,6 +72,28 @@ def test_a_reserve_held_at_the_reset_is_never_spent_and_its_spending_stays_behin
     assert api.available("e", "api", limits=DAILY) == {"daily": 99}
     other = api.new_client(reserve=False)
     assert _drain(other) == 99
+
+
+def test_a_reserve_held_at_a_sessions_end_is_never_spent_in_the_next_session(
+    api: Api, clock: Clock
+) -> None:
+    """The same rule at a session's end, which the reserve learns from the item its
+    take left (flows/reserves/ops.py `session_end`)."""
+    opened = MIDNIGHT_MS - SESSION_MS + 1000  # another client opens the session
+    clock.now_ms = opened
+    _take(api.new_client(reserve=False), 1, SESSION)
+    clock.now_ms = MIDNIGHT_MS  # a second before its end, this client takes a reserve
+    for _ in range(8):
+        _take(api, 1, SESSION)
+    assert _holding(api) > 0 and api.limiter.get_reserve_stats().hits > 0
+    hits = api.limiter.get_reserve_stats().hits
+    clock.now_ms = opened + SESSION_MS + 1000
+    _take(api, 1, SESSION)  # opens the next session: to the table, not from the reserve
+    assert api.limiter.get_reserve_stats().hits == hits, "never spent past its session"
+    _give_back(api)
+    # The next session is charged its own admission only.
+    assert api.available("e", "api", limits=SESSION) == {"daily": 99}
+    assert _drain(api.new_client(reserve=False), SESSION) == 99
 
 
 def test_changes_after_the_reset_to_a_lease_served_from_a_reserve_stay_exact(

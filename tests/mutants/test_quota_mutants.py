@@ -14,7 +14,11 @@ one rule on purpose and shows that the guarantee's own test fails.
   item was last written in): the new window admits only shard 0's share;
 - a split that leaves a calendar quota's fractions of a token where they fall (on the
   new shard, or on a donor other than shard 0), out of reach of whole-token acquires; a
-  fraction moved to shard 0 without charging it (tokens created).
+  fraction moved to shard 0 without charging it (tokens created);
+- a shard of a session quota that opens its own session (shards other than 0 never join
+  shard 0's): a session admits a shard's share again after its own end; a split session
+  quota whose fractions stay where they fall; a reserve blind to its session's end
+  (spent in the next session).
 
 Each test body passes on the real code (tests/integration) and must fail here.
 """
@@ -34,11 +38,14 @@ from tests.integration import test_quota_boundary as boundary
 from tests.integration import test_quota_reserves as quota_reserves
 from tests.integration import test_quota_shards as quota_shards
 from tests.integration import test_quotas as quotas
+from tests.integration import test_session_shards as session_shards
 from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrapping
 from zae_limiter import RateLimitExceeded, SyncRateLimiter
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling import fractions as fractions_module
+from zae_limiter.flows.scaling import sessions as sessions_module
 from zae_limiter.flows.write import charge as charge_flows
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import takes as takes_module
@@ -208,4 +215,33 @@ def test_split_test_catches_a_fraction_moved_without_a_charge(table_name: str) -
     with mutant(fractions_module, "charge_shard0", _charged_for_free):
         must_fail(
             quota_shards.test_a_split_quota_admits_exactly_its_allowance, table_name, "1-to-4"
+        )
+
+
+#: The sharded session quota of tests/integration/test_session_shards.py.
+sharded = session_shards.sharded
+
+
+def test_session_shard_test_catches_a_shard_that_opens_its_own_session(
+    sharded: tuple[SyncRateLimiter, Clock, str],
+) -> None:
+    with mutant(sessions_module, "unjoined", lambda *args: ()):
+        must_fail(
+            session_shards.test_every_shard_shares_the_session_the_first_take_opened, sharded
+        )
+
+
+def test_split_session_test_catches_fractions_left_where_they_fall(table_name: str) -> None:
+    with mutant(fractions_module, "fractions_of", lambda *args: {}):
+        must_fail(
+            session_shards.test_a_split_session_quota_admits_exactly_its_allowance, table_name
+        )
+
+
+def test_session_reserve_test_catches_a_reserve_blind_to_its_sessions_end(api: Api) -> None:
+    with mutant(reserve_ops, "session_end", lambda taken: None):
+        must_fail(
+            quota_reserves.test_a_reserve_held_at_a_sessions_end_is_never_spent_in_the_next_session,
+            api,
+            api.repo.clock,
         )

@@ -222,8 +222,8 @@ FIRST_FAILING: Mapping[str, int] = {
     # open case of the limits-changed family): 8,069 is the first, a limits-changed world.
     "raise-over-unmade-shards": 8069,
     # In quota worlds (QUOTA_WORLDS):
-    "reset-on-one-shard-only": 270,
-    "split-fractions-left": 1065,
+    "reset-on-one-shard-only": 92,
+    "split-fractions-left": 2234,
 }
 #: Seeds 0 .. SEARCHED - 1 searched for the mutants measured last (the merge and the
 #: deletion fence), on a shared machine in the time there was.
@@ -244,6 +244,11 @@ NOT_FOUND: Mapping[str, int] = {
     "stopped-take-forgotten": 10_000,
     # tests/mutants/test_exactness_mutants.py catches it on DynamoDB Local.
     "bound-keeps-nothing-behind": 10_000,
+    # Seed 455 found it; since "a count is raised only once every shard below it is
+    # made" (flows/scaling/made.py) no merge meets an unmade shard in 0..3,999 (searched
+    # after that change landed on main). Its moto test catches it
+    # (tests/mutants/test_merge_mutants.py).
+    "merge-takes-unmade-shards-as-full": 4_000,
     # In quota worlds: a reserve must be held at a reset and spent after it, in a window
     # that then binds. The directed schedule tests/sim/test_quota_reserve_schedule.py
     # finds it at once. 10,000 seeds searched in the worlds before main's tempo change;

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -419,6 +421,29 @@ def test_a_reserve_whose_quota_reset_is_never_spent_nor_settled_and_is_due_then(
     assert renewal is not None and renewal.uncharged == {"daily"}
     assert renewal.spent == {"rpm": 1000, "daily": 1000}  # usage, all of it
     assert renewal.back == {"rpm": 4000, "daily": 4000}
+
+
+SESSION_LIMITS = (
+    Limit.per_minute("rpm", 6000),
+    Limit.quota("runs", 10_000, reset_after=timedelta(minutes=1)),
+)
+
+
+def test_a_reserve_taken_in_a_session_is_never_spent_past_its_end() -> None:
+    """As at a calendar reset: a session quota's reserve knows the end of the session
+    its take's item held (`session_end_ms`), and past it is not spent, its spending is
+    usage only (not charged to the next session), and it falls due then."""
+    book = ReserveBook()
+    end = MIDNIGHT_MS  # the session the take landed in ends here
+    book.install(KEY, 0, SESSION_LIMITS, {"rpm": 5000, "runs": 5000}, EPOCH, end - 1000, end)
+    assert book.spend(KEY, SESSION_LIMITS, {"rpm": 1000, "runs": 1000}, end - 500) == 0
+    held = book.holding(KEY)
+    assert held is not None and held.gone(end - 1) == frozenset()
+    assert held.gone(end) == {"runs"}, "the rate limit's spending is still charged"
+    assert book.next_due_ms() == end + RENEW_GRACE_MS
+    assert book.spend(KEY, SESSION_LIMITS, {"rpm": 1000, "runs": 1000}, end) is None
+    renewal = book.renew(KEY, SESSION_LIMITS, 1, end)
+    assert renewal is not None and renewal.uncharged == {"runs"}
 
 
 def test_a_reserve_of_an_ended_window_is_never_topped_up() -> None:

@@ -21,26 +21,33 @@ class Reserve:
     taken: dict[int, dict[str, int]]
     born_ms: int
     used_ms: int
-    #: The end of the earliest calendar quota window among `limits` when it was taken
-    #: (None: none): past it the reserve is never spent, and goes back (docs/quotas.md).
+    #: The end of the earliest quota window among `limits` when it was taken (a
+    #: calendar window, or the session the take's item held; None: none): past it the
+    #: reserve is never spent, and goes back (docs/quotas.md).
     window_end_ms: int | None = None
+    #: The end of the session of its session quotas when it was taken (None: none).
+    session_end_ms: int | None = None
 
     def crossed(self, now_ms: int) -> bool:
-        """Whether a calendar quota of the reserve has reset since it was taken."""
+        """Whether a quota of the reserve has reset since it was taken."""
         return self.window_end_ms is not None and now_ms >= self.window_end_ms
 
     def gone(self, now_ms: int) -> frozenset[str]:
-        """The calendar quotas of the reserve whose window has ended since it was taken:
+        """The quotas of the reserve whose window has ended since it was taken:
         what it spent went with that window, so its report is counted as usage and
         never charged to the next window (docs/quotas.md, "Reserves at a reset")."""
         if not self.crossed(now_ms):
             return frozenset()
+        session_over = self.session_end_ms is not None and now_ms >= self.session_end_ms
         return frozenset(
             limit.name
             for limit in self.limits
             if limit.window is not None
-            and limit.window.cron is not None
-            and limit.window.bounds(now_ms)[0] >= (self.window_end_ms or 0)
+            and (
+                limit.window.bounds(now_ms)[0] >= (self.window_end_ms or 0)
+                if limit.window.cron is not None
+                else session_over
+            )
         )
 
     def taken_total(self) -> dict[str, int]:

@@ -234,6 +234,9 @@ def propagate_shard_count(
             + ", ".join(["#shards = :new_shards", *window, *sets])
             + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
             "ConditionExpression": "attribute_exists(#pk) AND #shards < :new_shards",
+            # The shard as raised: its quotas' fractions of a token go to shard 0 from it
+            # (flows/scaling/fractions.py `settle_donor`).
+            "ReturnValues": "ALL_NEW",
             "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, **names},
             "ExpressionAttributeValues": {
                 ":new_shards": n(new_count),

@@ -93,12 +93,12 @@ def time_until_available(
                 f"needed[{name!r}] = {milli // 1000} exceeds the capacity {by_name[name].capacity}"
             )
         # The shards together, as one bucket holding `tokens` now. A session quota's
-        # bucket is one shard (flows/scaling/doubling.py), whose full-at value says when its
-        # session opened: the wait runs to that session's end.
+        # session is shard 0's (flows/scaling/sessions.py): the wait runs to its end.
         session = by_name[name].window is not None and whole.window and whole.window.session_ms
-        if session and shards:
-            together = _session_state(by_name[name], shards[0], now_ms)
-        else:
-            together = replace(whole, full_at=whole.with_tokens(tokens, now_ms))
+        if session and shards and tokens < milli:
+            end = _session_state(by_name[name], shards[0], now_ms).reset_at(now_ms)
+            wait = max(wait, 0 if end is None else max(1, end - now_ms))
+            continue
+        together = replace(whole, full_at=whole.with_tokens(tokens, now_ms))
         wait = max(wait, together.ms_until(milli, now_ms))
     return wait / 1000

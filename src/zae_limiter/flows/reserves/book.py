@@ -303,8 +303,10 @@ class ReserveBook:
         granted: Mapping[str, int],
         epoch: int,
         now_ms: int,
+        session_end_ms: int | None = None,
     ) -> None:
-        """Add tokens a write just moved out of the bucket (recorded in `epoch`'s count)."""
+        """Add tokens a write just moved out of the bucket (recorded in `epoch`'s count);
+        `session_end_ms`: when the session its session quotas are in ends (None: none)."""
         if not any(granted.values()):
             return
         with self._lock:
@@ -320,6 +322,7 @@ class ReserveBook:
             if held is None:
                 # Born a little earlier than now: returns taken together fall due apart.
                 born = now_ms - spread_age_ms(self.settings.max_age_ms, self.pacer.rng)
+                ends = [calendar_end((limit.window for limit in limits), now_ms), session_end_ms]
                 held = self._reserves[key] = Reserve(
                     shard_id,
                     limits,
@@ -327,7 +330,8 @@ class ReserveBook:
                     {},
                     born,
                     now_ms,
-                    calendar_end((limit.window for limit in limits), now_ms),
+                    min((end for end in ends if end is not None), default=None),
+                    session_end_ms,
                 )
             counted = held.taken.setdefault(epoch, {})
             for name, milli in granted.items():

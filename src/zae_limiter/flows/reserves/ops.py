@@ -18,6 +18,7 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.book import Key, Reserve
 from zae_limiter.flows.write.charge import charge_write, image_of, resend_on_old
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
+from zae_limiter.flows.write.shares import current
 
 log = logging.getLogger("zae_limiter")
 
@@ -128,7 +129,23 @@ def keep(
                 outcome.held_milli,
                 outcome.epoch,
                 now_ms,
+                session_end(outcome),
             )
+
+
+def session_end(taken: Taken) -> int | None:
+    """When the session of `taken`'s session quotas ends, as its write left the item (a
+    reserve taken in it is never spent past it); None without session quotas."""
+    sessions = [limit for limit in taken.limits if limit.window and limit.window.session_ms]
+    if not sessions or not taken.after:
+        return None
+    bucket = keys.decode_bucket(taken.after)
+    ends = [
+        end
+        for limit in sessions
+        if (end := current(bucket, limit, taken.at_ms)[0].reset_at(taken.at_ms)) is not None
+    ]
+    return min(ends, default=None)
 
 
 def change_locally(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> bool:

@@ -14,7 +14,7 @@ from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling import throttled
-from zae_limiter.flows.scaling.doubling import double, has_session_quota, may_double
+from zae_limiter.flows.scaling.doubling import double, may_double
 from zae_limiter.flows.scaling.evidence import REFUSAL_PROOF_MS, entity_evidence, refusals_prove
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.take import NOT_FETCHED, take
@@ -230,7 +230,7 @@ def _double_on_evidence(
     partition as the limit (of a one-shard entity, or on `refused_shards` distinct shards
     of this acquire, see REFUSED_SHARDS_PROVE), or this client's view of the shard shows it is
     the bottleneck; whether it tried. Never when DynamoDB named the table's limit."""
-    if has_session_quota(level) or not may_double(state, level.entity_id, level.resource, now_ms):
+    if not may_double(state, level.entity_id, level.resource, now_ms):
         return False
     count = state.shard_count(level.entity_id, level.resource)
     # Without reserves only: with them, a cold start's refusals are the burst of writes

@@ -16,7 +16,7 @@ from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import EntityState, RepoState
-from zae_limiter.flows.scaling import made
+from zae_limiter.flows.scaling import fractions, made
 from zae_limiter.flows.scaling.evidence import (
     DOUBLING_THRESHOLD,
     EVIDENCE_SIGMAS,
@@ -55,18 +55,11 @@ def scale_after_write(
     if (
         partition_bound(seen, DOUBLING_THRESHOLD, EVIDENCE_SIGMAS)
         and _entity_hot(meta, level, count, now_ms)
-        and not has_session_quota(level)
     ):
         names = [limit.name for limit in level.limits]
         since = evidence_since(seen)
         return double(state, level.entity_id, level.resource, now_ms, since, False, names)
     return None
-
-
-def has_session_quota(level: Level) -> bool:
-    """A session quota's window is opened by a take on one item, so its bucket stays one
-    shard: shards would each open their own session (docs/quotas.md)."""
-    return any(limit.window and limit.window.session_ms for limit in level.limits)
 
 
 def _entity_hot(meta: EntityState, level: Level, count: int, now_ms: int) -> bool:
@@ -95,9 +88,13 @@ def _propagate(state: RepoState, level: Level, count: int, now_ms: int) -> Flow[
     try:
         names = [limit.name for limit in level.limits]
         params = keys.propagate_shard_count(state.table, key, count, names, now_ms=now_ms)
-        yield from one(Call("update_item", params))
+        raised = yield from one(Call("update_item", params))
     except RateLimiterUnavailable:
         return  # a hot shard: the next write to it tries again
+    if raised.ok and raised.attributes:
+        # A donor from now on, as when a split raises it: its quotas' fractions of a
+        # token go to shard 0, or they would stay out of reach of whole-token takes.
+        yield from fractions.settle_donor(state, level, level.shard_id, raised.attributes, now_ms)
 
 
 def double(

@@ -36,7 +36,7 @@ class WindowSeen:
 class ShardKnowledge:
     """One entity's shards as this client knows them, per resource (and shard)."""
 
-    __slots__ = ("counts", "evidence_reads", "seen", "starts", "tried", "wanted")
+    __slots__ = ("counts", "evidence_reads", "seen", "sessions", "starts", "tried", "wanted")
 
     def __init__(self) -> None:
         #: The shard count of each resource (1 when not known).
@@ -53,6 +53,9 @@ class ShardKnowledge:
         #: A doubling that was throttled: (count it starts from, evidence since), to ride
         #: on this client's next write to shard 0.
         self.wanted: dict[str, tuple[int, int]] = {}
+        #: The start (ms) of the session shard 0 last showed open, per (resource, session
+        #: quota): the session every shard of the bucket joins (flows/scaling/sessions.py).
+        self.sessions: dict[tuple[str, str], int] = {}
 
     def written(self, where: Where, count: int, window_start: int) -> None:
         """What a write's ALL_NEW at `where` showed: the shard count it records and its
@@ -108,6 +111,10 @@ class ShardKnowledge:
         seen = self.seen.get(where)
         fresh = seen is not None and now_ms - seen.seen_ms < WINDOW_MS
         return fresh or now_ms - start >= STALE_WINDOW_MS
+
+    def session_open(self, resource: str, name: str, start_ms: int) -> None:
+        """Shard 0 showed the session of quota `name` open since `start_ms`."""
+        self.sessions[(resource, name)] = start_ms
 
     def try_doubling(self, resource: str, at_ms: int) -> None:
         """This client tries (or counts as having tried) to double `resource` at `at_ms`."""

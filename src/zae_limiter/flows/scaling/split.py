@@ -67,9 +67,10 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
     if full_at is None:
         return (yield from _read_shard(state, level, level.shard_id)).item
     shard_level = replace(level, consume_milli={}, hold_milli={}, flush=None, shard_count=count)
-    # A calendar quota's fraction of a token goes to shard 0 first (flows/scaling/fractions.py).
+    # A quota's fraction of a token goes to shard 0 first (flows/scaling/fractions.py).
     parts = fractions.fractions_of(level.limits, full_at, count, now_ms)
-    if parts and not (yield from fractions.charge_shard0(state, level, parts, now_ms)):
+    starts = fractions.session_starts(level.limits, full_at)
+    if parts and not (yield from fractions.charge_shard0(state, level, parts, now_ms, starts)):
         parts = {}
     whole = fractions.rounded(level.limits, full_at, parts, count)
     bucket = new_bucket(shard_level, now_ms, state.partition_wcu, whole)

@@ -35,6 +35,9 @@ class Level:
     #: The idle seconds after which the item of a full bucket may expire (flows/expiry.py;
     #: the level that configured it, else the default); 0: never.
     bucket_ttl_s: int = 86_400
+    #: Shard k >= 1 of a session quota: the start (ms) of the session shard 0 holds open,
+    #: per limit, which a take on a shard with none open joins (flows/scaling/sessions.py).
+    joined: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,10 +66,13 @@ def new_bucket(
         if full_at is not None:
             cfg = LimitState(**{**_config_fields(cfg), "full_at": full_at.get(limit.name)})
         need = level.consume_milli.get(limit.name, 0)
+        at = cfg.charged(need, now_ms, count)
+        if not need and limit.window is not None and cfg.is_full(now_ms):
+            # Nothing taken: a split shard keeps its donor's values, so it opens no
+            # session of its own (flows/scaling/sessions.py).
+            at = cfg.full_at if cfg.full_at is not None else at
         limits[limit.name] = LimitState(
-            **_config_fields(cfg),
-            total_consumed_milli=need,
-            full_at=cfg.charged(need, now_ms, count),
+            **_config_fields(cfg), total_consumed_milli=need, full_at=at
         )
     return BucketState(
         entity_id=level.entity_id,
@@ -253,6 +256,10 @@ def _limit_write(
     # `now * ra` for a refilling limit; a quota's window clock (bucket.py): the write's
     # conditions then name the window it was planned in.
     now_ra, base = state.threshold(now_ms), state.base(now_ms)
+    start = level.joined.get(name)
+    if start is not None and state.is_full(now_ms):
+        # A shard k >= 1 with no session open joins shard 0's (flows/scaling/sessions.py).
+        base = start * state.refill_amount_milli
     unit = state.unit(count)
     config = config_of(state)
     watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]

@@ -23,6 +23,7 @@ from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import expires_at_s
 from zae_limiter.flows.reserves.lost import charge_lost
+from zae_limiter.flows.scaling import sessions
 from zae_limiter.flows.scaling.doubling import scale_after_write
 from zae_limiter.flows.scaling.split import create_split_shard
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
@@ -152,6 +153,13 @@ def _write(
             level = _with_shard_count(level, bucket)
         else:
             bucket = _at_known_count(state, level, bucket)
+        needed = sessions.unjoined(level, bucket, now_ms)
+        if needed:
+            joining = yield from sessions.joined(state, level, needed, now_ms)
+            if joining is None:  # no session open: shard 0 opens it with this take
+                zero = replace(level, shard_id=0, flush=None, joined={})
+                return (yield from take(state, zero, now_ms, speculative=True))
+            level = joining
         plan = plan_write(
             bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since
         )
