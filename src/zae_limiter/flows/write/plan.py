@@ -119,6 +119,7 @@ def plan_write(
     confirmed: bool = True,
     failed_writes: int = 0,
     since_ms: int | None = None,
+    expiry: tuple[int | None] | None = None,
 ) -> WritePlan | Rejected:
     """Take `level.consume_milli` (and a reserve, and report a flush) at `now_ms`.
 
@@ -127,7 +128,8 @@ def plan_write(
     `failed_writes`: conditional writes of this take that failed on the item; the write
     counts them in the partition's write-rate window with itself. `since_ms`: when the
     image was taken (default: now); the write's condition names the held count of every
-    reserve epoch that may have been raised since (`watched_epochs`).
+    reserve epoch that may have been raised since (`watched_epochs`). `expiry`: the
+    item's new `ttl` (keys/takes.py `take_write`).
     """
     count = bucket.shard_count
     epoch = keys.reserve_epoch(now_ms)
@@ -197,6 +199,7 @@ def plan_write(
         remove=[a for a in remove if a not in held_adds] if confirmed else (),
         legacy_rf=legacy if confirmed else None,
         writes_counted=1 + failed_writes,
+        expiry=expiry,
     )
     return WritePlan(params, granted, epoch if granted else 0)
 

@@ -150,8 +150,14 @@ def _write(
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
             level = _with_shard_count(level, bucket)
+        # The write moves the item's expiry; a doubling removes it (flows/expiry.py), in
+        # the part it adds below.
+        expiry = None
+        if state.bucket_expiry and wanted is None:
+            ttl = expires_at_s(level.limits, bucket.shard_count, now_ms, level.bucket_ttl_s)
+            expiry = (ttl,)
         plan = plan_write(
-            bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since
+            bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since, expiry
         )
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
@@ -168,19 +174,20 @@ def _write(
         params = plan.params
         if wanted is not None:
             params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
-        if state.bucket_expiry:
-            # The write moves the item's expiry; a doubling removes it (flows/expiry.py).
-            count = bucket.shard_count * (2 if wanted is not None else 1)
-            params = keys.with_expiry(params, expiry_of(level, count, now_ms))
+            if state.bucket_expiry:
+                count = bucket.shard_count * 2
+                params = keys.with_expiry(params, expiry_of(level, count, now_ms))
         # A throttle raises here and leaves the doubling wished for: on a partition that
         # refuses most writes, it rides on whichever write of this client gets through.
-        result = yield from one(Call("update_item", params))
+        # Yielded directly (not through `one`): one frame less on every acquire.
+        result: Result = yield Call("update_item", params)
         if wanted is not None:
             state.entities[level.entity_id].shards.drop_wanted(level.resource)
             wanted = None
         if result.ok:
             failed.count = 0  # counted by this write
-            return (yield from _written(state, level, result.attributes, now_ms, plan))
+            after = result.response.get("Attributes") or {}
+            return (yield from _written(state, level, after, now_ms, plan))
         failed.count += 1
         level = yield from _lost_race(state, level, result, confirmed, attempt, now_ms)
         item, confirmed, since = result.old, True, now_ms
