@@ -40,7 +40,7 @@ def current(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState,
     cfg = stored_config(limit)
     reserved = bucket.reserved.get(limit.name, {})
     # Expired held counts are spent tokens until a write charges them (keys/reserves.py).
-    held = keys.held_milli(reserved, now_ms) + keys.lost_milli(reserved, now_ms)
+    held = keys.held_milli(reserved, now_ms) + keys.lost_milli(reserved, now_ms) if reserved else 0
     stored = bucket.limits.get(limit.name)
     count = bucket.shard_count
     if stored is None:

@@ -26,7 +26,7 @@ from zae_limiter.flows.reserves.lost import charge_lost
 from zae_limiter.flows.scaling.doubling import scale_after_write
 from zae_limiter.flows.scaling.split import create_split_shard
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
-from zae_limiter.flows.write.memory import fresh_image, learn, remember
+from zae_limiter.flows.write.memory import image_of_age, learn, remember
 from zae_limiter.flows.write.plan import new_bucket, plan_write
 from zae_limiter.models import BucketState
 
@@ -58,7 +58,8 @@ def take(
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     confirmed = True
     since = now_ms
-    remembered = fresh_image(state, level, now_ms) if speculative else None
+    where = (level.resource, level.shard_id)
+    remembered = image_of_age(state, level.entity_id, where, now_ms) if speculative else None
     if prefetched is not NOT_FETCHED:
         item = prefetched
     elif remembered is not None:
@@ -80,11 +81,13 @@ def take(
     # of this client there counts them too (those of earlier takes that ended throttled
     # or rejected as well), or a partition busy with lost races (a bucket that sits full,
     # written by many clients at once) looks quiet, and its throttles never double it.
-    failed = _Failed(_uncounted(state, level, now_ms))
+    meta = state.entities.get(level.entity_id)
+    failed = _Failed(_uncounted(state, level, now_ms) if meta and meta.uncounted.failed else 0)
     try:
         return (yield from _write(state, level, key, now_ms, item, (confirmed, since), failed))
     finally:
-        _leave_uncounted(state, level, failed.count, now_ms)
+        if failed.count:
+            _leave_uncounted(state, level, failed.count, now_ms)
 
 
 @dataclass(slots=True)
@@ -117,12 +120,6 @@ def _leave_uncounted(state: RepoState, level: Level, count: int, now_ms: int) ->
         meta.uncounted.leave(level.resource, count, now_ms, MAX_UNCOUNTED)
 
 
-def _window_needs_reset(state: RepoState, level: Level, now_ms: int) -> bool:
-    meta = state.entities.get(level.entity_id)
-    where = (level.resource, level.shard_id)
-    return meta is not None and meta.shards.needs_reset(where, now_ms)
-
-
 def _write(
     state: RepoState,
     level: Level,
@@ -136,8 +133,9 @@ def _write(
     the ALL_OLD it returns. `seen`: whether the image is DynamoDB's answer just now (else
     this client's memory), and when it was taken."""
     confirmed, since = seen
-    reset = _window_needs_reset(state, level, now_ms)
-    wanted = _pending_doubling(state, level)
+    meta = state.entities.get(level.entity_id)
+    reset = meta is not None and meta.shards.needs_reset((level.resource, level.shard_id), now_ms)
+    wanted = _pending_doubling(state, level) if meta is not None and meta.shards.wanted else None
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
         if confirmed and not item:
@@ -223,9 +221,10 @@ def after_write(
     meta = learn(state, level, attributes, now_ms)
     if meta is None:
         return None
-    lost = charge_lost(state, level, attributes, now_ms)
-    if lost is not None:
-        return lost
+    if keys.RESERVE_MARK in "\n".join(attributes):  # held counts: maybe a crashed client's
+        lost = charge_lost(state, level, attributes, now_ms)
+        if lost is not None:
+            return lost
     return scale_after_write(state, meta, level, attributes, now_ms)
 
 
