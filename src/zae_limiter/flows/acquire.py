@@ -229,7 +229,8 @@ def _take_all(
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
     if state.reserves is not None:
         reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    if _parent_known(state, entity_id):  # else no level can have a parent to take late
+    meta = state.entities.get(entity_id)
+    if meta is not None and meta.facts.parent_id is not None:  # else no parent to take late
         outcomes += yield from _late_parents(
             state, entity_id, (levels, outcomes), amounts, override, how
         )

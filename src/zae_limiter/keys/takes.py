@@ -295,12 +295,15 @@ def take_write(
         shapes, reset_window, exact, len(remove), legacy_rf is not None, ttl
     )
     names: dict[str, str] = {"#shards": A_SHARD_COUNT}
-    values: Item = {":writes": n(writes_counted), ":shards": n(shard_count)}
+    values: Item = {":writes": {"N": str(writes_counted)}, ":shards": {"N": str(shard_count)}}
     if reset_window:
         values[":now_ms"], values[":zero"] = n(now_ms), n(0)
     for i, (write, shape) in enumerate(zip(writes, shapes, strict=True)):
         parts = _limit_parts(i, shape)
-        names.update(_names(parts, write.name, tuple(epoch for epoch, _ in write.held)))
+        epochs = []
+        for epoch, _count in write.held:
+            epochs.append(epoch)
+        names.update(_names(parts, write.name, tuple(epochs)))
         _limit_values(parts, write, values)
     for j, (attr, milli) in enumerate(held_adds.items()):
         names[f"#reserve{j}"] = attr

@@ -80,7 +80,8 @@ def learn(
         of=level.resource,
         bypass=keys.get_bool(attributes, keys.A_BYPASS),
     )
-    follow_move(meta, level, cascade, parent)
+    if parent is not None and meta.facts.parent_id is not None:  # a move to follow?
+        follow_move(meta, level, cascade, parent)
     where = (level.resource, level.shard_id)
     meta.shards.written(where, count, keys.get_n(attributes, keys.A_WINDOW_START, -1))
     meta.images.keep(where, attributes, now_ms)

@@ -166,7 +166,8 @@ def plan_write(
     held_adds = keys.held_deltas(granted, epoch, level.flush) if granted or level.flush else {}
     # Expired counts of crashed reserves move into the full-at times (exactly as seen).
     expired = _expired(bucket, level, held_adds, now_ms) if bucket.reserved else {}
-    held_adds.update({attr: -count for attr, count in expired.items()})
+    if expired:
+        held_adds.update({attr: -count for attr, count in expired.items()})
     watched = watched_epochs(now_ms if since_ms is None else since_ms, now_ms)
     writes = []
     for limit in level.limits:
