@@ -168,9 +168,9 @@ def acquire(
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
     override = in_force(validate_limits(limits), now_ms) if limits is not None else None
+    # Resolved first, even for an entity known to bypass: an expired cache entry reads
+    # the record again, which is how another client's end of the bypass is seen.
     meta = state.entities.get(entity_id)
-    if meta is not None and meta.facts.bypass:
-        return Acquired((), amounts, entity_id, bypassed=True)
     pairs = []
     for r in resources:
         pairs.append((entity_id, r))
