@@ -397,11 +397,12 @@ class SyncRunner(_SyncLoop):
             time.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return self.clock()
         op, lean = step.op, self.lean
-        # The lean client carries the hot operations (`lean_for` says who makes the rest).
-        client = lean if lean is not None and op in LEAN_OPS else self.target(op)
         sent = self.clock()
         try:
-            response = getattr(client, op)(**self.params(step))
+            if lean is not None and op in LEAN_OPS:  # the hot operations: called directly
+                response = lean.call(OPERATIONS[op], self.params(step))
+            else:  # `lean_for` says who makes the rest
+                response = getattr(self.target(op), op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
             return self.refused(step, sent, error, trip, cost)
         return self.answered(step, sent, response, trip, cost)
