@@ -28,6 +28,7 @@ FIXES = (
     "stale-image-fix-reverted",
     "stopped-take-forgotten",
     "merge-takes-unmade-shards-as-full",
+    "raise-over-unmade-shards",
 )
 
 
@@ -51,6 +52,19 @@ DELETION_SEEDS = (3746, 5427)
 @pytest.mark.parametrize("seed", DELETION_SEEDS)
 def test_seeds_that_found_the_deletion_fence_pass(seed: int) -> None:
     outcome = run_schedule(seed, engine_backend, quotas=True)
+    assert not outcome.failed, [str(v) for v in outcome.violations]
+
+
+#: Seeds the wider search found (docs/simulator.md, "What it found"): 10367, a count
+#: raised over an unmade shard (fixed: flows/scaling/made.py); 7990, liveness judged
+#: before a drained shard counted again by a re-doubling could refill (the checker's
+#: recovery time).
+FOUND_SEEDS = (7990, 10367)
+
+
+@pytest.mark.parametrize("seed", FOUND_SEEDS)
+def test_seeds_the_wider_search_found_pass(seed: int) -> None:
+    outcome = run_schedule(seed, engine_backend)
     assert not outcome.failed, [str(v) for v in outcome.violations]
 
 
