@@ -341,9 +341,10 @@ def _trace(one: Callable[[], None]) -> tuple[list[str], int, set[str], int]:
     return list(seen), calls[0], files, deepest[0]
 
 
-def walk(reserve: bool) -> Walk:
+def walk(reserve: bool, timed_rounds: int = WALK_ROUNDS) -> Walk:
     """Trace one steady acquire on in-process moto: reserves off (one UpdateItem), or on
-    (served from the reserve the warm-up took), then time WALK_ROUNDS rounds of them."""
+    (served from the reserve the warm-up took), then time `timed_rounds` rounds of them
+    (none: CPU 0)."""
     repo = SyncRepository.open(name=f"walk-{int(reserve)}", create_table=True, reserve=reserve)
     try:
         limiter = SyncRateLimiter(repo)
@@ -357,26 +358,26 @@ def walk(reserve: bool) -> Walk:
         with repo.meter.measure() as m:
             names, calls, files, depth = _trace(one)
         rounds = []
-        for _ in range(WALK_ROUNDS):
+        for _ in range(timed_rounds):
             start = time.process_time()
             for _ in range(WALK_ACQUIRES[reserve]):
                 one()
             rounds.append((time.process_time() - start) / WALK_ACQUIRES[reserve] * 1e6)
         label = "reserve hit" if reserve else "per request (reserve=False)"
-        cpu = statistics.median(rounds)
+        cpu = statistics.median(rounds) if rounds else 0.0
         return Walk(label, len(names), calls, len(files), depth, len(m.calls), cpu, tuple(names))
     finally:
         repo.close()
 
 
-def walks() -> list[Walk]:
+def walks(timed_rounds: int = WALK_ROUNDS) -> list[Walk]:
     for name, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"),
                         ("AWS_DEFAULT_REGION", "us-east-1")):  # fmt: skip
         os.environ.setdefault(name, value)
     from moto import mock_aws
 
     with mock_aws():
-        return [walk(False), walk(True)]
+        return [walk(False, timed_rounds), walk(True, timed_rounds)]
 
 
 def walks_markdown(found: list[Walk]) -> str:

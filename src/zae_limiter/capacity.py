@@ -89,7 +89,11 @@ class Cost:
 
 def reported(op: str, response: Mapping[str, Any], ok: bool) -> Cost:
     """What DynamoDB says a call cost (a failed conditional write counts as 1 WCU)."""
-    units = _units(response.get("ConsumedCapacity"))
+    consumed = response.get("ConsumedCapacity")
+    if isinstance(consumed, dict):  # one call's own: `_units` without the call
+        units = float(consumed.get("CapacityUnits", 0) or 0)
+    else:
+        units = _units(consumed)
     if op in WRITE_OPS:
         return Cost(wcu=units if ok or units else 1.0)
     return Cost(rcu=units)

@@ -124,8 +124,11 @@ class ClockWatch:
 
     def heard(self, sent_ms: int, received_ms: int, response: Mapping[str, Any]) -> None:
         """Take in one answer (botocore's response dict, or an error's `.response`)."""
-        date = response_date(response)
-        if date is not None:
+        try:  # response_date, inline: this runs on every answer
+            date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
+        except (KeyError, TypeError):
+            return
+        if isinstance(date, str):
             self.observe(sent_ms, received_ms, date)
 
     def observe(self, sent_ms: int, received_ms: int, date: str) -> None:

@@ -64,10 +64,6 @@ class _Deadline:
     at: float | None
     cleanup: bool = False
 
-    @classmethod
-    def start(cls, timeout: float | None, cleanup: bool = False) -> _Deadline:
-        return cls(None if timeout is None else time.monotonic() + timeout, cleanup)
-
     def remaining(self) -> float | None:
         """Seconds left; None when no deadline binds (none given, or cleaning up)."""
         if self.at is None or self.cleanup:
@@ -154,9 +150,9 @@ class _Runner:
         if left is not None and left <= 0:
             deadline.cleanup = True
             return [_unavailable("the call's deadline passed", CALL_TIMEOUT) for _ in steps]
+        if self.admission is None:  # an estimate only serves admission control
+            return _Round(0, [_FREE] * len(steps), left)
         costs = [estimate(s.op, s.params) if isinstance(s, Call) else _FREE for s in steps]
-        if self.admission is None:
-            return _Round(0, costs, left)
         total = costs[0] if len(costs) == 1 else sum(costs, _FREE)
         if not total:
             return _Round(0, costs, left)
@@ -171,17 +167,14 @@ class _Runner:
             ]
         return _Round(wait, costs, left)
 
-    def done(self, call: Call, response: dict[str, Any], trip: int, cost: Cost) -> Result:
+    def answered(self, call: Call, sent: int, response: Any, trip: int, cost: Cost) -> Outcome:
+        """What both runners do with an answer: the clock watch hears its `Date`, the
+        meter and the admission its cost."""
+        self.watch.heard(sent, self.clock(), response)
         actual = self.meter.record(call.op, response, True, trip)
         if self.admission is not None:
             self.admission.settle(cost, actual)
         return Result(response)
-
-    def answered(self, call: Call, sent: int, response: Any, trip: int, cost: Cost) -> Outcome:
-        """What both runners do with an answer: the clock watch hears its `Date`, the
-        meter and the admission its cost (`done`)."""
-        self.watch.heard(sent, self.clock(), response)
-        return self.done(call, response, trip, cost)
 
     def refused(self, call: Call, sent: int, error: Exception, trip: int, cost: Cost) -> Outcome:
         """As `answered`, for a call that raised (`failed`)."""
@@ -212,7 +205,7 @@ class _Runner:
             request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
         except StopIteration as finished:
             return _Done(finished.value)
-        steps = _steps(request)
+        steps = request if isinstance(request, tuple) else (request,)
         trip = self.meter.next_round_trip()
         return request, steps, trip, self.prepare(steps, deadline)
 
@@ -311,10 +304,6 @@ def _unavailable(message: str, code: str) -> RateLimiterUnavailable:
     return RateLimiterUnavailable(message, code=code)
 
 
-def _steps(request: Any) -> tuple[Step, ...]:
-    return request if isinstance(request, tuple) else (request,)
-
-
 # unasync: source
 class _AsyncLoop(_Runner):
     """The run loop; the runner below it makes the calls, runs a round's calls
@@ -332,7 +321,7 @@ class _AsyncLoop(_Runner):
         raise NotImplementedError
 
     async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
-        deadline = _Deadline.start(timeout, cleanup)
+        deadline = _Deadline(None if timeout is None else time.monotonic() + timeout, cleanup)
         send: Any = None
         while True:
             turn = self.turn(flow, send, deadline)
@@ -371,7 +360,7 @@ class _SyncLoop(_Runner):
         raise NotImplementedError
 
     def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
-        deadline = _Deadline.start(timeout, cleanup)
+        deadline = _Deadline(None if timeout is None else time.monotonic() + timeout, cleanup)
         send: Any = None
         while True:
             turn = self.turn(flow, send, deadline)
@@ -407,9 +396,13 @@ class SyncRunner(_SyncLoop):
         if isinstance(step, Sleep):
             time.sleep(step.ms / 1000 if left is None else min(left, step.ms / 1000))
             return self.clock()
+        op, lean = step.op, self.lean
         sent = self.clock()
         try:
-            response = getattr(self.target(step.op), step.op)(**self.params(step))
+            if lean is not None and op in LEAN_OPS:  # the hot operations: called directly
+                response = lean.call(OPERATIONS[op], self.params(step))
+            else:  # `lean_for` says who makes the rest
+                response = getattr(self.target(op), op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:
             return self.refused(step, sent, error, trip, cost)
         return self.answered(step, sent, response, trip, cost)

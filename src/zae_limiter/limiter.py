@@ -103,7 +103,10 @@ class _Decisions:
             outcome = "bypassed"
         elif acquired is not None and (over := acquired.soft_exceeded()):
             self.record_soft(resource, over)
-        self.record(resource, outcome, started)
+        if isinstance(resource, str):  # one resource: its decision, without a loop
+            self.stats.record(resource, outcome, (self.timer() - started) * 1000)
+        else:
+            self.record(resource, outcome, started)
         held = acquired if acquired is not None and error is None else NOTHING
         return held, None if outcome in ("admitted", "bypassed") else outcome
 
@@ -336,7 +339,8 @@ class _Acquiring(Generic[RepoT]):
         if self._policy is not None:
             check_failure_policy(self._policy)
         face, repo = self._face, self._repo
-        prepare_shares(repo)
+        if repo.state.shares is None:  # made once, on the first acquire
+            prepare_shares(repo)
         entity_id, resource, consume, limits = self._args
         flow = acquire_flow.acquire(
             repo.state, entity_id, resource, consume, limits, repo.clock(), face._speculative
@@ -346,10 +350,8 @@ class _Acquiring(Generic[RepoT]):
 
     def _served(self) -> LeaseParts | None:
         """An acquire this client's token reserve serves (flows/reserves/hit.py): no flow,
-        no driver, no request. None: the full path decides."""
+        no driver, no request. None: the full path decides. Asked only with reserves on."""
         repo, decisions = self._repo, self._face._decisions
-        if repo.state.reserves is None:
-            return None  # reserves off: every acquire is the full path
         entity_id, resource, consume, limits = self._args
         if not isinstance(resource, str):
             return None  # several resources: the full path takes them all or none
@@ -369,9 +371,12 @@ class _Acquiring(Generic[RepoT]):
         reserves are tended after an acquire that reached DynamoDB's answer."""
         decisions, resource = self._face._decisions, self._args[1]
         held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
+        repo = self._repo
         if error is None:
-            self._repo.tend_reserves()
-        tend_shares(self._repo)
+            repo.tend_reserves()
+        shares = repo.state.shares
+        if shares is not None and shares.waiting:  # a global limit's keeper to start
+            tend_shares(repo)
         # What the lease starts from: validated by the acquire that took it (else here).
         consumed = held.consumed_milli or validate_amounts("consume", self._args[2])
         return held, consumed, why
@@ -385,10 +390,12 @@ class AsyncAcquiring(_Acquiring[Repository]):
 
     async def __aenter__(self) -> Lease:
         repo = self._repo
-        parts = self._served()
+        # Reserves off: every acquire is the full path, run by the repository's runner.
+        parts = None if repo.state.reserves is None else self._served()
         if parts is None:
             try:
-                parts = self._lease_parts(await repo.run(self._begin(), repo.timeout), None)
+                acquired = await repo._runner.run(self._begin(), repo.timeout)
+                parts = self._lease_parts(acquired, None)
             except _FAILED as error:
                 parts = self._lease_parts(None, error)
         self._lease = Lease(repo, *parts)
@@ -406,10 +413,12 @@ class SyncAcquiring(_Acquiring[SyncRepository]):
 
     def __enter__(self) -> SyncLease:
         repo = self._repo
-        parts = self._served()
+        # Reserves off: every acquire is the full path, run by the repository's runner.
+        parts = None if repo.state.reserves is None else self._served()
         if parts is None:
             try:
-                parts = self._lease_parts(repo.run(self._begin(), repo.timeout), None)
+                acquired = repo._runner.run(self._begin(), repo.timeout)
+                parts = self._lease_parts(acquired, None)
             except _FAILED as error:
                 parts = self._lease_parts(None, error)
         self._lease = SyncLease(repo, *parts)

@@ -137,9 +137,14 @@ def _level(
     )
 
 
-def _bypassed(state: RepoState, entity_id: str) -> bool:
-    meta = state.entities.get(entity_id)
-    return meta is not None and meta.facts.bypass
+def _has_global(levels: Sequence[Level]) -> bool:
+    """Whether a level has a global limit (`Limit.is_global`, read as its field: this is
+    asked on every acquire, and almost always answered no)."""
+    for lv in levels:
+        for limit in lv.limits:
+            if limit.regions:
+                return True
+    return False
 
 
 def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
@@ -169,18 +174,24 @@ def acquire(
     override = in_force(validate_limits(limits), now_ms) if limits is not None else None
     # Resolved first, even for an entity known to bypass: an expired cache entry reads
     # the record again, which is how another client's end of the bypass is seen.
-    resolved, prefetched = yield from _resolve_levels(
-        state, _pairs(state, entity_id, resources), override, now_ms
-    )
-    if _bypassed(state, entity_id):
+    meta = state.entities.get(entity_id)
+    pairs = []
+    for r in resources:
+        pairs.append((entity_id, r))
+    if meta is not None and meta.facts.parent_id is not None:  # its cascade parents too
+        pairs.extend(_known_parents(state, entity_id, resources))
+    resolved, prefetched = yield from _resolve_levels(state, pairs, override, now_ms)
+    meta = state.entities.get(entity_id)  # learned from the record just read
+    if meta is not None and meta.facts.bypass:
         return Acquired((), amounts, entity_id, bypassed=True)
     levels = _own_levels(state, entity_id, resources, resolved, amounts)
     found = (resolved, prefetched)
-    levels += yield from _parent_levels(
-        state, entity_id, resources, found, override, amounts, now_ms
-    )
+    if meta is not None and meta.facts.parent_id is not None:  # its known cascade parents
+        levels += yield from _parent_levels(
+            state, entity_id, resources, found, override, amounts, now_ms
+        )
     wanted: list[Wanted] = []
-    if state.shares is not None:  # a table with global limits (docs/global.md)
+    if state.shares is not None and _has_global(levels):  # docs/global.md
         levels, wanted = split_global(state, levels, entity_id)
         # No bucket write of the entity will say whether it cascades: its record does.
         writes_none = wanted and not any(lv.entity_id == entity_id for lv in levels)
@@ -254,7 +265,8 @@ def _take_all(
     outcomes = yield from _take_levels(state, served, rest, now_ms, speculative, prefetched)
     if state.reserves is not None:
         reserve_ops.keep(state, rest, outcomes[len(served) :], now_ms)
-    if _parent_known(state, entity_id):  # else no level can have a parent to take late
+    meta = state.entities.get(entity_id)
+    if meta is not None and meta.facts.parent_id is not None:  # else no parent to take late
         outcomes += yield from _late_parents(
             state, entity_id, (levels, outcomes), amounts, override, how
         )
@@ -280,16 +292,6 @@ def _own_levels(
     for r in resources:
         levels.append(_level(state, entity_id, r, own[r], amounts, found[r].bucket_ttl_s))
     return levels
-
-
-def _pairs(state: RepoState, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:
-    """The buckets whose limits to resolve: the entity's, then its cascade parent's."""
-    pairs = []
-    for r in resources:
-        pairs.append((entity_id, r))
-    if _parent_known(state, entity_id):
-        pairs.extend(_known_parents(state, entity_id, resources))
-    return pairs
 
 
 def _parent_known(state: RepoState, entity_id: str) -> bool:
@@ -358,7 +360,8 @@ def _take_levels(
     """Outcomes of every level: those a reserve served, then one write per other level,
     all in one round trip (a level known to be exhausted rejects them all locally)."""
     try:
-        _raise_if_known_exhausted(state, levels, now_ms)
+        if state.exhausted:  # a shortage this client remembers may reject them all
+            _raise_if_known_exhausted(state, levels, now_ms)
     except RateLimitExceeded:
         reserve_ops.keep(state, levels, [None] * len(levels), now_ms)  # nothing was written
         yield from compensate(state, served, now_ms)

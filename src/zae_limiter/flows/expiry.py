@@ -26,7 +26,8 @@ REMOVE carries none (aggregator/records.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 
 from zae_limiter import keys
 from zae_limiter.limits import Limit
@@ -52,6 +53,21 @@ def full_again_ms(limit: Limit, now_ms: int, debt_milli: int = 0) -> int:
     return now_ms + -(-milli * limit.refill_period_ms // limit.refill_amount_milli)
 
 
+@lru_cache(maxsize=1024)
+def _refill_span_ms(
+    limits: tuple[Limit, ...], full_again: Callable[[Limit, int], int]
+) -> int | None:
+    """How long after any write the bucket of these refilling limits is full again at the
+    latest (reserves included); None when one of them is a quota (its window decides).
+    `full_again` is `full_again_ms`, part of the key: a replaced one is asked again."""
+    span = RESERVE_HORIZON_MS
+    for limit in limits:
+        if limit.window is not None:
+            return None
+        span = max(span, full_again(limit, 0))
+    return span
+
+
 def expires_at_s(
     limits: Iterable[Limit],
     shard_count: int,
@@ -63,6 +79,12 @@ def expires_at_s(
     item must carry none (sharded, or a level that set 0: never expire)."""
     if not idle_s or shard_count > 1:
         return None
+    if not debt_milli and isinstance(limits, tuple):
+        # An acquire's take: for refilling limits the horizon is `now` plus a span known
+        # per set of limits (full_again_ms is `now` plus a constant for each).
+        span = _refill_span_ms(limits, full_again_ms)
+        if span is not None:
+            return -(-(now_ms + span) // 1000) + idle_s
     debt = debt_milli or {}
     horizon = now_ms + RESERVE_HORIZON_MS
     for limit in limits:

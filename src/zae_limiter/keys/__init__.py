@@ -160,7 +160,14 @@ from zae_limiter.keys.entities import (
     put_new,
     with_bucket_ttl,
 )
-from zae_limiter.keys.expiry import expiry_of, item_with_expiry, with_expiry
+from zae_limiter.keys.expiry import (
+    EXPIRY_NAME,
+    EXPIRY_VALUE,
+    expiry_of,
+    expiry_update,
+    item_with_expiry,
+    with_expiry,
+)
 from zae_limiter.keys.namespace_index import (
     index_kind,
     index_namespace,
@@ -299,9 +306,10 @@ __all__ = [
     "A_SHARD_COUNT", "A_SHARD_DOUBLED", "A_SHARD_ID", "A_UPDATED_AT", "A_UPDATED_BY",
     "A_USAGE_EVENTS", "A_USAGE_WINDOW", "A_USAGE_WINDOW_START", "A_WCU_LIMIT", "A_WINDOW_START",
     "A_WINDOW_WRITES", "BUCKET_PREFIX", "CHECK", "CONFIG_VERSION_ATTRS", "DEFAULT_NAMESPACE",
-    "DEFAULT_RESOURCE", "FIELDS", "FULL_AT", "GIVE", "GSI1", "GSI1PK", "GSI1SK", "GSI2", "GSI2PK",
-    "GSI2SK", "GSI3", "GSI3PK", "GSI3SK", "GSI4", "GSI4PK", "GSI4SK", "HELD_EPOCH_MS",
-    "KIND_USAGE", "MAX_ID_LENGTH", "NEVER", "NO_SNAPSHOT", "OLD_BUCKET_SK_PREFIX", "PARTS", "PK",
+    "DEFAULT_RESOURCE", "EXPIRY_NAME", "EXPIRY_VALUE", "FIELDS", "FULL_AT", "GIVE", "GSI1",
+    "GSI1PK", "GSI1SK", "GSI2", "GSI2PK", "GSI2SK", "GSI3", "GSI3PK", "GSI3SK", "GSI4", "GSI4PK",
+    "GSI4SK", "HELD_EPOCH_MS", "KIND_USAGE", "MAX_ID_LENGTH", "NEVER", "NO_SNAPSHOT",
+    "OLD_BUCKET_SK_PREFIX", "PARTS", "PK",
     "QUOTA_PERIOD_BELOW", "REBASE", "RESERVE_EPOCH_MS", "RESERVE_FIELD", "RESERVE_MARK", "SET",
     "SHARE_FENCE_BASE",
     "SK", "SK_CONFIG", "SK_META", "SK_STATE", "SK_USAGE_PREFIX", "SPLIT", "STREAM_INSERT",
@@ -317,7 +325,8 @@ __all__ = [
     "decode_reserved", "decode_usage", "demand_write", "double_shards", "encode_entity",
     "encode_limits", "entity_config_key", "entity_key", "entity_pk", "entity_query_children",
     "entity_query_items", "expire_old_bucket", "expired_audit_image", "expired_counts",
-    "expiry_of", "freeze_write", "get_bool", "get_consistent", "get_n", "get_s", "get_version",
+    "expiry_of", "expiry_update", "freeze_write", "get_bool", "get_consistent",
+    "get_n", "get_s", "get_version",
     "give_back_write", "given_attr", "held_deltas", "held_epoch", "held_milli", "index_kind",
     "index_namespace", "is_bucket_pk", "is_share_key",
     "item_key", "item_with_expiry", "key", "key_id",

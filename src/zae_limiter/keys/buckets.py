@@ -121,8 +121,14 @@ def _window(item: Mapping[str, Any], name: str) -> Window | None:
 
 def decode_bucket(item: Mapping[str, Any]) -> BucketState:
     fields, reserved = _limit_numbers(item)
-    limits = {
-        name: LimitState(
+    limits: dict[str, LimitState] = {}
+    legacy: dict[str, int] = {}
+    snapshots: dict[str, int] = {}
+    # One loop, not three comprehensions: each of those is a call of its own, per acquire.
+    for name, f in fields.items():
+        if not ("cp" in f and "ra" in f and "rp" in f and f["rp"] > 0 and f["ra"] > 0):
+            continue
+        limits[name] = LimitState(
             capacity_milli=f["cp"],
             refill_amount_milli=f["ra"],
             refill_period_ms=f["rp"],
@@ -130,19 +136,12 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
             full_at=f.get("fa"),
             window=_window(item, name) if f["rp"] < QUOTA_PERIOD_BELOW else None,
         )
-        for name, f in fields.items()
-        if "cp" in f and "ra" in f and "rp" in f and f["rp"] > 0 and f["ra"] > 0
-    }
-    # A schema-v2 limit (`tk` as of `rf`, no `fa` yet): its first write converts it.
-    legacy = {
-        name: f["tk"]
-        for name, f in fields.items()
-        if name in limits and "tk" in f and "fa" not in f
-    }
-    # Negative: the limit had no full-at time when the count rose (see `snapshot_parts`).
-    snapshots = {
-        name: f["sf"] for name, f in fields.items() if name in limits and f.get("sf", -1) >= 0
-    }
+        # A schema-v2 limit (`tk` as of `rf`, no `fa` yet): its first write converts it.
+        if "tk" in f and "fa" not in f:
+            legacy[name] = f["tk"]
+        # Negative: the limit had no full-at time when the count rose (`snapshot_parts`).
+        if f.get("sf", -1) >= 0:
+            snapshots[name] = f["sf"]
     return BucketState(
         entity_id=get_s(item, A_ENTITY_ID) or "",
         resource=get_s(item, A_RESOURCE) or "",

@@ -154,7 +154,8 @@ def key(pk: str, sk: str) -> Item:
 
 
 def bucket_key(ns: str, entity_id: str, resource: str, shard_id: int) -> Item:
-    return key(bucket_pk(ns, entity_id, resource, shard_id), SK_STATE)
+    # `key(...)` spelled out: built on every acquire.
+    return {PK: {"S": bucket_pk(ns, entity_id, resource, shard_id)}, SK: {"S": SK_STATE}}
 
 
 def entity_key(ns: str, entity_id: str) -> Item:

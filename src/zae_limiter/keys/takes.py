@@ -22,13 +22,14 @@ concurrent writers of either form; a failed condition's ALL_OLD says which form 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from zae_limiter.keys.buckets import A_WINDOW_WRITES, snapshot_parts, window_parts
-from zae_limiter.keys.core import A_REFILL, A_SHARD_COUNT, PK, Item, limit_attr, n
+from zae_limiter.keys.core import A_REFILL, A_SHARD_COUNT, PK, TTL, Item, limit_attr, n
+from zae_limiter.keys.expiry import EXPIRY_NAME, EXPIRY_VALUE, expiry_update
 from zae_limiter.keys.reserves import reserve_attr
 
 ADD, SET, CHECK, REBASE, GIVE = "add", "set", "check", "rebase", "give"
@@ -89,22 +90,26 @@ _LIMIT_ATTRIBUTES: dict[str, str] = {
 _HELD = "#held"
 
 _NO_CONFIG: tuple[int, int, int] = (0, 0, 0)
+#: Where a value comes from in a LimitWrite: (its field, and the position in it when the
+#: field is a tuple). Read by `_limit_values` without a function per placeholder: this
+#: runs for every number of every write.
+_Carried = tuple[str, int | None]
 #: Placeholder -> the number it carries, from the limit's write. `:x` is the client's
 #: value of `#x`; `:was_x` the value it read.
-_LIMIT_VALUES: dict[str, Callable[[LimitWrite], int | None]] = {
-    ":now": lambda w: w.now_ra,  # the full-at value of a bucket full right now
-    ":delta": lambda w: w.amount,  # ADD: how far the full-at time moves
-    ":full_at": lambda w: w.amount,  # SET, REBASE: the new full-at time
-    ":bound": lambda w: w.bound,
-    ":used": lambda w: w.consumed,
-    ":cap": lambda w: w.config[0],
-    ":refill": lambda w: w.config[1],
-    ":period": lambda w: w.config[2],
-    ":was_full_at": lambda w: w.old_full_at,
-    ":was_cap": lambda w: (w.old_config or _NO_CONFIG)[0],
-    ":was_refill": lambda w: (w.old_config or _NO_CONFIG)[1],
-    ":was_period": lambda w: (w.old_config or _NO_CONFIG)[2],
-    ":was_tokens": lambda w: w.old_tokens,
+_LIMIT_VALUES: dict[str, _Carried] = {
+    ":now": ("now_ra", None),  # the full-at value of a bucket full right now
+    ":delta": ("amount", None),  # ADD: how far the full-at time moves
+    ":full_at": ("amount", None),  # SET, REBASE: the new full-at time
+    ":bound": ("bound", None),
+    ":used": ("consumed", None),
+    ":cap": ("config", 0),
+    ":refill": ("config", 1),
+    ":period": ("config", 2),
+    ":was_full_at": ("old_full_at", None),
+    ":was_cap": ("old_config", 0),
+    ":was_refill": ("old_config", 1),
+    ":was_period": ("old_config", 2),
+    ":was_tokens": ("old_tokens", None),
 }
 #: `:held{j}`: the count the client knows for `#held{j}`.
 _KNOWN_HELD = ":held"
@@ -168,14 +173,13 @@ class _LimitParts:
     conds: tuple[str, ...]
     #: (numbered placeholder, unnumbered one) of every name the parts use.
     names: tuple[tuple[str, str], ...]
-    #: (numbered placeholder, what it carries) of every value the parts use.
-    values: tuple[tuple[str, Callable[[LimitWrite], int | None]], ...]
+    #: (numbered placeholder, where its number is) of every value the parts use.
+    values: tuple[tuple[str, _Carried], ...]
 
 
-def _carried(plain: str) -> Callable[[LimitWrite], int | None]:
+def _carried(plain: str) -> _Carried:
     if plain.startswith(_KNOWN_HELD):
-        j = int(plain[len(_KNOWN_HELD) :])
-        return lambda w: w.held[j][1]
+        return ("held", int(plain[len(_KNOWN_HELD) :]))  # (epoch, count): the count
     return _LIMIT_VALUES[plain]
 
 
@@ -201,6 +205,7 @@ def _expression(
     held_exact: tuple[bool, ...],
     removes: int,
     legacy_rf: bool,
+    expiry: bool | None = None,
 ) -> tuple[str, str]:
     sets, adds = window_parts(reset_window)
     conds = ["#shards = :shards"]
@@ -223,7 +228,10 @@ def _expression(
     removed.extend(f"#tokens_{i}" for i, shape in enumerate(shapes) if shape[6])
     if removed:
         out.append("REMOVE " + ", ".join(removed))
-    return " ".join(out), " AND ".join(conds)
+    update = " ".join(out)
+    if expiry is not None:  # True: the write SETs a `ttl`; False: it REMOVEs it
+        update = expiry_update(update, remove=not expiry)
+    return update, " AND ".join(conds)
 
 
 @lru_cache(maxsize=1024)
@@ -239,9 +247,13 @@ def _names(parts: _LimitParts, name: str, epochs: tuple[int, ...]) -> dict[str, 
 
 
 def _limit_values(parts: _LimitParts, write: LimitWrite, values: Item) -> None:
-    for placeholder, carried in parts.values:
+    for placeholder, (name, at) in parts.values:
+        value = getattr(write, name)
+        if at is not None:
+            # A config read may be absent (zeros); a held count is (epoch, count).
+            value = value[at][1] if name == "held" else (value or _NO_CONFIG)[at]
         # Never None: a placeholder is used only where its write has the number.
-        values[placeholder] = n(carried(write))  # type: ignore[arg-type]
+        values[placeholder] = {"N": str(value)}
 
 
 def take_write(
@@ -257,6 +269,7 @@ def take_write(
     remove: Sequence[str] = (),
     legacy_rf: int | None = None,
     writes_counted: int = 1,
+    expiry: tuple[int | None] | None = None,
 ) -> dict[str, Any]:
     """One conditional UpdateItem: every limit's form, the held counts a reserve moves
     (`held_adds`: attribute -> millitokens), stale held counts to drop (`remove`), and
@@ -264,29 +277,48 @@ def take_write(
     (among `held_adds`) that must be exactly these values. `legacy_rf`: the v2 `rf` read
     (REBASE from `tk`): it must be unchanged, and goes. `writes_counted`: what the write
     adds to the partition's write-rate window, this write and the failed conditional
-    writes before it (they took the partition's capacity too, see flows/write/take.py)."""
+    writes before it (they took the partition's capacity too, see flows/write/take.py).
+    `expiry`: (the item's new `ttl` in epoch seconds, or None to remove it); none: the
+    write leaves `ttl` alone (keys/expiry.py; the same part `with_expiry` adds)."""
     held_adds = held_adds or {}
     held_exact = held_exact or {}
-    shapes = tuple(_shape(w) for w in writes)
-    exact = tuple(attr in held_exact for attr in held_adds)
-    update, condition = _expression(shapes, reset_window, exact, len(remove), legacy_rf is not None)
+    # Loops, not comprehensions: each of those is a call of its own, on every write.
+    listed = []
+    for w in writes:
+        listed.append(_shape(w))
+    shapes = tuple(listed)
+    exact: tuple[bool, ...] = ()
+    if held_adds:
+        exact = tuple(attr in held_exact for attr in held_adds)
+    ttl = None if expiry is None else expiry[0] is not None
+    update, condition = _expression(
+        shapes, reset_window, exact, len(remove), legacy_rf is not None, ttl
+    )
     names: dict[str, str] = {"#shards": A_SHARD_COUNT}
-    values: Item = {":writes": n(writes_counted), ":shards": n(shard_count)}
+    values: Item = {":writes": {"N": str(writes_counted)}, ":shards": {"N": str(shard_count)}}
     if reset_window:
         values[":now_ms"], values[":zero"] = n(now_ms), n(0)
     for i, (write, shape) in enumerate(zip(writes, shapes, strict=True)):
         parts = _limit_parts(i, shape)
-        names.update(_names(parts, write.name, tuple(epoch for epoch, _ in write.held)))
+        epochs = []
+        for epoch, _count in write.held:
+            epochs.append(epoch)
+        names.update(_names(parts, write.name, tuple(epochs)))
         _limit_values(parts, write, values)
     for j, (attr, milli) in enumerate(held_adds.items()):
         names[f"#reserve{j}"] = attr
         values[f":reserve{j}"] = n(milli)
         if attr in held_exact:
             values[f":was_reserve{j}"] = n(held_exact[attr])
-    names.update({f"#stale{j}": attr for j, attr in enumerate(remove)})
+    for j, attr in enumerate(remove):
+        names[f"#stale{j}"] = attr
     if legacy_rf is not None:
         names["#refilled"] = A_REFILL
         values[":was_refilled"] = n(legacy_rf)
+    if expiry is not None:  # the names `expiry_update` put in the expression
+        names[EXPIRY_NAME] = TTL
+        if expiry[0] is not None:
+            values[EXPIRY_VALUE] = {"N": str(expiry[0])}
     return {
         "TableName": table,
         "Key": bucket_item_key,

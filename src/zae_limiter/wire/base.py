@@ -72,18 +72,16 @@ class Hooks:
         #: event name -> (the handler list last seen, the handlers to call directly or None)
         self._seen: dict[str, tuple[object, tuple[Any, ...] | None]] = {}
 
-    def _found(self, name: str) -> Any:
-        inner = self._inner
-        return None if inner is None else inner._lookup_cache.get(name)
-
     def silent(self, name: str) -> bool:
         """No handler is registered for `name` (as of the emitter's last look-up)."""
-        found = self._found(name)
+        inner = self._inner
+        found = None if inner is None else inner._lookup_cache.get(name)
         return found is not None and not found
 
     def direct(self, name: str) -> tuple[Any, ...] | None:
         """The handlers of `name` when they may be called directly, else None (emit)."""
-        found = self._found(name)
+        inner = self._inner
+        found = None if inner is None else inner._lookup_cache.get(name)
         if found is None:
             return None
         seen = self._seen.get(name)
@@ -124,6 +122,11 @@ class LeanBase:
         self.hooks = Hooks(self.events, [n for names in self.event_names.values() for n in names])
         self._members: dict[str, Collection[str]] = {}
         self._service_model = model
+        #: operation -> its request headers, copied for each call (handlers may add some)
+        self.headers = {
+            op: protocol.request_headers(op, self.user_agent)
+            for op in protocol.OPERATIONS.values()
+        }
 
     def endpoint(self, connect: float | None, read: float | None) -> Endpoint:
         return Endpoint.of(self.url, self.session, connect, read)
@@ -144,7 +147,7 @@ class LeanBase:
     def build(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """The request as `before-call` handlers see it."""
         body = protocol.encode(params)
-        headers = protocol.request_headers(operation, self.user_agent)
+        headers = self.headers[operation].copy()
         # The URL botocore shows handlers is the endpoint joined with the path, `/`.
         return protocol.request_dict(self.target_url, headers, body)
 

@@ -90,7 +90,10 @@ def _decode_binary(node: Any) -> None:
 def lowered(headers: Mapping[str, str]) -> dict[str, str]:
     """Response headers as `ResponseMetadata` shows them: a dict with lower-case names
     (what a session or a handler returned; the lean transports give them so already)."""
-    return {k.lower(): v for k, v in headers.items()}
+    out = {}
+    for k, v in headers.items():  # a loop: a comprehension is a call of its own
+        out[k.lower()] = v
+    return out
 
 
 def _metadata(status: int, headers: dict[str, str]) -> dict[str, Any]:
@@ -130,7 +133,12 @@ def parse(status: int, headers: dict[str, str], body: bytes, members: Members) -
     """
     if status < 300:
         parsed = _json(body)
-        parsed["ResponseMetadata"] = _metadata(status, headers)
+        parsed["ResponseMetadata"] = {  # _metadata, inline: every answer
+            "RequestId": headers.get("x-amzn-requestid", ""),
+            "HTTPStatusCode": status,
+            "HTTPHeaders": headers,
+            "RetryAttempts": 0,
+        }
         return parsed
     stripped = body.strip()
     if status >= 500 and (not stripped or stripped.startswith(b"<html>")):

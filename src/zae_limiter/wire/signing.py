@@ -15,6 +15,8 @@ import time
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from zae_limiter.wire.protocol import CONTENT_TYPE, TARGETS
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 #: Headers botocore leaves out of the signature (`botocore.auth.SIGNED_HEADERS_BLACKLIST`).
 UNSIGNED = frozenset(
@@ -70,6 +72,10 @@ def _normal(value: str) -> str:
     return " ".join(value.split())
 
 
+#: Header values the lean clients send, normal already (SigV4's whitespace rule).
+_NORMAL: dict[str, str] = {
+    value: value for value in (CONTENT_TYPE, *TARGETS.values()) if value == _normal(value)
+}
 #: The header names the lean clients send (`protocol.request_headers` plus the date),
 #: without and with a session token; any other set, e.g. a header a `before-call` handler
 #: added, takes the general canonicalisation.
@@ -122,22 +128,29 @@ class Signer:
         if token:
             headers["X-Amz-Security-Token"] = token
         if headers.keys() == (_WITH_TOKEN if token else _PLAIN):
-            # The usual set, already in sorted order: no per-header loop or sort.
+            # The usual set, already in sorted order: no per-header loop or sort. The
+            # values the lean clients set are normal already (`_NORMAL`): no call.
             security = f"x-amz-security-token:{_normal(token)}\n" if token else ""
+            kind, target = headers["Content-Type"], headers["X-Amz-Target"]
             block = (
-                f"content-type:{_normal(headers['Content-Type'])}\nhost:{self.host}\n"
+                f"content-type:{_NORMAL.get(kind) or _normal(kind)}\nhost:{self.host}\n"
                 f"x-amz-date:{when}\n{security}"
-                f"x-amz-target:{_normal(headers['X-Amz-Target'])}\n"
+                f"x-amz-target:{_NORMAL.get(target) or _normal(target)}\n"
             )
             signed_names = _TOKEN_SIGNED if token else _PLAIN_SIGNED
         else:
             block, signed_names = self._canonical_headers(headers)
         canonical = f"POST\n/\n\n{block}\n{signed_names}\n{hashlib.sha256(body).hexdigest()}"
-        key, scope = self._signing_key(credentials.secret_key, when[:8])
+        secret, day, cached = credentials.secret_key, when[:8], self._key
+        if cached[1] == day and cached[0] == secret:
+            key, scope = cached[2], cached[3]  # the day's key, derived already
+        else:
+            key, scope = self._signing_key(secret, day)
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         # One-shot HMAC: a single call into OpenSSL, where a keyed copy takes several
         # Python-level steps (hmac.HMAC.copy, update, hexdigest).
-        signature = _hmac(key, f"{ALGORITHM}\n{when}\n{scope}\n{digest}").hex()
+        string_to_sign = f"{ALGORITHM}\n{when}\n{scope}\n{digest}".encode()
+        signature = hmac.digest(key, string_to_sign, "sha256").hex()
         headers["Authorization"] = (
             f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
             f"SignedHeaders={signed_names}, Signature={signature}"

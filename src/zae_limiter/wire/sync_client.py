@@ -62,8 +62,8 @@ class SyncLeanClient(LeanBase):
             status = http.status_code
         else:
             status, http, parsed = self.exchange(operation, request)
-            if http is None:
-                return self.result(operation, status, parsed)
+            if http is None:  # `result` of an answer that is no error, without the call
+                return parsed if status < 300 else self.result(operation, status, parsed)
         self.events.emit(
             self.event_names[operation][2],
             http_response=http,

@@ -32,21 +32,31 @@ def take_any_shard(
     when only one is known: a probe). A reserve write that is throttled stretches the
     client's reserve first (fewer, larger writes), and counts as evidence all the same.
     """
-    _learn_from_prefetched(state, level, prefetched)
+    if prefetched is not NOT_FETCHED:
+        _learn_from_prefetched(state, level, prefetched)
     count = level.shard_count
-    shard, preferred = _first_shard(state, level, prefetched)
+    if count == 1 and not level.hold_milli and level.flush is None:
+        shard, preferred = 0, None  # one shard, no reserve to top up or renew
+    else:
+        shard, preferred = _first_shard(state, level, prefetched)
     tries = throttled.Tries([shard])
-    gate = throttled.gate_ms(state, level, now_ms)
-    if gate:  # this client was throttled on the bucket just now: hold back first
-        tries.woke((yield from pause(tries.hold_back(gate))))
-        served = throttled.from_reserve(state, level, tries.now(now_ms))
-        if served is not None:
-            return served
-    if throttled.refused_lately(state, level, now_ms):
-        level = throttled.with_reserve(state, level, tries.now(now_ms))
+    meta = state.entities.get(level.entity_id)
+    # The gate and recent refusals, asked only of a bucket that has any: a steady
+    # acquire's entity has neither.
+    if meta is not None and (meta.gate.closed or meta.gate.refused):
+        gate = throttled.gate_ms(state, level, now_ms)
+        if gate:  # this client was throttled on the bucket just now: hold back first
+            tries.woke((yield from pause(tries.hold_back(gate))))
+            served = throttled.from_reserve(state, level, tries.now(now_ms))
+            if served is not None:
+                return served
+        if throttled.refused_lately(state, level, now_ms):
+            level = throttled.with_reserve(state, level, tries.now(now_ms))
     while True:
-        here = _on_shard(level, shard, count, preferred)
-        at_ms = tries.now(now_ms)
+        here = level
+        if shard != level.shard_id or level.shard_count <= shard or level.flush is not None:
+            here = _on_shard(level, shard, count, preferred)
+        at_ms = tries.now(now_ms) if tries.waited_ms or tries.woke_ms else now_ms
         try:
             outcome = yield from take(state, here, at_ms, speculative, prefetched)
         except RateLimiterUnavailable as error:
@@ -74,8 +84,11 @@ def take_any_shard(
                 continue
         else:
             if isinstance(outcome, Taken):
-                throttled.note_reserve_write(state, here, False, at_ms)
-                throttled.note_success(state, here)
+                if state.reserves is not None:
+                    throttled.note_reserve_write(state, here, False, at_ms)
+                meta = state.entities.get(level.entity_id)
+                if meta is not None and meta.gate.closed:
+                    throttled.note_success(state, here)
                 return outcome
         count = max(state.shard_count(level.entity_id, level.resource), 1)
         others = tries.untried(count)
@@ -250,7 +263,7 @@ def _double_on_evidence(
 def _learn_from_prefetched(state: RepoState, level: Level, prefetched: Any) -> None:
     """Shard 0's item, read with the configs, carries the entity's facts: keep them even
     if the write that follows fails, or every throttled acquire would read configs again."""
-    if prefetched is NOT_FETCHED or not prefetched or level.entity_id in state.entities:
+    if not prefetched or level.entity_id in state.entities:
         return
     bucket = keys.decode_bucket(prefetched)
     meta = state.entities.learn(

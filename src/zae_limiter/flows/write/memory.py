@@ -63,7 +63,7 @@ def learn(
 ) -> EntityState | None:
     """ALL_NEW carries the entity's immutable facts and the shard count shard 0 knows;
     the entity's record in this client (None when there was nothing to learn from).
-    `now_ms`: when DynamoDB showed it (a later write plans from it: `fresh_image`)."""
+    `now_ms`: when DynamoDB showed it (a later write plans from it: `image_of_age`)."""
     if not attributes:
         return None
     # A few attributes, read directly: decoding the whole item costs more than the rest of
@@ -80,7 +80,8 @@ def learn(
         of=level.resource,
         bypass=keys.get_bool(attributes, keys.A_BYPASS),
     )
-    follow_move(meta, level, cascade, parent)
+    if parent is not None and meta.facts.parent_id is not None:  # a move to follow?
+        follow_move(meta, level, cascade, parent)
     where = (level.resource, level.shard_id)
     meta.shards.written(where, count, keys.get_n(attributes, keys.A_WINDOW_START, -1))
     meta.images.keep(where, attributes, now_ms)
@@ -102,18 +103,11 @@ def image(state: RepoState, level: Level) -> Mapping[str, Any] | None:
 MAX_IMAGE_EPOCHS = 6
 
 
-def fresh_image(
-    state: RepoState, level: Level, now_ms: int
-) -> tuple[Mapping[str, Any], int] | None:
-    """This client's image of the shard and when it was taken, when young enough to plan
-    a write from (None: no image, or too old)."""
-    return image_of_age(state, level.entity_id, (level.resource, level.shard_id), now_ms)
-
-
 def image_of_age(
     state: RepoState, entity_id: str, where: tuple[str, int], now_ms: int
 ) -> tuple[Mapping[str, Any], int] | None:
-    """`fresh_image` by entity and (resource, shard): no Level to build on the hot path."""
+    """This client's image of the entity's shard `where` (resource, shard) and when it
+    was taken, when young enough to plan a write from (None: no image, or too old)."""
     meta = state.entities.get(entity_id)
     if meta is None:
         return None

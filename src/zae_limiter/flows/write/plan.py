@@ -7,7 +7,7 @@ this client's own last write left (ALL_NEW, possibly stale: the conditions guard
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zae_limiter import keys
@@ -122,6 +122,7 @@ def plan_write(
     confirmed: bool = True,
     failed_writes: int = 0,
     since_ms: int | None = None,
+    expiry: tuple[int | None] | None = None,
 ) -> WritePlan | Rejected:
     """Take `level.consume_milli` (and a reserve, and report a flush) at `now_ms`.
 
@@ -130,13 +131,18 @@ def plan_write(
     `failed_writes`: conditional writes of this take that failed on the item; the write
     counts them in the partition's write-rate window with itself. `since_ms`: when the
     image was taken (default: now); the write's condition names the held count of every
-    reserve epoch that may have been raised since (`watched_epochs`).
+    reserve epoch that may have been raised since (`watched_epochs`). `expiry`: the
+    item's new `ttl` (keys/takes.py `take_write`).
     """
     count = bucket.shard_count
     epoch = keys.reserve_epoch(now_ms)
-    states = {limit.name: current(bucket, limit, now_ms) for limit in level.limits}
-    tokens = {name: st.tokens(now_ms, count, held) for name, (st, held, _r) in states.items()}
-    granted = grant(level.hold_milli, tokens, level.consume_milli)
+    # Loops, not comprehensions: each of those is a call of its own, on every write.
+    states = {}
+    tokens = {}
+    for limit in level.limits:
+        seen = states[limit.name] = current(bucket, limit, now_ms)
+        tokens[limit.name] = seen[0].tokens(now_ms, count, seen[1])
+    granted = grant(level.hold_milli, tokens, level.consume_milli) if level.hold_milli else {}
     violations: list[LimitStatus] = []
     wait = 0
     for limit in level.limits:
@@ -160,32 +166,20 @@ def plan_write(
             {name: held for name, (_s, held, _r) in states.items()},
         )
         return Rejected(level.entity_id, level.resource, tuple(violations), wait, memory)
-    held_adds = keys.held_deltas(granted, epoch, level.flush)
+    held_adds = keys.held_deltas(granted, epoch, level.flush) if granted or level.flush else {}
     # Expired counts of crashed reserves move into the full-at times (exactly as seen).
-    expired = {
-        attr: count
-        for limit in level.limits
-        for attr, count in keys.expired_counts(
-            limit.name, bucket.reserved.get(limit.name, {}), now_ms
-        ).items()
-        if attr not in held_adds
-    }
-    held_adds.update({attr: -count for attr, count in expired.items()})
+    expired = _expired(bucket, level, held_adds, now_ms) if bucket.reserved else {}
+    if expired:
+        held_adds.update({attr: -count for attr, count in expired.items()})
     watched = watched_epochs(now_ms if since_ms is None else since_ms, now_ms)
-    planned = [
-        _limit_write(
-            bucket,
-            limit,
-            states[limit.name],
-            now_ms,
-            level,
-            (granted, held_adds, expired),
-            confirmed,
-            watched,
+    writes = []
+    for limit in level.limits:
+        moves = (granted, held_adds, expired)
+        write = _limit_write(
+            bucket, limit, states[limit.name], now_ms, level, moves, confirmed, watched
         )
-        for limit in level.limits
-    ]
-    writes = [write for write in planned if write is not None]
+        if write is not None:
+            writes.append(write)
     remove = _stale(bucket, now_ms) if confirmed and bucket.reserved else []
     legacy = bucket.last_refill_ms if bucket.legacy_tokens else None
     params = keys.take_write(
@@ -200,8 +194,23 @@ def plan_write(
         remove=[a for a in remove if a not in held_adds] if confirmed else (),
         legacy_rf=legacy if confirmed else None,
         writes_counted=1 + failed_writes,
+        expiry=expiry,
     )
     return WritePlan(params, granted, epoch if granted else 0)
+
+
+def _expired(
+    bucket: BucketState, level: Level, held_adds: Mapping[str, int], now_ms: int
+) -> dict[str, int]:
+    """Expired held counts the write charges (those it does not move otherwise)."""
+    return {
+        attr: count
+        for limit in level.limits
+        for attr, count in keys.expired_counts(
+            limit.name, bucket.reserved.get(limit.name, {}), now_ms
+        ).items()
+        if attr not in held_adds
+    }
 
 
 def watched_epochs(since_ms: int, now_ms: int) -> range:
@@ -239,18 +248,17 @@ def _limit_write(
     reserve = granted.get(name, 0)
     epoch = keys.reserve_epoch(now_ms)
     reserved = bucket.reserved.get(name, {})
-    counted = {keys.reserve_attr(name, e) for e in (epoch, epoch - 1)}
-    lost = keys.expired_counts(name, reserved, now_ms)
-    counted.update(lost)
+    lost = keys.expired_counts(name, reserved, now_ms) if reserved else {}
     flush = level.flush
     spent = flush.spent.get(name, 0) if flush else 0
     # A reserve's spending from a quota window that has ended since: usage only, never
     # charged to the window this write lands in (flows/reserves/book.py `Reserve.gone`).
     uncounted = spent if flush and name in flush.uncharged else 0
     charge = need + spent - uncounted
-    charge += sum(count for attr, count in lost.items() if held_adds.get(attr) == -count)
+    if lost:
+        charge += sum(count for attr, count in lost.items() if held_adds.get(attr) == -count)
     # What the write does to the counts the room lacks (held and lost reserves).
-    moved = sum(milli for attr, milli in held_adds.items() if attr in counted)
+    moved = _moved(name, epoch, lost, held_adds) if held_adds else 0
     # What must stay behind: nothing below zero, and as much again as a reserve takes.
     spare = state.room(count, held) - moved - reserve
     # `now * ra` for a refilling limit; a quota's window clock (bucket.py): the write's
@@ -262,7 +270,9 @@ def _limit_write(
         base = start * state.refill_amount_milli
     unit = state.unit(count)
     config = config_of(state)
-    watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
+    watching: Sequence[int] = watched
+    if charged_exactly:
+        watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
     if rebase and confirmed:
         exact = tuple((e, reserved.get(e, 0)) for e in watching)
         return _rebase(bucket, name, state, charge, now_ms, count, exact)
@@ -272,7 +282,10 @@ def _limit_write(
     left = state.tokens(now_ms, count, held) - moved - reserve - charge
     slack = max(0, left // 2)
     spare -= slack
-    known = tuple((e, reserved.get(e, 0) + (slack if e == epoch else 0)) for e in watching)
+    seen_held = []
+    for e in watching:
+        seen_held.append((e, reserved.get(e, 0) + (slack if e == epoch else 0)))
+    known = tuple(seen_held)
     # A soft limit takes without a bound (its bucket may go below zero) and checks
     # nothing; a reserve taken from it is bounded like any other (tokens leave first).
     bounded = reserve > 0 or (need > 0 and enforces(limit))
@@ -298,6 +311,14 @@ def _limit_write(
         held=known if bounded else (),
         config=config,
     )
+
+
+def _moved(name: str, epoch: int, lost: Mapping[str, int], held_adds: Mapping[str, int]) -> int:
+    """What a write's held-count moves change of the counts its room lacks: this epoch's
+    and the last one's (held), and the expired ones (lost)."""
+    counted = {keys.reserve_attr(name, e) for e in (epoch, epoch - 1)}
+    counted.update(lost)
+    return sum(milli for attr, milli in held_adds.items() if attr in counted)
 
 
 def _rebase(

@@ -40,7 +40,7 @@ def current(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState,
     cfg = stored_config(limit)
     reserved = bucket.reserved.get(limit.name, {})
     # Expired held counts are spent tokens until a write charges them (keys/reserves.py).
-    held = keys.held_milli(reserved, now_ms) + keys.lost_milli(reserved, now_ms)
+    held = keys.held_milli(reserved, now_ms) + keys.lost_milli(reserved, now_ms) if reserved else 0
     stored = bucket.limits.get(limit.name)
     count = bucket.shard_count
     if stored is None:
@@ -48,7 +48,11 @@ def current(bucket: BucketState, limit: Limit, now_ms: int) -> tuple[LimitState,
     legacy = bucket.legacy_tokens.get(limit.name)
     if legacy is not None:
         tokens = legacy_tokens(stored, legacy, bucket.last_refill_ms, now_ms, count, held)
-    elif config_of(stored) != config_of(cfg):
+    elif (  # config_of(stored) != config_of(cfg), spelled out: asked on every write
+        stored.capacity_milli != cfg.capacity_milli
+        or stored.refill_amount_milli != cfg.refill_amount_milli
+        or stored.refill_period_ms != cfg.refill_period_ms
+    ):
         at = switched_at(stored, limit, now_ms, count)
         tokens = stored.tokens(at, count, held)
         return _at(cfg, cfg.with_tokens(tokens, at, count, held)), held, True

@@ -27,7 +27,7 @@ from zae_limiter.flows.scaling import sessions
 from zae_limiter.flows.scaling.doubling import scale_after_write
 from zae_limiter.flows.scaling.split import create_split_shard
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
-from zae_limiter.flows.write.memory import fresh_image, learn, remember
+from zae_limiter.flows.write.memory import image_of_age, learn, remember
 from zae_limiter.flows.write.plan import new_bucket, plan_write
 from zae_limiter.models import BucketState
 
@@ -59,7 +59,8 @@ def take(
     key = keys.bucket_key(state.namespace, level.entity_id, level.resource, level.shard_id)
     confirmed = True
     since = now_ms
-    remembered = fresh_image(state, level, now_ms) if speculative else None
+    where = (level.resource, level.shard_id)
+    remembered = image_of_age(state, level.entity_id, where, now_ms) if speculative else None
     if prefetched is not NOT_FETCHED:
         item = prefetched
     elif remembered is not None:
@@ -81,11 +82,13 @@ def take(
     # of this client there counts them too (those of earlier takes that ended throttled
     # or rejected as well), or a partition busy with lost races (a bucket that sits full,
     # written by many clients at once) looks quiet, and its throttles never double it.
-    failed = _Failed(_uncounted(state, level, now_ms))
+    meta = state.entities.get(level.entity_id)
+    failed = _Failed(_uncounted(state, level, now_ms) if meta and meta.uncounted.failed else 0)
     try:
         return (yield from _write(state, level, key, now_ms, item, (confirmed, since), failed))
     finally:
-        _leave_uncounted(state, level, failed.count, now_ms)
+        if failed.count:
+            _leave_uncounted(state, level, failed.count, now_ms)
 
 
 @dataclass(slots=True)
@@ -118,12 +121,6 @@ def _leave_uncounted(state: RepoState, level: Level, count: int, now_ms: int) ->
         meta.uncounted.leave(level.resource, count, now_ms, MAX_UNCOUNTED)
 
 
-def _window_needs_reset(state: RepoState, level: Level, now_ms: int) -> bool:
-    meta = state.entities.get(level.entity_id)
-    where = (level.resource, level.shard_id)
-    return meta is not None and meta.shards.needs_reset(where, now_ms)
-
-
 def _write(
     state: RepoState,
     level: Level,
@@ -137,8 +134,9 @@ def _write(
     the ALL_OLD it returns. `seen`: whether the image is DynamoDB's answer just now (else
     this client's memory), and when it was taken."""
     confirmed, since = seen
-    reset = _window_needs_reset(state, level, now_ms)
-    wanted = _pending_doubling(state, level)
+    meta = state.entities.get(level.entity_id)
+    reset = meta is not None and meta.shards.needs_reset((level.resource, level.shard_id), now_ms)
+    wanted = _pending_doubling(state, level) if meta is not None and meta.shards.wanted else None
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
         if confirmed and not item:
@@ -160,8 +158,14 @@ def _write(
                 zero = replace(level, shard_id=0, flush=None, joined={})
                 return (yield from take(state, zero, now_ms, speculative=True))
             level = joining
+        # The write moves the item's expiry; a doubling removes it (flows/expiry.py), in
+        # the part it adds below.
+        expiry = None
+        if state.bucket_expiry and wanted is None:
+            ttl = expires_at_s(level.limits, bucket.shard_count, now_ms, level.bucket_ttl_s)
+            expiry = (ttl,)
         plan = plan_write(
-            bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since
+            bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since, expiry
         )
         if isinstance(plan, Rejected):
             # The item carries the entity's facts: an entity with no META record is
@@ -178,19 +182,20 @@ def _write(
         params = plan.params
         if wanted is not None:
             params = keys.with_doubling(params, wanted[0], wanted[0] * 2, now_ms, wanted[1])
-        if state.bucket_expiry:
-            # The write moves the item's expiry; a doubling removes it (flows/expiry.py).
-            count = bucket.shard_count * (2 if wanted is not None else 1)
-            params = keys.with_expiry(params, expiry_of(level, count, now_ms))
+            if state.bucket_expiry:
+                count = bucket.shard_count * 2
+                params = keys.with_expiry(params, expiry_of(level, count, now_ms))
         # A throttle raises here and leaves the doubling wished for: on a partition that
         # refuses most writes, it rides on whichever write of this client gets through.
-        result = yield from one(Call("update_item", params))
+        # Yielded directly (not through `one`): one frame less on every acquire.
+        result: Result = yield Call("update_item", params)
         if wanted is not None:
             state.entities[level.entity_id].shards.drop_wanted(level.resource)
             wanted = None
         if result.ok:
             failed.count = 0  # counted by this write
-            return (yield from _written(state, level, result.attributes, now_ms, plan))
+            after = result.response.get("Attributes") or {}
+            return (yield from _written(state, level, after, now_ms, plan))
         failed.count += 1
         level = yield from _lost_race(state, level, result, confirmed, attempt, now_ms)
         item, confirmed, since = result.old, True, now_ms
@@ -226,9 +231,10 @@ def after_write(
     meta = learn(state, level, attributes, now_ms)
     if meta is None:
         return None
-    lost = charge_lost(state, level, attributes, now_ms)
-    if lost is not None:
-        return lost
+    if keys.RESERVE_MARK in "\n".join(attributes):  # held counts: maybe a crashed client's
+        lost = charge_lost(state, level, attributes, now_ms)
+        if lost is not None:
+            return lost
     return scale_after_write(state, meta, level, attributes, now_ms)
 
 

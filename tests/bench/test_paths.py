@@ -1,0 +1,25 @@
+"""What one steady acquire walks through (`python -m benchmarks.paths`): the per-request
+path and a reserve hit stay within the sizes issue 37 brought them to. A count, not a
+speed: the walk is traced once, no round is timed."""
+
+from __future__ import annotations
+
+from benchmarks import paths
+
+#: Measured when the per-request path was cut (docs/performance.md, "The per-request
+#: walk"): 106 functions in 30 files, a reserve hit 14 in 5. The traced acquire builds its
+#: expression when its shape is new (the epochs its condition watches change every 20 s):
+#: 7 functions and a file more then.
+PER_REQUEST_FUNCTIONS = 115
+PER_REQUEST_FILES = 31
+HIT_FUNCTIONS = 15
+HIT_FILES = 5
+
+
+def test_the_acquire_paths_stay_short() -> None:
+    per_request, hit = paths.walks(timed_rounds=0)
+    assert per_request.requests == 1 and hit.requests == 0
+    assert per_request.functions <= PER_REQUEST_FUNCTIONS, per_request.names
+    assert per_request.files <= PER_REQUEST_FILES, per_request.names
+    assert hit.functions <= HIT_FUNCTIONS, hit.names
+    assert hit.files <= HIT_FILES, hit.names
