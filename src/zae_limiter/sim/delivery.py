@@ -195,12 +195,6 @@ class Delivery(Machine):
             if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
                 live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
                 self.checker.allow(entity, limit.name, live)
-                if before and before.get(keys.limit_attr(limit.name, "tk")) is not None:
-                    # A count raise on a schema-2 item not converted yet: its `tk` (the
-                    # whole bucket's tokens) becomes shard 0's, and the new shard gets
-                    # its share besides (seed 2917, docs/simulator.md; not fixed). At
-                    # most the capacity again.
-                    self.checker.allow(entity, limit.name, limit.capacity * 1000)
                 # A split rounds each shard's share in the limiter's favour: it may lose
                 # a fraction of a token (seed 438 lost half of one), never create one.
                 self.checker.lossy.add(entity)
