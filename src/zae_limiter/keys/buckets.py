@@ -203,6 +203,19 @@ def mark_deleting(table: str, shard0: Item) -> dict[str, Any]:
     }
 
 
+def delete_marked(table: str, shard0: Item) -> dict[str, Any]:
+    """Shard 0 deleted, the last of a deletion's writes, only while it is still marked:
+    once a deletion is done (by its own process, or finished by a client that met the
+    mark) a client may start the bucket afresh, and a late delete must not take that
+    fresh shard 0 with it."""
+    return {
+        "TableName": table,
+        "Key": shard0,
+        "ConditionExpression": "attribute_exists(#deleting)",
+        "ExpressionAttributeNames": {"#deleting": A_DELETING},
+    }
+
+
 # ---------------------------------------------------------------- partition write pressure
 #: Partition write limit (writes per second) of a bucket item; not an application limit.
 A_WCU_LIMIT = "b_wcu_cp"
@@ -407,6 +420,7 @@ __all__ = [
     "create_bucket",
     "create_split_bucket",
     "decode_bucket",
+    "delete_marked",
     "double_shards",
     "mark_deleting",
     "new_bucket_item",

@@ -142,19 +142,23 @@ class Delivery(Machine):
         return Result(response), applied
 
     def _deleting(self, call: Call) -> dict[str, dict[str, int]]:
-        """Bucket items a batch write deletes: entity -> limit -> held counts live now."""
-        if call.op != "batch_write_item":
+        """Bucket items a batch write or a DeleteItem (told only once applied) deletes:
+        entity -> limit -> held counts live now."""
+        if call.op == "delete_item":
+            requests = [{"DeleteRequest": {"Key": call.params.get("Key", {})}}]
+        elif call.op == "batch_write_item":
+            requests = [r for chunk in call.params.get("RequestItems", {}).values() for r in chunk]
+        else:
             return {}
         out: dict[str, dict[str, int]] = {}
-        for chunk in call.params.get("RequestItems", {}).values():
-            for request in chunk:
-                pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
-                item = self.peek(pk) if keys.is_bucket_pk(pk) else None
-                if item is None:
-                    continue
-                held = out.setdefault(_entity_of(pk), {})
-                for name, counts in keys.decode_reserved(item).items():
-                    held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
+        for request in requests:
+            pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
+            item = self.peek(pk) if keys.is_bucket_pk(pk) else None
+            if item is None:
+                continue
+            held = out.setdefault(_entity_of(pk), {})
+            for name, counts in keys.decode_reserved(item).items():
+                held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
         return out
 
     def _deleted(self, deleted: dict[str, dict[str, int]]) -> None:
