@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -60,3 +60,33 @@ def test_a_client_that_knows_the_entity_only_from_its_buckets_learns_the_bypass(
         with fresh.acquire("svc", "gpt-4", {"rpm": 1}, limits=RPM):
             pass
     assert fresh.limiter.get_stats().resources["gpt-4"].bypassed == 5
+
+
+def test_a_client_that_knew_the_entity_sees_another_clients_update_within_the_cache_ttl(
+    api: Api, clock: Any
+) -> None:
+    """The record is read again with the entity's stored limits once their config cache
+    entry expires: a bypass (or its end) set by another client reaches a client that had
+    learned the entity before, without a restart."""
+    api.set_limits("svc", RPM, resource="gpt-4")
+    api.create_entity("svc")
+    old = api.new_client(reserve=False, config_cache_ttl=60)
+    with old.acquire("svc", "gpt-4", {"rpm": 10}):
+        pass  # knows the entity from its record, bucket empty
+    api.update_entity("svc", bypass=True)
+    clock.advance(30)  # still within the cache entry: the old facts
+    with pytest.raises(RateLimitExceeded):
+        with old.acquire("svc", "gpt-4", {"rpm": 10}):
+            pass
+    clock.advance(31)
+    for _ in range(3):
+        with old.acquire("svc", "gpt-4", {"rpm": 10}):
+            pass
+    assert old.limiter.get_stats().resources["gpt-4"].bypassed == 3
+    api.update_entity("svc", bypass=False)
+    clock.advance(61)
+    with old.acquire("svc", "gpt-4", {"rpm": 10}):
+        pass  # refilled over the 2 minutes; limited again from here
+    with pytest.raises(RateLimitExceeded):
+        with old.acquire("svc", "gpt-4", {"rpm": 1}):
+            pass

@@ -2,6 +2,8 @@
 
 - a top-up that gives every shard what it lacks, up to the whole amount, instead of
   splitting the amount over them (a k-shard bucket gets up to k times the grant);
+- a resolution that reads an entity's record only once (another client's update of its
+  bypass, cascade or parent is never seen);
 - a reset whose writes no longer require each shard to be as read (an acquire that lands
   in between is overwritten unseen, and the audit event's "before" is not what the reset
   replaced).
@@ -18,6 +20,7 @@ import pytest
 from tests.conftest import Api, Clock
 from tests.integration import test_controls as controls_tests
 from tests.mutants import must_fail, mutant, mutant_wrapping
+from zae_limiter import RateLimitExceeded
 from zae_limiter.flows.offpath import controls
 from zae_limiter.models import BucketState
 
@@ -111,3 +114,21 @@ def test_the_several_resources_test_catches_a_resource_taken_without_its_conditi
 
     with mutant_wrapping(acquire_flow, "_level", unconditional):
         must_fail(body)
+
+
+def test_the_update_test_catches_a_record_read_only_once(api: Api, clock: Clock) -> None:
+    """A client that reads an entity's record only the first time never sees another
+    client's bypass (or cascade, or parent) change until it restarts."""
+    from tests.integration import test_bypass
+    from zae_limiter.flows.records import config
+
+    def only_once(state: Any, entity_id: str, own_limits_missed: bool) -> bool:
+        return entity_id not in state.entities
+
+    with mutant(config, "reads_record", only_once):
+        must_fail(
+            test_bypass.test_a_client_that_knew_the_entity_sees_another_clients_update_within_the_cache_ttl,
+            api,
+            clock,
+            also=(RateLimitExceeded,),  # still limited after the bypass: the test's failure
+        )

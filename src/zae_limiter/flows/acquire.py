@@ -163,12 +163,12 @@ def acquire(
     if not any(amounts.values()):
         raise ValidationError("consume must take at least one token of one limit")
     override = in_force(validate_limits(limits), now_ms) if limits is not None else None
-    if _bypassed(state, entity_id):
-        return Acquired((), amounts, entity_id, bypassed=True)
+    # Resolved first, even for an entity known to bypass: an expired cache entry reads
+    # the record again, which is how another client's end of the bypass is seen.
     resolved, prefetched = yield from _resolve_levels(
         state, _pairs(state, entity_id, resources), override, now_ms
     )
-    if _bypassed(state, entity_id):  # learned from the record just read
+    if _bypassed(state, entity_id):
         return Acquired((), amounts, entity_id, bypassed=True)
     levels = _own_levels(state, entity_id, resources, resolved, amounts)
     more = _known_parents(state, entity_id, resources)

@@ -93,14 +93,19 @@ class Entities(dict[str, EntityState]):
         *,
         of: str | None = None,
         bypass: bool = False,
+        reread: bool = False,
     ) -> EntityState:
-        """What this client knows of the entity, learned once: from its record (with its
-        `cascade_for`), or from a bucket of resource `of`, whose cascade is that
-        resource's (the record says for the others)."""
+        """What this client knows of the entity: from its record (with its `cascade_for`),
+        or from a bucket of resource `of`, whose cascade is that resource's (the record
+        says for the others). A bucket teaches only what is not known yet; a record read
+        again (`reread`, with the entity's limits once their cache entry expired) replaces
+        the facts whole, so another client's update or move is seen within that TTL."""
         known = self.get(entity_id)
         if known is None:
             facts = EntityFacts(cascade, parent_id, record=of is None, bypass=bypass)
             known = self[entity_id] = EntityState(facts)
+        elif reread and of is None:
+            facts = EntityFacts(cascade, parent_id, record=True, bypass=bypass)
         else:
             facts = known.facts
             if facts.record or (of is not None and of in facts.cascade_for):

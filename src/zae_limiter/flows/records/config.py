@@ -68,6 +68,13 @@ def _item_key(state: RepoState, cache_key: Hashable) -> keys.Item:
     return keys.system_config_key(ns)
 
 
+def reads_record(state: RepoState, entity_id: str, own_limits_missed: bool) -> bool:
+    """Whether this resolution reads the entity's record: when the entity is not known,
+    and with its own limits when their cache entry expired, so what this client knows of
+    its cascade, parent and bypass is never older than that entry."""
+    return own_limits_missed or entity_id not in state.entities
+
+
 def resolve(
     state: RepoState,
     wanted: Sequence[tuple[str, str]],
@@ -95,6 +102,7 @@ def resolve_and_fetch(
     known: dict[Hashable, tuple[Limit, ...] | None] = {}
     fetch: list[keys.Item] = []
     fetch_ids: dict[tuple[str, str], Hashable] = {}
+    known_missed: set[Hashable] = set()
     for entity_id, resource in wanted:
         for _source, cache_key in config_levels(entity_id, resource):
             if cache_key in known:
@@ -104,10 +112,11 @@ def resolve_and_fetch(
                 known[cache_key] = value
             else:
                 known[cache_key] = None
+                known_missed.add(cache_key)
                 item_key = _item_key(state, cache_key)
                 fetch.append(item_key)
                 fetch_ids[keys.key_id(item_key)] = cache_key
-        if entity_id not in state.entities:
+        if reads_record(state, entity_id, ("entity", entity_id, resource) in known_missed):
             fetch.append(keys.entity_key(state.namespace, entity_id))
     found: dict[tuple[str, str], Any] = {}
     if fetch:
@@ -133,6 +142,7 @@ def resolve_and_fetch(
                     entity.parent_id,
                     dict(entity.cascade_for),
                     bypass=entity.bypass,
+                    reread=True,
                 )
     out: dict[tuple[str, str], ResolvedLimits | None] = {}
     for entity_id, resource in wanted:
