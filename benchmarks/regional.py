@@ -66,8 +66,11 @@ class Run:
     mode: str
     started_ms: int
     records: list[Record] = field(default_factory=list)
-    #: (second, region) -> (parts, admitted so far) sampled from each region's own item.
+    #: (second, region) -> parts, sampled each second from each region's own item.
     shares: dict[tuple[int, str], int] = field(default_factory=dict)
+    #: (second, region) -> (parts ever given, parts ever taken in), from the same reads:
+    #: what the region released and absorbed, and (summed) the parts in flight.
+    moved: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     #: Refusals of the shares' takes by why (flows/regional_run.Memory.refused), and the
     #: transfers the keepers wrote.
@@ -75,6 +78,29 @@ class Run:
     transfers: int = 0
     keeper_failures: int = 0
     keeper_error: str = ""
+    #: DynamoDB requests the load threads made (the acquires' own) and the others (the
+    #: share keepers', the sampler's reads are not counted: another client).
+    requests: dict[str, int] = field(default_factory=lambda: {"acquires": 0, "keepers": 0})
+
+
+class _Calls:
+    """Counts a repository's requests by whether a load thread made them."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.local = threading.local()
+        self.lock = threading.Lock()
+
+    def wrap(self, repo: SyncRepository) -> None:
+        record = repo.meter.record
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            which = "acquires" if getattr(self.local, "load", False) else "keepers"
+            with self.lock:
+                self.run.requests[which] += 1
+            return record(*args, **kwargs)
+
+        repo.meter.record = counted  # type: ignore[method-assign]
 
 
 class _Clock:
@@ -133,10 +159,17 @@ def declare(repos: Mapping[str, SyncRepository], scenario: Scenario) -> None:
 
 
 def _load(
-    run: Run, region: str, index: int, take: Callable[[], Any], clock: _Clock, stop: float
+    run: Run,
+    region: str,
+    index: int,
+    take: Callable[[], Any],
+    clock: _Clock,
+    stop: float,
+    calls: _Calls,
 ) -> None:
     """Open-loop arrivals for one thread: the region's share of the offer, split over
     the region's threads; a thread that falls behind sends at once."""
+    calls.local.load = True
     scenario = run.scenario
     i = scenario.regions.index(region)
     k = scenario.threads_per_region
@@ -175,7 +208,9 @@ def _sample(run: Run, repos: Mapping[str, SyncRepository], stop: float) -> None:
             key = rk.share_key(repo.namespace, ENTITY, RESOURCE, "rps", region)
             item = repo.client.get_item(TableName=repo.table_name, Key=key, ConsistentRead=True)
             if "Item" in item:
-                run.shares[(second, region)] = core.decode(item["Item"]).parts
+                image = core.decode(item["Item"])
+                run.shares[(second, region)] = image.parts
+                run.moved[(second, region)] = (sum(image.given.values()), sum(image.taken.values()))
         time.sleep(max(0.0, run.started_ms / 1000 + second + 1 - time.time()))
     del scenario
 
@@ -205,10 +240,13 @@ def run_scenario(
     if mode == "shares":
         declare(repos, scenario)
     run = Run(scenario, mode, time.time_ns() // 1_000_000)
+    calls = _Calls(run)
+    for repo in opened:
+        calls.wrap(repo)
     stop = run.started_ms / 1000 + scenario.seconds
     threads = [
         threading.Thread(
-            target=_load, args=(run, r, i % scenario.threads_per_region, t, clock, stop)
+            target=_load, args=(run, r, i % scenario.threads_per_region, t, clock, stop, calls)
         )
         for i, (r, t) in enumerate(workers)
     ]
@@ -265,6 +303,12 @@ class Analysis:
     #: Refusals of the shares' takes by why, and transfers written (Run's).
     refused: dict[str, int] = field(default_factory=dict)
     transfers: int = 0
+    #: DynamoDB requests per acquire: the acquiring threads' own, and the keepers'.
+    requests_per_acquire: float = 0.0
+    keeper_requests_per_acquire: float = 0.0
+    #: Lowest sum of the shares the regions held (sampled each second), outside the
+    #: excluded seconds; 1.0 when nothing is split (not a shares run).
+    lowest_share_sum: float = 1.0
 
 
 def over_admission(scenario: Scenario, admitted_ms: Sequence[int], start_ms: int) -> float:
@@ -312,6 +356,7 @@ def analyse(run: Run) -> Analysis:
         row: dict[str, Any] = {"second": second, "offered": offered, "admitted": admitted}
         row["offered_by_region"] = by_region
         row["shares"] = {r: run.shares.get((second, r), 0) / core.PARTS for r in scenario.regions}
+        row.update(_moved(run, second))
         rows.append(row)
         if second not in excluded and second < seconds - 1:
             floor = min(offered, scenario.limit_per_second)
@@ -321,6 +366,11 @@ def analyse(run: Run) -> Analysis:
                 worst = min(worst, sum(admitted.values()) / floor)
     latencies = [r.latency_ms for r in run.records]
     admitted_ms = [r.at_ms for r in run.records if r.admitted]
+    acquires = max(1, len(run.records))
+    sums = [
+        row["share_sum"] for row in rows
+        if row["second"] not in excluded and row["share_sum"] is not None
+    ]  # fmt: skip
     return Analysis(
         mode=run.mode,
         offered=len(run.records),
@@ -334,4 +384,24 @@ def analyse(run: Run) -> Analysis:
         excluded=sorted(excluded),
         refused=dict(run.refused),
         transfers=run.transfers,
+        requests_per_acquire=run.requests["acquires"] / acquires,
+        keeper_requests_per_acquire=run.requests["keepers"] / acquires,
+        lowest_share_sum=min(sums) if sums else 1.0,
     )
+
+
+def _moved(run: Run, second: int) -> dict[str, Any]:
+    """The sum of the shares held, the parts in flight, and what each region released and
+    absorbed in `second` (from the counters sampled at its end and the second before)."""
+    regions = run.scenario.regions
+    if not all((second, r) in run.shares for r in regions):
+        return {"share_sum": None, "in_flight": None, "released": {}, "absorbed": {}}
+    now = {r: run.moved[(second, r)] for r in regions}
+    before = {r: run.moved.get((second - 1, r), (0, 0)) for r in regions}
+    given, taken = sum(g for g, _ in now.values()), sum(k for _, k in now.values())
+    return {
+        "share_sum": sum(run.shares[(second, r)] for r in regions) / core.PARTS,
+        "in_flight": (given - taken) / core.PARTS,
+        "released": {r: (now[r][0] - before[r][0]) / core.PARTS for r in regions},
+        "absorbed": {r: (now[r][1] - before[r][1]) / core.PARTS for r in regions},
+    }

@@ -32,6 +32,15 @@ SERVED_FLOOR = 0.95
 MAX_ERROR_SHARE = 0.01
 
 
+#: The runs: name -> (mode, a region partitioned, the home region).
+RUNS: dict[str, tuple[str, bool, str | None]] = {
+    "shares": ("shares", False, None),
+    "partition": ("shares", True, None),
+    "independent": ("independent", False, None),
+    "home": ("home", False, "us-east-1"),
+}
+
+
 def scenario(seconds: float, lag_ms: int, partitioned: bool, limit: int = 300) -> Scenario:
     shift = seconds / 3
     return Scenario(
@@ -49,21 +58,33 @@ def scenario(seconds: float, lag_ms: int, partitioned: bool, limit: int = 300) -
 def _row(a: Analysis) -> str:
     return (
         f"| {a.mode} | {a.offered} | {a.admitted} | {a.over_admitted:.1f} | "
-        f"{100 * a.served:.1f}% | {100 * a.worst_second:.1f}% | {a.p50_ms:.1f} | {a.p99_ms:.1f} |"
+        f"{100 * a.served:.1f}% | {100 * a.worst_second:.1f}% | {a.p50_ms:.1f} | {a.p99_ms:.1f} "
+        f"| {a.requests_per_acquire:.3f} | {a.keeper_requests_per_acquire:.3f} |"
     )
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
 def _per_second(a: Analysis) -> list[str]:
-    head = " | ".join(f"{r} share / offered / admitted" for r in REGIONS)
-    lines = [f"| s | offered | admitted | {head} |", "|---|---|---|" + "---|" * len(REGIONS)]
+    head = " | ".join(f"{r} share / offered / admitted / released / absorbed" for r in REGIONS)
+    lines = [
+        f"| s | offered | admitted | shares held | in flight | {head} |",
+        "|---|---|---|---|---|" + "---|" * len(REGIONS),
+    ]
     for row in a.per_second:
         cells = " | ".join(
-            f"{100 * row['shares'][r]:.0f}% / {row['offered_by_region'][r]} / {row['admitted'][r]}"
+            f"{_pct(row['shares'][r])} / {row['offered_by_region'][r]} / {row['admitted'][r]} / "
+            f"{_pct(row['released'].get(r))} / {_pct(row['absorbed'].get(r))}"
             for r in REGIONS
         )
         mark = " (excluded)" if row["second"] in a.excluded else ""
         total = sum(row["admitted"].values())
-        lines.append(f"| {row['second']}{mark} | {row['offered']} | {total} | {cells} |")
+        lines.append(
+            f"| {row['second']}{mark} | {row['offered']} | {total} | {_pct(row['share_sum'])} "
+            f"| {_pct(row['in_flight'])} | {cells} |"
+        )
     return lines
 
 
@@ -82,10 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine",
         choices=("dynamodb-local", "moto"),
-        default="dynamodb-local",
-        help="each region's engine (DynamoDB Local: moto's server cannot take 900 writes/s)",
+        default="moto",
+        help=(
+            "each region's engine (moto's server, default: three DynamoDB Local JVMs starve "
+            "the load generator on a 2-core machine, docs/global.md)"
+        ),
+    )
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUNS),
+        help=f"which runs, comma-separated (all: {','.join(RUNS)})",
     )
     args = parser.parse_args(argv)
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    unknown = sorted(set(runs) - set(RUNS))
+    if unknown:
+        parser.error(f"unknown runs {unknown}; choose from {', '.join(RUNS)}")
     seconds = 30.0 if args.quick else args.seconds
     local_regions.up_regions(args.engine, REGIONS, instance=INSTANCE, lag_ms=args.lag_ms)
     try:
@@ -100,12 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             local_regions.partition(region, on, INSTANCE)
 
         results = []
-        for mode, partitioned, home in (
-            ("shares", False, None),
-            ("shares", True, None),
-            ("independent", False, None),
-            ("home", False, "us-east-1"),
-        ):
+        for name in runs:
+            mode, partitioned, home = RUNS[name]
             table = f"bench-regions-{uuid.uuid4().hex[:6]}"
             run = run_scenario(
                 scenario(seconds, args.lag_ms, partitioned, args.limit),
@@ -137,8 +166,8 @@ def report(
         f" offered {1.5 * limit:.0f}/s intended)",
         "",
         "| run | offered | admitted | past one ideal bucket (tokens) | served outside shifts "
-        "| worst second | p50 ms | p99 ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| worst second | p50 ms | p99 ms | requests per acquire | keeper requests per acquire |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *(_row(a) for a, _ in results),
     ]
     out.mkdir(parents=True, exist_ok=True)
@@ -150,9 +179,14 @@ def report(
                 f"regions, lag {lag} ms", a.per_second, REGIONS, limit, a.excluded,
             )  # fmt: skip
             lines += ["", f"### {a.mode}: shares and admitted per region per second", ""]
-            lines += [f"Refused by why: {a.refused or 'none'}; transfers written: {a.transfers}."]
+            lowest = _pct(a.lowest_share_sum)
+            lines += [f"Refused by why: {a.refused or 'none'}; transfers written: {a.transfers};"]
+            lines += [f"lowest sum of the shares held outside the shifts: {lowest}."]
             lines += [f"Plot: `{plot}`. Share: the region's parts of the whole limit, read"]
-            lines += ["from its own item in its own replica each second.", ""]
+            lines += ["from its own item in its own replica at the end of each second (one"]
+            lines += ["region after the other: a transfer between two reads can skew a sum);"]
+            lines += ["released / absorbed: parts the region gave / took in during the second;"]
+            lines += ["in flight: parts released and not absorbed yet.", ""]
             lines += _per_second(a)
         if errors:
             lines += ["", f"{a.mode}: {len(errors)} errors, first: {errors[0]}"]

@@ -9,6 +9,7 @@ from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments
 from zae_limiter.flows.asked import validate_amounts
+from zae_limiter.flows.regional_limits import end_lease, lease_changes
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
@@ -98,9 +99,16 @@ class _Held:
         held = self._state
         if held.degraded is not None or (not failed and not any(held.pending.values())):
             return None
+        now_ms = clock()
+        acquired = held.acquired
         if failed:
-            return compensate(repo_state, held.acquired.taken, clock())
-        return record_adjustments(repo_state, held.acquired, held.pending, clock())
+            flow = compensate(repo_state, acquired.taken, now_ms)
+        else:
+            flow = record_adjustments(repo_state, acquired, held.pending, now_ms)
+        if not acquired.shared:
+            return flow
+        changes = lease_changes(acquired.shared, held.pending, failed)
+        return end_lease(repo_state, flow, changes, now_ms)
 
 
 # unasync: source

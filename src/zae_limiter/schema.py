@@ -11,7 +11,7 @@ from typing import Any
 from zae_limiter import keys
 
 #: The layout of items this release writes. Bumped by a migration, never by a deploy.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: The first schema whose tables may store quotas (limits that reset): from there, the
 #: version record's minimum client keeps out releases that would read one as a refilling
 #: limit (migrations/v0004_quotas.py).
@@ -20,6 +20,10 @@ QUOTA_SCHEMA_VERSION = 4
 #: a `ttl` every client moves forward (migrations/v0005_schedules_and_expiry.py).
 SCHEDULE_SCHEMA_VERSION = 5
 EXPIRY_SCHEMA_VERSION = 5
+#: The first schema whose tables may store global limits: a release that understands
+#: only up to 5 ignores a limit's regions and would enforce the whole limit in each
+#: region, so it must refuse the table (migrations/v0006_global_limits.py).
+GLOBAL_SCHEMA_VERSION = 6
 #: The oldest schema this release still reads: schema-2 bucket items (`tk` as of `rf`)
 #: are read as they are and converted on their first write, or by `zae-limiter migrate`.
 OLDEST_READABLE = 2

@@ -54,7 +54,7 @@ def migrate(name: str, *args: str, input: str | None = None) -> Ran:
 def test_check_dry_run_yes_check(ddb: Any, old: OldTable) -> None:
     before = scan_all(ddb, old.name)
     pending = migrate(old.name, "--check")
-    assert pending.code == 2 and "schema version 1, target 5" in pending.out
+    assert pending.code == 2 and "schema version 1, target 6" in pending.out
     dry = migrate(old.name, "--dry-run")
     assert dry.code == 0, dry.err
     assert "5 (default: 4, tenant-b: 1)" in dry.out and "nothing was changed" in dry.out
@@ -66,7 +66,7 @@ def test_check_dry_run_yes_check(ddb: Any, old: OldTable) -> None:
     assert migrate(old.name, "--check").code == 0
     after = scan_all(ddb, old.name)
     assert all(keys.TTL in after[k] for k in old.old_buckets)
-    assert after[("_/SYSTEM#", "#VERSION")][keys.A_SCHEMA_VERSION] == {"N": "5"}
+    assert after[("_/SYSTEM#", "#VERSION")][keys.A_SCHEMA_VERSION] == {"N": "6"}
 
     again = migrate(old.name, "--yes")
     assert again.code == 0 and "up to date" in again.out
@@ -82,16 +82,16 @@ def test_declining_the_prompt_changes_nothing(ddb: Any, old: OldTable) -> None:
     assert no_answer.code == 1
     assert scan_all(ddb, old.name) == before
     accepted = migrate(old.name, input="y\n")
-    assert accepted.code == 0 and "schema version 5" in accepted.out
+    assert accepted.code == 0 and "schema version 6" in accepted.out
 
 
 def test_json_output(ddb: Any, old: OldTable) -> None:
     check = migrate(old.name, "--check", "--output", "json")
     assert check.code == 2
     body = json.loads(check.out)
-    assert body["pending"] and body["schema_version"] == 1 and body["target"] == 5
+    assert body["pending"] and body["schema_version"] == 1 and body["target"] == 6
     steps = [(s["version"], s["reversible"]) for s in body["steps"]]
-    assert steps == [(2, False), (3, False), (4, False), (5, False)]
+    assert steps == [(2, False), (3, False), (4, False), (5, False), (6, False)]
     dry = json.loads(migrate(old.name, "--dry-run", "-o", "json").out)
     assert dry["dry_run"][0]["items"] == 5
     assert dry["dry_run"][0]["by_namespace"] == {"default": 4, "tenant-b": 1}
@@ -103,6 +103,7 @@ def test_json_output(ddb: Any, old: OldTable) -> None:
         {"version": 3, "direction": "up", "items": 0, "skipped": False},
         {"version": 4, "direction": "up", "items": 0, "skipped": False},
         {"version": 5, "direction": "up", "items": 0, "skipped": False},
+        {"version": 6, "direction": "up", "items": 0, "skipped": False},
     ]
     assert not applied["pending"]
 
@@ -115,7 +116,7 @@ def test_fresh_table_is_stamped(ddb: Any, table_name: str) -> None:
     assert migrate(table_name, "--check").code == 0
     stored = scan_all(ddb, table_name)
     audit_pk = keys.audit_pk(keys.TABLE_NAMESPACE, None)
-    assert sorted(pk for pk, _sk in stored) == [audit_pk, audit_pk, audit_pk, audit_pk, "_/SYSTEM#"]
+    assert sorted(pk for pk, _sk in stored) == [*[audit_pk] * 5, "_/SYSTEM#"]
     events = sorted(
         (keys.decode_audit(v) for (pk, _sk), v in stored.items() if pk == audit_pk),
         key=lambda e: e.before["schema_version"],
@@ -125,6 +126,7 @@ def test_fresh_table_is_stamped(ddb: Any, table_name: str) -> None:
         ("migrate", {"schema_version": 2}, {"schema_version": 3, "items": 0, "skipped": False}),
         ("migrate", {"schema_version": 3}, {"schema_version": 4, "items": 0, "skipped": False}),
         ("migrate", {"schema_version": 4}, {"schema_version": 5, "items": 0, "skipped": False}),
+        ("migrate", {"schema_version": 5}, {"schema_version": 6, "items": 0, "skipped": False}),
     ]
 
 
@@ -137,9 +139,9 @@ def test_refusals_are_one_line_on_stderr(ddb: Any, old: OldTable) -> None:
     unknown = migrate(old.name, "--to", "9")
     assert unknown.code == 2 and "--to" in unknown.err
 
-    ddb.put_item(TableName=old.name, Item=old_version_item(6))
+    ddb.put_item(TableName=old.name, Item=old_version_item(7))
     newer = migrate(old.name, "--check")
-    assert newer.code == 1 and "newer than 5" in newer.err and "Traceback" not in newer.err
+    assert newer.code == 1 and "newer than 6" in newer.err and "Traceback" not in newer.err
 
     missing = migrate("no-such-table", "--check")
     assert missing.code == 1 and "not found" in missing.err

@@ -18,6 +18,7 @@ from tests._servers import EngineEndpoint
 from zae_limiter import local
 from zae_limiter.cli import _errors, cli
 from zae_limiter.local import LocalEngine
+from zae_limiter.local.engines import MOTO_MODULE
 from zae_limiter.local.process import free_port, pid_alive
 
 pytestmark = pytest.mark.engine
@@ -105,7 +106,7 @@ def test_named_instances_run_side_by_side(state_dir: Path) -> None:
 def _write_state(state_dir: Path, pid: int, port: int) -> None:
     state = {
         "instance": "default", "engine": "moto", "pid": pid, "port": port,
-        "endpoint_url": f"http://127.0.0.1:{port}", "marker": "moto.server",
+        "endpoint_url": f"http://127.0.0.1:{port}", "marker": MOTO_MODULE,
         "log": str(state_dir / "default.log"), "started_at": 0.0,
     }
     (state_dir / "default.json").write_text(json.dumps(state))

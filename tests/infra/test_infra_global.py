@@ -184,3 +184,17 @@ def test_a_regional_stack_deploys_on_the_replicas_stream(eu: Aws) -> None:
     assert any(b.endswith("-eu-west-1") for b in buckets)
     again = deployer._deploy_regional(options, "eu-west-1", plan=True, approve=lambda _: True)
     assert again.action == "plan" and again.status == "CREATE_COMPLETE"
+
+
+def test_a_global_stack_draws_the_shares_from_the_aggregators_log() -> None:
+    """docs/global.md, "Usage snapshots and top": a Logs Insights table over the
+    aggregator's share lines (aggregator/share_log.py)."""
+    options = StackOptions("demo", regions=REGIONS)
+    body = json.loads(resources(options)["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"])
+    (widget,) = [w for w in body["widgets"] if w["type"] == "log"]
+    query = widget["properties"]["query"]
+    assert query.startswith("SOURCE '${AggregatorLogGroup}'") and 'zael = "share"' in query
+    assert parsed(options)["Resources"]["AggregatorLogGroup"]["Type"] == "AWS::Logs::LogGroup"
+    for single in (StackOptions("demo"), StackOptions("demo", regions=REGIONS, aggregator=False)):
+        one = json.loads(resources(single)["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"])
+        assert not [w for w in one["widgets"] if w["type"] == "log"]

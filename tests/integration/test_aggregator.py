@@ -290,3 +290,25 @@ def _after_first_call(flow: Any, meanwhile: Any) -> Any:
         except StopIteration as stop:
             return stop.value
         result = yield call
+
+
+def test_a_global_limits_use_is_counted_from_its_share_item(
+    limiter: SyncRateLimiter, table_name: str
+) -> None:
+    """docs/global.md, "Usage snapshots": the acquires, adjustments and rollbacks taken
+    from this region's share of a global limit, as the aggregator adds them up."""
+    gps = Limit.per_second("gps", 100).across("us-east-1", "eu-west-1")
+    limiter.set_limits("tenant", [RPM, gps], resource="gpt-4")
+    for _ in range(4):
+        with limiter.acquire("tenant", "gpt-4", {"rpm": 1, "gps": 2}) as lease:
+            lease.adjust(gps=1)
+    with pytest.raises(RuntimeError), limiter.acquire("tenant", "gpt-4", {"gps": 5}):
+        raise RuntimeError("rolled back: consumes nothing")
+    limiter.repository.return_reserves()
+    assert run_aggregator(table_name)["failed"] == 0
+    hourly = [s for s in usage(limiter, entity_id="tenant") if s.window == "hourly"]
+    total: dict[str, int] = {}
+    for snap in hourly:
+        for name, value in snap.counters.items():
+            total[name] = total.get(name, 0) + value
+    assert total == {"rpm": 4, "gps": 12}

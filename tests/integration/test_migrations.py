@@ -96,10 +96,10 @@ def test_fresh_table_has_no_record_is_accepted_and_migrate_stamps_it(
         assert repo.run(read_version(repo.state)) is None
         assert repo.run(check_version(repo.state)) is None  # a fresh table is accepted
         plan = repo.run(migrations.status(repo.state))
-        assert (plan.current, plan.target, plan.pending) == (1, 5, True)
+        assert (plan.current, plan.target, plan.pending) == (1, 6, True)
         outcomes = repo.run(migrations.migrate(repo.state, plan, NOW_MS, BY))
         steps = [(o.version, o.items, o.skipped) for o in outcomes]
-        assert steps == [(2, 0, False), (3, 0, False), (4, 0, False), (5, 0, False)]
+        assert steps == [(2, 0, False), (3, 0, False), (4, 0, False), (5, 0, False), (6, 0, False)]
         record = repo.run(check_version(repo.state))
     assert record is not None
     assert (record.schema_version, record.min_client_version) == (5, "0.3.0")
@@ -121,12 +121,12 @@ def test_table_at_an_older_schema_is_refused_with_the_command_to_run(
 def test_table_at_a_newer_schema_is_refused(ddb: Any, table_name: str) -> None:
     create_table(ddb, table_name)
     with open_repo(table_name, ddb) as repo:
-        repo.run(write_version(repo.state, 6, "0.5.0", NOW_MS, BY))
+        repo.run(write_version(repo.state, 7, "0.5.0", NOW_MS, BY))
         with pytest.raises(SchemaVersionError) as caught:
             repo.run(check_version(repo.state, "0.3.0"))
-        assert "schema version 6" in str(caught.value)
-        assert "up to 5" in str(caught.value) and "0.3.0" in str(caught.value)
-        with pytest.raises(SchemaVersionError, match="newer than 5"):
+        assert "schema version 7" in str(caught.value)
+        assert "up to 6" in str(caught.value) and "0.3.0" in str(caught.value)
+        with pytest.raises(SchemaVersionError, match="newer than 6"):
             repo.run(migrations.status(repo.state))
 
 
@@ -158,8 +158,8 @@ def test_old_layout_is_migrated_and_everything_else_is_kept(ddb: Any, old: OldTa
     with open_repo(old.name, ddb) as repo:
         outcomes = run_migration(repo)
         record = repo.run(check_version(repo.state, "0.3.0"))
-    assert [(o.version, o.items) for o in outcomes] == [(2, 5), (3, 0), (4, 0), (5, 0)]
-    assert record is not None and record.schema_version == 5 and not record.migrating
+    assert [(o.version, o.items) for o in outcomes] == [(2, 5), (3, 0), (4, 0), (5, 0), (6, 0)]
+    assert record is not None and record.schema_version == 6 and not record.migrating
     after = scan_all(ddb, old.name)
     assert set(after) == set(before)
     for item_key in old.kept:
@@ -193,7 +193,7 @@ def test_dry_run_counts_and_changes_nothing(ddb: Any, old: OldTable) -> None:
         plan = repo.run(migrations.status(repo.state))
         counted = repo.run(migrations.plan_migration(repo.state, plan, NOW_MS))
     steps = [(c.version, c.items, c.blocked) for c in counted]
-    assert steps == [(2, 5, None), (3, 0, None), (4, 0, None), (5, 0, None)]
+    assert steps == [(2, 5, None), (3, 0, None), (4, 0, None), (5, 0, None), (6, 0, None)]
     assert (
         counted[0].by_namespace
         == old.old_buckets_by_namespace()
@@ -264,7 +264,7 @@ def test_interrupted_migration_resumes_where_it_stopped(
     scans = [c for c in calls if not isinstance(c, tuple) and c.op == "scan"]
     assert scans[0].params.get("ExclusiveStartKey") == halfway_cursor(halfway)
     assert outcomes[0].items == total - len(expired)
-    assert record is not None and record.schema_version == 5 and not record.migrating
+    assert record is not None and record.schema_version == 6 and not record.migrating
     done = scan_all(ddb, table_name)
     for item_key in old.old_buckets:
         first_run = item_key in expired
@@ -391,7 +391,7 @@ def test_failed_write_is_thrown_into_the_flow_and_rerun_finishes(ddb: Any, old: 
         failing = False
         assert run_migration(repo)[0].version == 2
         record = repo.run(check_version(repo.state, "0.3.0"))
-    assert record is not None and record.schema_version == 5
+    assert record is not None and record.schema_version == 6
     after = scan_all(ddb, old.name)
     assert all(keys.TTL in after[k] for k in old.old_buckets)
 
@@ -406,9 +406,9 @@ async def test_async_repository_runs_the_same_migration(moto_http: str, table_na
             await repo.run(check_version(repo.state, "0.2.0"))
         plan = await repo.run(migrations.status(repo.state))
         outcomes = await repo.run(migrations.migrate(repo.state, plan, NOW_MS, BY))
-        assert [(o.version, o.items) for o in outcomes] == [(2, 5), (3, 0), (4, 0), (5, 0)]
+        assert [(o.version, o.items) for o in outcomes] == [(2, 5), (3, 0), (4, 0), (5, 0), (6, 0)]
         record = await repo.run(check_version(repo.state, "0.3.0"))
-        assert record is not None and record.schema_version == 5
+        assert record is not None and record.schema_version == 6
     finally:
         await repo.close()
     after = scan_all(client, table_name)

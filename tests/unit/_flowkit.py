@@ -170,3 +170,15 @@ def answered(
         return done.value, calls, slept
     except RateLimiterUnavailable as error:
         return error, calls, slept
+
+
+def made_below(read: Call, missing: frozenset[int] = frozenset()) -> Result:
+    """The answer to a raise's read of the shards below the count: all of them made but
+    `missing` (flows/scaling/made.py)."""
+    request = read.params["RequestItems"][TABLE]
+    found = [
+        dict(key)
+        for key in request["Keys"]
+        if int(key[keys.PK]["S"].rsplit("#", 1)[1]) not in missing
+    ]
+    return Result({"Responses": {TABLE: found}})

@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.unit._flowkit import T0, answered, item, make_level, make_state, ok
+from tests.unit._flowkit import (
+    T0,
+    TABLE,
+    answered,
+    item,
+    made_below,
+    make_level,
+    make_state,
+    ok,
+)
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.context import RepoState
@@ -202,8 +211,27 @@ def test_a_hot_window_doubles_a_sharded_entity_only_when_another_shard_is_hot(
     flow = after_write(state, level, _hot_item(1, 2), T0)
     assert (flow is not None) is other_hot
     if flow is not None:
-        call = next(flow)
+        read = next(flow)
+        assert read.op == "batch_get_item"  # shard 1 is made: the raise may go
+        call = flow.send(made_below(read))
         assert call.op == "update_item" and "shard_count" in str(call.params)
+
+
+def test_no_raise_while_a_shard_below_the_count_is_unmade() -> None:
+    """Seed 10367: a raise over an unmade shard overwrites the snapshot its share sits
+    in; the shard, made later, copies the donor's full-at time of the second raise."""
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shards.counts["gpt"] = 4
+    for shard in range(4):
+        meta.shards.seen[("gpt", shard)] = WindowSeen(T0 - 2100, 100, T0 - 100, WCU, 4)
+    flow = double(state, "e1", "gpt", T0, T0 - 2100, False, ["rpm"])
+    read = next(flow)
+    assert read.op == "batch_get_item"
+    assert len(read.params["RequestItems"][TABLE]["Keys"]) == 3
+    with pytest.raises(StopIteration):
+        flow.send(made_below(read, missing=frozenset({3})))
 
 
 def test_a_hot_window_doubles_a_single_shard_entity_on_its_own() -> None:
@@ -254,6 +282,8 @@ def test_many_shards_double_only_when_they_are_busy_on_average(per_shard: int) -
     def answer(call: Call) -> Any:
         if call.op == "get_item":  # shard 0 confirms: still 32 shards, no doubling since
             return Result({"Item": item(T0 - 3000, {"rpm": 9000, "tpm": 900_000}, shard_count=32)})
+        if call.op == "batch_get_item":  # every shard below 32 is made
+            return made_below(call)
         writes.append(call)
         return ok(item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=64))
 

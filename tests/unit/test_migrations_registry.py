@@ -51,7 +51,7 @@ def fake(version: int, reversible: bool = True) -> Migration:
 def test_steps_are_contiguous_and_end_at_the_schema_version() -> None:
     versions = [s.version for s in migrations.STEPS]
     assert versions == list(range(BASE_VERSION + 1, BASE_VERSION + 1 + len(versions)))
-    assert migrations.LATEST == schema.SCHEMA_VERSION == 5
+    assert migrations.LATEST == schema.SCHEMA_VERSION == 6
     assert migrations.STEPS[-1].min_client_version == schema.MIN_CLIENT_VERSION
 
 
@@ -135,7 +135,7 @@ def test_check_record_rules() -> None:
         check_record(VersionRecord(2, "0.2.0"), "t", "0.1.0")
 
 
-def test_this_release_reads_schema_two_to_five_and_a_table_between() -> None:
+def test_this_release_reads_schema_two_to_six_and_a_table_between() -> None:
     for record in (
         VersionRecord(2, "0.1.0"),
         VersionRecord(3, "0.2.0"),
@@ -144,12 +144,14 @@ def test_this_release_reads_schema_two_to_five_and_a_table_between() -> None:
         VersionRecord(3, "0.2.0", migrating_to=4),
         VersionRecord(5, "0.3.0"),
         VersionRecord(4, "0.3.0", migrating_to=5),
+        VersionRecord(6, "0.3.0"),
+        VersionRecord(5, "0.3.0", migrating_to=6),
     ):
         check_record(record, "t", "0.3.0")
     with pytest.raises(SchemaVersionError, match="schema version 2 or later"):
         check_record(VersionRecord(1, migrating_to=2), "t", "0.2.0")
     with pytest.raises(SchemaVersionError, match="interrupted"):
-        check_record(VersionRecord(5, migrating_to=6), "t", "0.3.0")
+        check_record(VersionRecord(6, migrating_to=7), "t", "0.3.0")
     with pytest.raises(SchemaVersionError, match=r"older than 0\.2\.0"):
         check_record(VersionRecord(3, "0.2.0"), "t", "0.1.9")
 

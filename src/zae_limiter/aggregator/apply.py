@@ -17,6 +17,7 @@ from zae_limiter.aggregator.merge import merge
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, StreamPlan, Write
 from zae_limiter.errors import ZaeLimiterError
 from zae_limiter.flows import Call, Flow, lockstep, one
+from zae_limiter.flows.scaling import made
 
 log = logging.getLogger("zae_limiter.aggregator")
 
@@ -57,6 +58,20 @@ def _other(write: Write) -> Flow[list[str]]:
     return []
 
 
+def _raise(write: Write, table: str) -> Flow[list[str]]:
+    """A count raise, sent once every shard below the count is made; until then it is
+    not due (the records are not delivered again: a later batch proves the heat anew)."""
+    assert write.raises is not None
+    ns, entity_id, resource, count = write.raises
+    try:
+        if not (yield from made.all_made(table, ns, entity_id, resource, count)):
+            return []
+    except ZaeLimiterError as error:
+        log.warning("%s read failed: %s", write.kind, error)
+        return list(write.sequence_numbers)
+    return (yield from _other(write))
+
+
 def _merge(config: AggregatorConfig, cand: MergeCandidate, now_ms: int) -> Flow[list[str]]:
     try:
         yield from merge(config, cand, now_ms)
@@ -68,7 +83,12 @@ def _merge(config: AggregatorConfig, cand: MergeCandidate, now_ms: int) -> Flow[
 def execute(plan: StreamPlan, config: AggregatorConfig, now_ms: int) -> Flow[list[str]]:
     """Run every write of `plan`; the sequence numbers to report as failed, in order."""
     flows: list[Flow[list[str]]] = [
-        _usage(w, config.table) if w.usage is not None else _other(w) for w in plan.writes
+        _usage(w, config.table)
+        if w.usage is not None
+        else _raise(w, config.table)
+        if w.raises is not None
+        else _other(w)
+        for w in plan.writes
     ]
     flows += [_merge(config, m, now_ms) for m in plan.merges]
     failed: set[str] = set(plan.failed)

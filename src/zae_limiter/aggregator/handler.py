@@ -18,6 +18,7 @@ Configuration (environment):
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,7 @@ from zae_limiter.aggregator.apply import execute
 from zae_limiter.aggregator.archive import S3Archive, plan_archive
 from zae_limiter.aggregator.plan import DEFAULT_WINDOWS, AggregatorConfig
 from zae_limiter.aggregator.processor import process
+from zae_limiter.aggregator.share_log import share_lines
 from zae_limiter.flows import Flow
 
 T = TypeVar("T")
@@ -112,7 +114,12 @@ def handler(event: Mapping[str, Any], context: object = None) -> dict[str, Any]:
     config = config_from_env(records=records)
     runner = sync_runner(config.table)
     archive = archive_from_env()
-    return batch_response(process_batch(records, config, runner.run, wall_clock_ms(), archive))
+    now_ms = wall_clock_ms()
+    failed = process_batch(records, config, runner.run, now_ms, archive)
+    for line in share_lines(records, now_ms):
+        # A raw JSON line on stdout: Logs Insights finds its fields (the dashboard's query).
+        print(json.dumps(line, separators=(",", ":")))
+    return batch_response(failed)
 
 
 def archive_from_env(

@@ -91,6 +91,9 @@ class Write:
     call: Call
     sequence_numbers: tuple[str, ...]
     usage: UsageWrite | None = None
+    #: A count raise: the bucket (ns, entity, resource) and the count it raises, sent
+    #: only once every shard below that count is made (flows/scaling/made.py).
+    raises: tuple[str, str, str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

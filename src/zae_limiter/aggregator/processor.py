@@ -8,10 +8,11 @@
 `apply.execute(plan, config, now_ms)` is the flow that performs them; the Lambda handler
 and the local poller both run it on the library's sync driver. No boto import here.
 
-Usage: every bucket write's consumption (`tc` new - old, user limits only, `wcu` never)
-is added to one snapshot per (entity, resource, window); each snapshot gets one UpdateItem
-per batch, fenced per bucket shard on stream sequence numbers, so a batch delivered again
-(Lambda retry, a poller restarted from the start of the stream) adds nothing twice.
+Usage: every bucket write's consumption (`tc` new - old, user limits only, `wcu` never),
+and every share item's of a global limit (docs/global.md), is added to one snapshot per
+(entity, resource, window); each snapshot gets one UpdateItem per batch, fenced per bucket
+shard (or share item) on stream sequence numbers, so a batch delivered again (Lambda
+retry, a poller restarted from the start of the stream) adds nothing twice.
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def _process(records: Iterable[Record], config: AggregatorConfig, now_ms: int) -
     changes = parse_batch(records, plan)
     plan.changes = len(changes)
     plan.writes.extend(usage_writes(changes, config, now_ms))
-    writes, merges = plan_shards(changes, config, now_ms)
+    # Share items of global limits count as usage; they have no shards to double or merge.
+    writes, merges = plan_shards([c for c in changes if c.region is None], config, now_ms)
     plan.writes.extend(writes)
     plan.merges.extend(merges)
     return plan

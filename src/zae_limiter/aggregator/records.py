@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.keys import regions as rk
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
 
 Record = Mapping[str, Any]
@@ -48,6 +49,9 @@ class Change:
     old: Mapping[str, Any] | None
     #: An acquire (or an upward adjustment): some user limit's consumption grew.
     consumed: bool = False
+    #: A write to this region's share item of a global limit (None: a bucket shard);
+    #: `shard_id` is then the item's usage fence (keys.regions.share_fence_id).
+    region: str | None = None
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -72,7 +76,7 @@ def parse(record: Record) -> Change | None:
         raise MalformedRecord("record has no 'dynamodb' section")
     pk, sk = _key(body)
     if sk != keys.SK_STATE or not keys.is_bucket_pk(pk):
-        return None
+        return _share_change(record, body, pk, sk) if rk.is_share_key(pk, sk) else None
     try:
         ns, entity_id, resource, shard_id = keys.parse_bucket_pk(pk)
     except ValueError as error:
@@ -94,6 +98,36 @@ def parse(record: Record) -> Change | None:
     return Change(
         int(seq), seq, ns, entity_id, resource, shard_id, time_ms, deltas, new, old, consumed
     )
+
+
+def _share_change(record: Record, body: Mapping[str, Any], pk: str, sk: str) -> Change:
+    """A write to a region's share item of a global limit (docs/global.md): what it
+    consumed (`tc` new - old) counts as the entity's use of that limit, fenced under the
+    item's own id. Every region's stream carries every region's share items (replicated
+    ones too), so each region's snapshots add up the whole limit's use."""
+    try:
+        ns, entity_id, resource, limit_name = rk.parse_share_pk(pk)
+    except ValueError as error:
+        raise MalformedRecord(str(error)) from error
+    seq = sequence_number(record)
+    event = record.get("eventName")
+    if seq is None or event not in _EVENTS:
+        raise MalformedRecord(f"share record {pk!r} has no numeric SequenceNumber or eventName")
+    new = body.get("NewImage") if event != keys.STREAM_REMOVE else None
+    old = body.get("OldImage") or {}
+    consumed_attr = rk.ShareAttr.CONSUMED
+    try:
+        delta = keys.get_n(new, consumed_attr) - keys.get_n(old, consumed_attr) if new else 0
+        time_ms = record_time_ms(body.get("ApproximateCreationDateTime"))
+    except (KeyError, TypeError, ValueError) as error:
+        raise MalformedRecord(f"share record {pk!r}: {error!r}") from error
+    region = sk[len(rk.ShareAttr.REGION_SK_PREFIX) :]
+    fence = rk.share_fence_id(limit_name, region)
+    deltas = {limit_name: delta} if delta else {}
+    return Change(
+        int(seq), seq, ns, entity_id, resource, fence, time_ms, deltas, new,
+        body.get("OldImage"), delta > 0, region,
+    )  # fmt: skip
 
 
 def _key(body: Mapping[str, Any]) -> tuple[str, str]:

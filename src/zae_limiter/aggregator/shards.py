@@ -141,7 +141,7 @@ def _double(
     params = keys.double_shards(
         config.table, shard0, count, new_count, now_ms, measured_since, names
     )
-    return Write("double", Call("update_item", params), seqs)
+    return Write("double", Call("update_item", params), seqs, raises=(*group, count))
 
 
 def _propagate(

@@ -66,6 +66,11 @@ def top_table(rows: list[BucketRow], reader: StreamReader, tally: Tally, at_ms: 
                 str(limit.over_60s) if limit.over_60s else "-",
                 f"{row.shard_count} ({row.shards_seen} seen)" if first else "",
             )  # fmt: skip
+            for share in limit.shares:  # a global limit: each region's share under it
+                table.add_row(
+                    "", "", f"  {share.region} {share.percent:.0f}%", "", "", "", "",
+                    str(share.tokens_left), str(share.capacity), "", "", "",
+                )  # fmt: skip
     if not rows:
         table.add_row("(no bucket written yet)", *[""] * 11)
     return table

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zae_limiter import keys
@@ -23,7 +23,7 @@ from zae_limiter.flows.asked import check_fits, validate_amounts, validate_resou
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
-from zae_limiter.flows.regional_limits import Wanted, split_global, take_global
+from zae_limiter.flows.regional_limits import Wanted, learn_entity, split_global, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.write.charge import charge_all
@@ -45,6 +45,9 @@ class Acquired:
     entity_id: str = ""
     #: The entity has a bypass: nothing was taken, nothing was checked.
     bypassed: bool = False
+    #: What was taken from regional shares of global limits (docs/global.md): a lease's
+    #: rollback and adjustments change these shares too.
+    shared: tuple[Wanted, ...] = ()
 
     def own(self) -> Taken | None:
         """What was taken from the entity itself."""
@@ -67,7 +70,8 @@ class Acquired:
 
     @property
     def limit_names(self) -> frozenset[str]:
-        return frozenset(limit.name for t in self.taken for limit in t.limits)
+        names = {limit.name for t in self.taken for limit in t.limits}
+        return frozenset(names | {limit.name for _e, _r, limit, _m in self.shared})
 
 
 #: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
@@ -171,31 +175,63 @@ def acquire(
     if _bypassed(state, entity_id):
         return Acquired((), amounts, entity_id, bypassed=True)
     levels = _own_levels(state, entity_id, resources, resolved, amounts)
-    more = _known_parents(state, entity_id, resources)
-    if more:
-        missing = [pair for pair in more if pair not in resolved]
-        if missing:
-            extra, fetched = yield from _resolve_levels(state, missing, override, now_ms)
-            resolved.update(extra)
-            prefetched.update(fetched)
-        for p, r in more:
-            parent_limits = resolved[(p, r)]
-            if parent_limits is not None:
-                levels.append(
-                    _level(state, p, r, parent_limits.limits, amounts, parent_limits.bucket_ttl_s)
-                )
+    found = (resolved, prefetched)
+    levels += yield from _parent_levels(
+        state, entity_id, resources, found, override, amounts, now_ms
+    )
     wanted: list[Wanted] = []
     if state.shares is not None:  # a table with global limits (docs/global.md)
         levels, wanted = split_global(state, levels, entity_id)
+        # No bucket write of the entity will say whether it cascades: its record does.
+        writes_none = wanted and not any(lv.entity_id == entity_id for lv in levels)
+        if writes_none and (yield from learn_entity(state, entity_id)):
+            parents = yield from _parent_levels(
+                state, entity_id, resources, found, override, amounts, now_ms
+            )
+            more, more_wanted = split_global(state, parents, entity_id)
+            levels, wanted = [*levels, *more], [*wanted, *more_wanted]
+    late = not _parent_known(state, entity_id)  # a parent learned now is taken late
     acquired = yield from _take_all(
         state, entity_id, levels, (amounts, override), prefetched, (now_ms, speculative)
     )
+    if late and state.shares is not None and _parent_known(state, entity_id):
+        # The late parents' regional limits were taken (_take_parent); now their global ones.
+        parents = yield from _parent_levels(
+            state, entity_id, resources, ({}, {}), override, amounts, now_ms
+        )
+        wanted += split_global(state, parents, entity_id)[1]
     if wanted:  # this region's share of the global limits, after the rest
         refused = yield from take_global(state.shares, state.table, state.namespace, wanted, now_ms)
         if refused is not None:
             yield from compensate(state, acquired.taken, now_ms)
             raise refused
+        return replace(acquired, shared=tuple(wanted))
     return acquired
+
+
+def _parent_levels(
+    state: RepoState,
+    entity_id: str,
+    resources: Sequence[str],
+    found: tuple[Resolved, Prefetched],
+    override: tuple[Limit, ...] | None,
+    amounts: Mapping[str, int],
+    now_ms: int,
+) -> Flow[list[Level]]:
+    """The levels of the entity's cascade parents this client knows of."""
+    resolved, prefetched = found
+    more = _known_parents(state, entity_id, resources)
+    missing = [pair for pair in more if pair not in resolved]
+    if missing:
+        extra, fetched = yield from _resolve_levels(state, missing, override, now_ms)
+        resolved.update(extra)
+        prefetched.update(fetched)
+    levels = []
+    for p, r in more:
+        limits = resolved[(p, r)]
+        if limits is not None:
+            levels.append(_level(state, p, r, limits.limits, amounts, limits.bucket_ttl_s))
+    return levels
 
 
 def _take_all(
@@ -355,9 +391,10 @@ def _take_parent(
     parent_limits = resolved[(parent, resource)]
     if parent_limits is None:
         return None
-    level = _level(
-        state, parent, resource, parent_limits.limits, amounts, parent_limits.bucket_ttl_s
-    )
+    regional = tuple(limit for limit in parent_limits.limits if not limit.is_global)
+    level = _level(state, parent, resource, regional, amounts, parent_limits.bucket_ttl_s)
+    if len(regional) < len(parent_limits.limits) and not any(level.consume_milli.values()):
+        return None  # only global limits asked: the acquire takes them from their shares
     known = local_rejection(state, level, now_ms)
     if known is not None:
         return known

@@ -55,6 +55,12 @@ FROZEN_WAIT_MS = 20
 #: A freeze older than this is a keeper that died between its two writes: any keeper of
 #: the region thaws it (its second write, with nothing moved).
 THAW_AFTER_MS = 2_000
+#: A region gives nothing away for this long after it took parts in, nor after one of its
+#: acquires was refused for want of tokens (ms): parts that just arrived, or a share that
+#: is all used, are not excess, whatever a noisy demand says. Without it, a bursty load
+#: sent parts back and forth (absorbed and released again in the same pass), each move
+#: idle in flight for a lag, and the shares held summed to 40% of the whole for seconds.
+RELEASE_HOLD_MS = 2_000
 #: A share keeper's pass, and its jitter (ms).
 TICK_MS = 250
 TICK_JITTER_MS = 100
@@ -352,17 +358,27 @@ def release(
     return {r: give * need // total for r, need in needs.items() if give * need // total > 0}
 
 
+def may_release(absorbed_at_ms: int | None, short_at_ms: int | None, now_ms: int) -> bool:
+    """Whether a keeper may give parts away now: not within RELEASE_HOLD_MS of taking
+    parts in or of a refusal for want of tokens (None: never)."""
+    recent = [t for t in (absorbed_at_ms, short_at_ms) if t is not None]
+    return all(now_ms - t >= RELEASE_HOLD_MS for t in recent)
+
+
 def plan_transfer(
     own: ShareImage,
     images: Mapping[str, ShareImage],
     wanted: Mapping[str, int],
     reachable: frozenset[str],
+    *,
+    releasing: bool = True,
 ) -> Transfer | None:
-    """Absorb what was released to this region, then give away its excess: None when
-    neither moves a part."""
+    """Absorb what was released to this region, then give away its excess (unless
+    `releasing` is False, or this pass absorbs: parts just taken in are not given on
+    in the same write): None when neither moves a part."""
     gained, taken = absorb(own, images)
     parts = own.parts + gained
-    out = release(own, parts, images, wanted, reachable)
+    out = release(own, parts, images, wanted, reachable) if releasing and not gained else {}
     if not gained and not out:
         return None
     given = dict(own.given)
@@ -404,11 +420,16 @@ class Demand:
 
     def observe(self, image: ShareImage, now_ms: int) -> None:
         history = self.seen.setdefault(image.region, deque(maxlen=64))
+        if self.last.get(image.region) != image:
+            if now_ms - self.changed_at.get(image.region, now_ms) >= SILENT_AFTER_MS:
+                # Back from a silence (a partition healed, replication caught up): its
+                # counter carries the whole silence's demand, which is not a rate over
+                # the window. Measure afresh from here.
+                history.clear()
+            self.changed_at[image.region] = now_ms
         history.append((now_ms, image.demand_milli))
         while len(history) > 2 and history[1][0] <= now_ms - DEMAND_WINDOW_MS:
             history.popleft()
-        if self.last.get(image.region) != image:
-            self.changed_at[image.region] = now_ms
         self.last[image.region] = image
 
     def rate(self, region: str, now_ms: int) -> float:
@@ -438,6 +459,7 @@ __all__ = [
     "HYSTERESIS",
     "MIN_PARTS",
     "PARTS",
+    "RELEASE_HOLD_MS",
     "THAW_AFTER_MS",
     "Demand",
     "ShareImage",
@@ -450,6 +472,7 @@ __all__ = [
     "image_of_fields",
     "in_flight",
     "initial_parts",
+    "may_release",
     "new_fields",
     "next_tick_ms",
     "plan_roll",

@@ -8,13 +8,17 @@ No I/O here: the flows yield their requests (flows/regional_run.py has the share
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow
 from zae_limiter.flows import regional as core
+from zae_limiter.flows.batch import batch_get
+from zae_limiter.flows.regional_change import change_share
 from zae_limiter.flows.regional_run import Memory, Target, keep_tick, take_share
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.limits import Limit
@@ -22,6 +26,8 @@ from zae_limiter.models import LimitStatus
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
+
+log = logging.getLogger("zae_limiter")
 
 #: A keeper started by acquires stops after this long without one (its share stays put).
 IDLE_STOP_MS = 30_000
@@ -102,13 +108,14 @@ def take_global(
     book: SharesBook, table: str, ns: str, wanted: Sequence[Wanted], now_ms: int
 ) -> Flow[RateLimitExceeded | None]:
     """Take every wanted global limit from this region's share: None when all admitted,
-    else the rejection to raise. What an earlier limit of the same acquire took stays
-    taken (never given back: under-admission, never more)."""
+    else the rejection to raise, once what the earlier ones took is given back."""
+    done: list[Wanted] = []
     for entity_id, resource, limit, milli in wanted:
         target = book.target(table, ns, entity_id, resource, limit)
         memory = book.memory(target)
         taken = yield from take_share(target, memory, milli, now_ms)
         if not taken.admitted:
+            yield from change_global(book, table, ns, [(w, -w[3]) for w in done], now_ms)
             image = memory.image
             status = LimitStatus(
                 entity_id=entity_id, resource=resource, limit_name=limit.name,
@@ -117,7 +124,46 @@ def take_global(
                 retry_after_seconds=taken.retry_after_ms / 1000,
             )  # fmt: skip
             return RateLimitExceeded([status], taken.retry_after_ms / 1000)
+        done.append((entity_id, resource, limit, milli))
     return None
+
+
+def change_global(
+    book: SharesBook, table: str, ns: str, changes: Sequence[tuple[Wanted, int]], now_ms: int
+) -> Flow[None]:
+    """Apply a lease's changes to the shares it took from (millitokens: > 0 taken, < 0
+    given back), exactly (flows/regional_change.py). One that cannot be written is
+    logged, as a regional limit's adjustment is: given back, under-admission only."""
+    for (entity_id, resource, limit, _taken), delta in changes:
+        if not delta:
+            continue
+        target = book.target(table, ns, entity_id, resource, limit)
+        try:
+            done = yield from change_share(target, book.memory(target), delta, now_ms)
+        except Exception as error:  # an outage: as a regional adjustment's, logged
+            log.warning("could not change the share of %s by %d: %s", limit.name, delta, error)
+            continue
+        if not done:
+            log.warning("could not change the share of %s by %d (contended)", limit.name, delta)
+
+
+def lease_changes(
+    shared: Sequence[Wanted], pending_milli: Mapping[str, int], failed: bool
+) -> list[tuple[Wanted, int]]:
+    """The changes a lease's end makes to the shares its acquire took from: all of it
+    back when it failed, else its adjustments of each global limit."""
+    if failed:
+        return [(w, -w[3]) for w in shared]
+    return [(w, pending_milli[w[2].name]) for w in shared if pending_milli.get(w[2].name)]
+
+
+def end_lease(
+    state: RepoState, regional: Flow[None], changes: Sequence[tuple[Wanted, int]], now_ms: int
+) -> Flow[None]:
+    """A lease's end: its regional flow (give-back or adjustments), then its shares'."""
+    yield from regional
+    if changes and state.shares is not None:
+        yield from change_global(state.shares, state.table, state.namespace, changes, now_ms)
 
 
 def keep_while_used(target: Target, memory: Memory, now_ms: int, book: SharesBook) -> Flow[int]:
@@ -134,34 +180,60 @@ def keep_while_used(target: Target, memory: Memory, now_ms: int, book: SharesBoo
     return passes
 
 
-__all__ = ["IDLE_STOP_MS", "SharesBook", "Wanted", "keep_while_used", "take_global"]
+__all__ = [
+    "IDLE_STOP_MS",
+    "SharesBook",
+    "Wanted",
+    "change_global",
+    "end_lease",
+    "keep_while_used",
+    "learn_entity",
+    "lease_changes",
+    "split_global",
+    "take_global",
+]
 
 
 def split_global(
     state: RepoState, levels: Sequence[Level], entity_id: str
 ) -> tuple[list[Level], list[Wanted]]:
-    """The levels without their global limits, and the entity's global limits to take
-    from its region's share. A cascade parent's global limits are not taken (yet)."""
+    """The levels without their global limits, and the global limits to take from their
+    regions' shares: the entity's and its cascade parents' alike."""
     if not any(limit.is_global for lv in levels for limit in lv.limits):
         return list(levels), []
     kept: list[Level] = []
     wanted: list[Wanted] = []
     for lv in levels:
         regional = tuple(limit for limit in lv.limits if not limit.is_global)
-        if lv.entity_id == entity_id:
-            wanted += [
-                (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
-                for limit in lv.limits
-                if limit.is_global and lv.consume_milli.get(limit.name)
-            ]
+        wanted += [
+            (lv.entity_id, lv.resource, limit, lv.consume_milli[limit.name])
+            for limit in lv.limits
+            if limit.is_global and lv.consume_milli.get(limit.name)
+        ]
         names = {limit.name for limit in regional}
         consume = {n: v for n, v in lv.consume_milli.items() if n in names}
         if regional and any(consume.values()):
             kept.append(replace(lv, limits=regional, consume_milli=consume))
         elif not regional and state.shares is not None:
             state.shares.only_global.add((lv.entity_id, lv.resource))  # no bucket to prefetch
-            if lv.entity_id not in state.entities:
-                # Resolved without a META item: an implicit entity, which never cascades.
-                # A bucket write would have taught the client so; a share take does here.
-                state.entities.learn(lv.entity_id, False, None, of=lv.resource)
     return kept, wanted
+
+
+def learn_entity(state: RepoState, entity_id: str) -> Flow[bool]:
+    """Whether the entity may cascade, from its record, when no bucket write of it will
+    say (its limits are all global): one read, the first time (False: an implicit entity,
+    or one already known)."""
+    if entity_id in state.entities:
+        return False
+    key = keys.entity_key(state.namespace, entity_id)
+    found = yield from batch_get(state, [key])
+    item = found.get(keys.key_id(key))
+    if item is None:
+        state.entities.learn(entity_id, False, None)  # implicit: never cascades
+        return False
+    entity = keys.decode_entity(item)
+    state.entities.learn(
+        entity_id, entity.cascade, entity.parent_id, dict(entity.cascade_for),
+        bypass=entity.bypass,
+    )  # fmt: skip
+    return entity.parent_id is not None

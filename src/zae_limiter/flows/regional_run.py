@@ -87,6 +87,10 @@ class Memory:
     taking: int = 0
     #: Millitokens this client's reserves lost (aged before they were spent).
     lost_milli: int = 0
+    #: When this process's keeper last took parts in, and when one of its acquires was
+    #: last refused for want of tokens (core.may_release: neither gives parts away).
+    absorbed_at_ms: int | None = None
+    short_at_ms: int | None = None
 
     def on_the_way(self, change: int) -> None:
         # `+=` on an attribute is not atomic across threads: a lost update would leave
@@ -193,6 +197,7 @@ def take_share(target: Target, memory: Memory, amount_milli: int, now_ms: int) -
         if memory.spend(amount_milli, now_ms):
             return Taken(True, 0, memory.reserve_milli)
     if now_ms < memory.short_until_ms:
+        memory.short_at_ms = now_ms
         memory.refuse("known")
         return Taken(False, memory.short_until_ms - now_ms)
     memory.on_the_way(1)
@@ -219,9 +224,10 @@ def _write_take(target: Target, memory: Memory, amount_milli: int, now_ms: int) 
         extra, plan = _planned(memory, image, amount_milli, now_ms)
         if isinstance(plan, core.Short):
             if plan.rolls_milli > 0:
-                requests += yield from _roll(target, image, now_ms)
+                requests += yield from _roll(target, memory, image, now_ms)
             wait = plan.retry_after_ms if plan.retry_after_ms >= 0 else 60_000
             memory.short_until_ms = now_ms + max(1, wait)
+            memory.short_at_ms = now_ms
             memory.refuse("short")
             return Taken(False, max(1, wait), plan.tokens_milli, requests)
         offered, memory.pending_milli = memory.pending_milli, 0
@@ -260,14 +266,19 @@ def _planned(
     return extra, plan
 
 
-def _roll(target: Target, image: core.ShareImage, now_ms: int) -> Flow[int]:
+def _roll(target: Target, memory: Memory, image: core.ShareImage, now_ms: int) -> Flow[int]:
     """Roll old held counts into the full-at time (one write, taking nothing); a failed
-    condition means another client wrote since, which rolled them or will."""
+    condition means another client wrote since, which rolled them or will. Either way
+    the item it answers (ALL_NEW, or ALL_OLD) is what the next take plans from: planned
+    again on the image before the roll, every take found the room still full of the
+    rolled counts, wrote no take (so learnt nothing new) and refused: measured, a region
+    holding 5% of the whole admitted nothing for 17 s, until its keeper next moved parts."""
     plan = core.plan_roll(image, now_ms)
     call = rk.share_take_write(
         target.table, target.key, image.version, 0, plan.full_at, plan.window, 0, plan.held
     )
-    yield from one(Call("update_item", call))
+    result = yield from one(Call("update_item", call))
+    memory.image = _decoded(result) or memory.image
     return 1
 
 
@@ -301,6 +312,9 @@ class Pass:
 def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
     """Read every region's item; absorb what was released to this region and release its
     excess over what demand says it should hold, in one transfer on its own item."""
+    # A refusal while this pass reads and freezes (slow on a loaded engine) cancels its
+    # release: it was decided on demand from before the refusal.
+    refused_before = memory.short_at_ms
     images = yield from read_all(target)
     requests = 1
     own = images.get(target.region)
@@ -316,7 +330,9 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
     rate = limit.refill_amount_milli * 1000 / limit.refill_period_ms
     wanted = core.targets(target.regions, demand, rate)
     reachable = memory.demand.reachable(target.regions, now_ms)
-    done, written = yield from _transfer(target, memory, own, images, wanted, reachable, now_ms)
+    done, written = yield from _transfer(
+        target, memory, (own, images), (wanted, reachable), now_ms, refused_before
+    )
     requests += written
     requests += yield from _flush_demand(target, memory)
     return Pass(images, wanted, done, requests)
@@ -325,21 +341,24 @@ def keep_pass(target: Target, memory: Memory, now_ms: int) -> Flow[Pass]:
 def _transfer(
     target: Target,
     memory: Memory,
-    own: core.ShareImage,
-    images: dict[str, core.ShareImage],
-    wanted: dict[str, int],
-    reachable: frozenset[str],
+    seen: tuple[core.ShareImage, dict[str, core.ShareImage]],
+    goal: tuple[dict[str, int], frozenset[str]],
     now_ms: int,
+    refused_before: int | None,
 ) -> Flow[tuple[core.Transfer | None, int]]:
-    """Freeze this region's item, then write the transfer planned from the frozen image
-    (exact: no take lands on a frozen item); or thaw a freeze whose keeper died."""
+    """Freeze this region's item (`seen`: its own image and every region's), then write
+    the transfer planned from the frozen image (exact: no take lands on a frozen item)
+    towards `goal` (targets, reachable regions); or thaw a freeze whose keeper died."""
+    (own, images), (wanted, reachable) = seen, goal
     requests = 0
+    releasing = core.may_release(memory.absorbed_at_ms, memory.short_at_ms, now_ms)
+    releasing = releasing and not_refused_since(memory, refused_before)
     if own.frozen_at is not None:
         if now_ms - own.frozen_at < core.THAW_AFTER_MS:
             return None, 0  # another keeper of the region is writing its transfer
         frozen = own
     else:
-        if core.plan_transfer(own, images, wanted, reachable) is None:
+        if core.plan_transfer(own, images, wanted, reachable, releasing=releasing) is None:
             return None, 0
         freeze = rk.freeze_write(target.table, target.key, own.version, now_ms)
         result = yield from one(Call("update_item", freeze))
@@ -348,10 +367,15 @@ def _transfer(
             return None, requests  # another keeper of the region moved first
         frozen = core.decode(result.attributes)
     images = {**images, target.region: frozen}
-    transfer = core.plan_transfer(frozen, images, wanted, reachable) or core.Transfer(
-        frozen.parts, frozen.given, frozen.taken, 0, {}
-    )
-    fields = core.reshare_fields(frozen, transfer, target.limit, now_ms)
+    releasing = releasing and not_refused_since(memory, refused_before)
+    planned = core.plan_transfer(frozen, images, wanted, reachable, releasing=releasing)
+    transfer = planned or core.Transfer(frozen.parts, frozen.given, frozen.taken, 0, {})
+    # The bucket is re-expressed at the time the frozen image came back, not the pass's
+    # start: the Query and the freeze can take a second on a loaded engine, and a line
+    # re-expressed at an earlier time turns that second's refill at the old rate into
+    # debt (a lowering) or credit (a raise) at the new one. Frozen, it takes no take.
+    woke = yield from pause(0)
+    fields = core.reshare_fields(frozen, transfer, target.limit, max(now_ms, woke or now_ms))
     call = rk.reshare_write(target.table, target.key, frozen.version, fields)
     result = yield from one(Call("update_item", call))
     requests += 1
@@ -360,8 +384,16 @@ def _transfer(
         memory.image, memory.short_until_ms = fresh, 0
     if not result.ok or not (transfer.absorbed or transfer.released):
         return None, requests
+    if transfer.absorbed:
+        memory.absorbed_at_ms = now_ms
     memory.transfers += 1
     return transfer, requests
+
+
+def not_refused_since(memory: Memory, refused_before: int | None) -> bool:
+    """No acquire of this process was refused for want of tokens since the pass began
+    (when the last refusal was `refused_before`)."""
+    return memory.short_at_ms == refused_before
 
 
 def _flush_demand(target: Target, memory: Memory) -> Flow[int]:
@@ -410,6 +442,7 @@ __all__ = [
     "keep",
     "keep_pass",
     "keep_tick",
+    "not_refused_since",
     "read_all",
     "read_items",
     "take_share",

@@ -91,6 +91,31 @@ def _replication_widget(regions: tuple[str, ...]) -> dict[str, Any]:
     return widget
 
 
+#: The aggregator's share lines (aggregator/share_log.py), latest per region's share.
+SHARES_QUERY = (
+    "SOURCE '${AggregatorLogGroup}' | filter zael = \"share\" "
+    "| stats latest(percent) as share_pct, latest(capacity) as capacity, "
+    "latest(tokens) as tokens by entity, resource, limit, region "
+    "| sort entity, resource, limit, region | limit 200"
+)
+
+
+def _shares_widget() -> dict[str, Any]:
+    # Logs Insights over the aggregator's share lines: a custom metric per entity, limit
+    # and region would cost more than the table for many tenants.
+    return {
+        "type": "log",
+        "width": 24,
+        "height": 6,
+        "properties": {
+            "title": "Regional shares of global limits (latest seen, % of each limit)",
+            "region": "${AWS::Region}",
+            "view": "table",
+            "query": SHARES_QUERY,
+        },
+    }
+
+
 def _insights_text() -> dict[str, Any]:
     # DynamoDB names its Contributor Insights rules with a creation timestamp, which a
     # template cannot know; the table's own console page draws them by name.
@@ -116,6 +141,8 @@ def dashboard_widgets(options: StackOptions) -> list[dict[str, Any]]:
         widgets += _aggregator_widgets()
     if len(options.regions) > 1:
         widgets.append(_replication_widget(options.regions))
+        if options.aggregator:
+            widgets.append(_shares_widget())
     if options.contributor_insights:
         widgets.insert(0, _insights_text())
     return widgets

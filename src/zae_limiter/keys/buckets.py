@@ -248,6 +248,25 @@ def partition_wcu(item: Mapping[str, Any], default: int = 1000) -> int:
     return get_n(item, A_WCU_LIMIT, default) or default
 
 
+def shards_below(
+    table: str, ns: str, entity_id: str, resource: str, count: int
+) -> dict[str, Any]:
+    """A consistent BatchGetItem of the keys of shards 1 .. `count` - 1 (keys only): which
+    of them are made. A count is raised only once every shard below it is
+    (flows/scaling/made.py)."""
+    wanted = [bucket_key(ns, entity_id, resource, i) for i in range(1, count)]
+    return {
+        "RequestItems": {
+            table: {
+                "Keys": wanted,
+                "ConsistentRead": True,
+                "ProjectionExpression": "#pk",
+                "ExpressionAttributeNames": {"#pk": PK},
+            }
+        }
+    }
+
+
 def window_parts(reset: bool) -> tuple[list[str], list[str]]:
     """(SET parts, ADD parts) that count `:writes` writes in the item's window; a restart
     (at `:now_ms`) keeps the window it ends (`:zero`, for an item that had none)."""
@@ -425,6 +444,7 @@ __all__ = [
     "mark_deleting",
     "new_bucket_item",
     "partition_wcu",
+    "shards_below",
     "snapshot_parts",
     "window_parts",
     "with_doubling",

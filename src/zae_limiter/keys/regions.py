@@ -27,6 +27,7 @@ transfer protocol (docs/global.md):
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,30 @@ def share_key(ns: str, entity_id: str, resource: str, limit_name: str, region: s
     return key(
         share_pk(ns, entity_id, resource, limit_name), f"{ShareAttr.REGION_SK_PREFIX}{region}"
     )
+
+
+def is_share_key(pk: str, sk: str) -> bool:
+    return sk.startswith(ShareAttr.REGION_SK_PREFIX) and f"/{ShareAttr.SHARE_PREFIX}" in pk
+
+
+def parse_share_pk(pk: str) -> tuple[str, str, str, str]:
+    """(namespace, entity, resource, limit) of a share item's PK; ValueError if it is not
+    one (ids, resources and limit names hold no `#`: keys.validate_*)."""
+    ns, sep, rest = pk.partition(f"/{ShareAttr.SHARE_PREFIX}")
+    parts = rest.split("#")
+    if not sep or not ns or len(parts) != 3 or not all(parts):
+        raise ValueError(f"not a share item key: {pk!r}")
+    return ns, parts[0], parts[1], parts[2]
+
+
+#: Usage snapshots fence each counted item on its stream sequence numbers under an integer
+#: (a bucket's shard id, under 100); a share item's is this plus a checksum of its limit
+#: and region, so the two never meet.
+SHARE_FENCE_BASE = 1_000_000
+
+
+def share_fence_id(limit_name: str, region: str) -> int:
+    return SHARE_FENCE_BASE + zlib.crc32(f"{limit_name}#{region}".encode())
 
 
 def given_attr(region: str) -> str:
@@ -290,6 +315,7 @@ def reshare_write(
 __all__ = [
     "HELD_EPOCH_MS",
     "PARTS",
+    "SHARE_FENCE_BASE",
     "Held",
     "ShareAttr",
     "all_regions_query",
@@ -297,8 +323,11 @@ __all__ = [
     "demand_write",
     "freeze_write",
     "given_attr",
+    "is_share_key",
+    "parse_share_pk",
     "reshare_write",
     "share_counters",
+    "share_fence_id",
     "share_key",
     "share_pk",
     "share_region",

@@ -21,6 +21,7 @@ from zae_limiter.migrations import v0002_pre_shard_buckets as _v0002
 from zae_limiter.migrations import v0003_full_at_buckets as _v0003
 from zae_limiter.migrations import v0004_quotas as _v0004
 from zae_limiter.migrations import v0005_schedules_and_expiry as _v0005
+from zae_limiter.migrations import v0006_global_limits as _v0006
 from zae_limiter.migrations._base import (
     BASE_MIN_CLIENT_VERSION,
     BASE_VERSION,
@@ -82,6 +83,15 @@ STEPS: tuple[Migration, ...] = (
         up=_v0005.up,
         plan=_v0005.plan,
         down=_v0005.down,
+    ),
+    Migration(
+        version=_v0006.version,
+        description=_v0006.description,
+        reversible=_v0006.reversible,
+        min_client_version=_v0006.min_client_version,
+        up=_v0006.up,
+        plan=_v0006.plan,
+        down=_v0006.down,
     ),
 )
 LATEST = STEPS[-1].version if STEPS else BASE_VERSION

@@ -20,8 +20,10 @@ from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.aggregator.records import MalformedRecord, parse
+from zae_limiter.flows import regional as core
 from zae_limiter.flows.offpath.shards import limit_of, shard_info
 from zae_limiter.flows.write.shares import read_shares, tokens_now
+from zae_limiter.keys import regions as rk
 
 SHORT_MS = 10_000
 LONG_MS = 60_000
@@ -43,6 +45,20 @@ class Filters:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareRow:
+    """One region's share of a global limit, as its share item last showed it."""
+
+    region: str
+    percent: float
+    capacity: int
+    tokens_left: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "percent": round(self.percent, 1),
+                "capacity": self.capacity, "tokens_left": self.tokens_left}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class LimitRow:
     """One limit of one bucket: its consumption rates (tokens per second) and state."""
 
@@ -57,6 +73,8 @@ class LimitRow:
     #: Takes in the last 60 s that left the limit below zero: a soft limit's would-be
     #: rejections (or a lease's adjustment past the limit).
     over_60s: int = 0
+    #: A global limit's regional shares (docs/global.md); empty for a regional limit.
+    shares: tuple[ShareRow, ...] = ()
 
     @property
     def pct_10s(self) -> float:
@@ -78,6 +96,7 @@ class LimitRow:
             "tokens_left": self.tokens_left,
             "reserved": self.reserved,
             "over_60s": self.over_60s,
+            **({"shares": [x.to_dict() for x in self.shares]} if self.shares else {}),
         }
 
 
@@ -118,6 +137,15 @@ class _Bucket:
     consumed: dict[str, deque[tuple[int, int]]] = field(default_factory=dict)
     #: limit -> (read at ms, 1) of each take that left it below zero, oldest first.
     over: dict[str, deque[tuple[int, int]]] = field(default_factory=dict)
+    #: A global limit's share items: limit -> region -> the latest image seen.
+    shares: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+
+
+def _keep_share(bucket: _Bucket, region: str, image: Mapping[str, Any] | None) -> None:
+    if image is None:
+        return
+    name = rk.parse_share_pk(str(image[keys.PK]["S"]))[3]
+    bucket.shares.setdefault(name, {})[region] = image
 
 
 def went_past(image: Mapping[str, Any], deltas: Mapping[str, int], at_ms: int) -> list[str]:
@@ -158,13 +186,15 @@ class Tally:
             if change is None:
                 continue
             bucket = self.buckets.setdefault(change.group, _Bucket())
-            if change.new is None:
+            if change.region is not None:
+                _keep_share(bucket, change.region, change.new)
+            elif change.new is None:
                 bucket.shards.pop(change.shard_id, None)  # the shard was removed (merged)
             else:
                 bucket.shards[change.shard_id] = change.new
             for name, milli in change.deltas.items():
                 bucket.consumed.setdefault(name, deque()).append((read_ms, milli))
-            if change.new is not None and change.consumed:
+            if change.region is None and change.new is not None and change.consumed:
                 for name in went_past(change.new, change.deltas, read_ms):
                     bucket.over.setdefault(name, deque()).append((read_ms, 1))
         self._forget(read_ms)
@@ -191,6 +221,9 @@ class Tally:
         stored = {name: s for b in states for name, s in b.user_limits.items()}
         rows = []
         for name in sorted(set(stored) | set(bucket.consumed)):
+            if name in bucket.shares:
+                rows.append(self._global(name, bucket, now_ms))
+                continue
             samples = bucket.consumed.get(name, ())
             config = stored.get(name)
             refill = (config.refill_amount_milli / config.refill_period_ms) if config else 0.0
@@ -207,6 +240,24 @@ class Tally:
                 )
             )
         return tuple(rows)
+
+    def _global(self, name: str, bucket: _Bucket, now_ms: int) -> LimitRow:
+        """A global limit's row: the whole limit, and a row per region's share."""
+        images = {r: core.decode(i) for r, i in sorted(bucket.shares[name].items())}
+        shares = tuple(
+            ShareRow(r, 100 * i.parts / core.PARTS, i.capacity_milli // 1000,
+                     i.tokens(now_ms) // 1000)
+            for r, i in images.items()
+        )  # fmt: skip
+        whole_cp, whole_ra, whole_rp = next(iter(images.values())).whole
+        samples = bucket.consumed.get(name, ())
+        return LimitRow(
+            name=name, rate_10s=self.rate(samples, SHORT_MS, now_ms),
+            rate_60s=self.rate(samples, LONG_MS, now_ms),
+            refill_per_second=whole_ra / whole_rp if whole_rp else 0.0,
+            capacity=whole_cp // 1000, tokens_left=sum(x.tokens_left for x in shares),
+            reserved=sum(i.held_total for i in images.values()) // 1000, shares=shares,
+        )  # fmt: skip
 
     def snapshot(
         self, now_ms: int, filters: Filters = Filters(), sort: str = "rate", top: int | None = None

@@ -194,24 +194,49 @@ def validate_level(entity_id: str | None, resource: str | None) -> None:
         keys.validate_resource(resource)
 
 
-def _quotas_allowed(state: RepoState, scheduled: bool = False) -> Flow[None]:
-    """A quota is stored only in a table at schema 4 or later, a scheduled limit at 5 or
-    later: the version record then keeps out every client that would misread it (a quota
-    as a refilling limit, a schedule as its base numbers at all hours)."""
-    record = yield from read_version(state)
-    needed = schema.SCHEDULE_SCHEMA_VERSION if scheduled else schema.QUOTA_SCHEMA_VERSION
-    what = (
+#: The schema each kind of limit needs, and the older clients that schema keeps out.
+_NEEDS = {
+    "scheduled": (
+        schema.SCHEDULE_SCHEMA_VERSION,
         "scheduled limits need {v}, which keeps out clients that would enforce the base "
-        "numbers at all hours"
-        if scheduled
-        else "quotas need {v}, which keeps out clients that would read a quota as a "
-        "refilling limit"
-    ).format(v=needed)
-    if record is not None and record.schema_version < needed:
-        raise SchemaVersionError(
-            f"table {state.table!r} has schema version {record.schema_version}: {what}: "
-            f"run `zae-limiter migrate --name {state.table}` first"
-        )
+        "numbers at all hours",
+    ),
+    "quota": (
+        schema.QUOTA_SCHEMA_VERSION,
+        "quotas need {v}, which keeps out clients that would read a quota as a refilling limit",
+    ),
+    "global": (
+        schema.GLOBAL_SCHEMA_VERSION,
+        "global limits need {v}, which keeps out clients that would ignore the regions "
+        "and enforce the whole limit in each region",
+    ),
+}
+
+
+def _kinds_needing_schema(limits: Sequence[Limit]) -> list[str]:
+    kinds = []
+    if any(limit.schedule for limit in limits):
+        kinds.append("scheduled")
+    elif any(limit.window is not None for limit in limits):
+        kinds.append("quota")
+    if any(limit.is_global for limit in limits):
+        kinds.append("global")
+    return kinds
+
+
+def _schema_allows(state: RepoState, kinds: Sequence[str]) -> Flow[None]:
+    """A quota is stored only in a table at schema 4 or later, a scheduled limit at 5, a
+    global limit at 6: the version record then keeps out every client that would misread
+    it (a quota as a refilling limit, a schedule as its base numbers at all hours, a
+    global limit as the whole limit in every region)."""
+    record = yield from read_version(state)
+    for kind in kinds:
+        needed, what = _NEEDS[kind]
+        if record is not None and record.schema_version < needed:
+            raise SchemaVersionError(
+                f"table {state.table!r} has schema version {record.schema_version}: "
+                f"{what.format(v=needed)}: run `zae-limiter migrate --name {state.table}` first"
+            )
 
 
 def set_limits(
@@ -234,10 +259,9 @@ def set_limits(
         if entity_id is not None or resource is not None:
             raise ValidationError("on_unavailable is stored with the system defaults only")
     checked = validate_limits(list(limits) if not isinstance(limits, (list, tuple)) else limits)
-    if any(limit.schedule for limit in checked):
-        yield from _quotas_allowed(state, scheduled=True)
-    elif any(limit.window is not None for limit in checked):
-        yield from _quotas_allowed(state)
+    kinds = _kinds_needing_schema(checked)
+    if kinds:
+        yield from _schema_allows(state, kinds)
     kind = (
         "entity_config"
         if entity_id is not None

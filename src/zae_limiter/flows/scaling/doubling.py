@@ -16,6 +16,7 @@ from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import EntityState, RepoState
+from zae_limiter.flows.scaling import made
 from zae_limiter.flows.scaling.evidence import (
     DOUBLING_THRESHOLD,
     EVIDENCE_SIGMAS,
@@ -124,6 +125,9 @@ def double(
     meta.shards.try_doubling(resource, now_ms)
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
     if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
+        return
+    # A raise over an unmade shard would overwrite the snapshot its share sits in.
+    if not (yield from made.all_made(state.table, state.namespace, entity_id, resource, count)):
         return
     try:
         params = keys.double_shards(
