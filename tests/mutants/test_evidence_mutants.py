@@ -6,6 +6,7 @@ tests/unit/test_flows_doubling.py):
 - a young window judged alone (the window before a restart ignored);
 - a throttle judged on the current window only, never with the one before it;
 - a throttled client that reads the shard's window but not its shard count;
+- an evidence read that is not kept as the shard's image (the next write reads again);
 - one hot shard of a multi-shard entity enough to double it;
 - many shards doubled on two windows, however quiet the average shard;
 - a throttle's reasons ignored (tests/unit/test_throttling_reasons.py): a partition's
@@ -68,22 +69,14 @@ def test_the_read_test_catches_a_read_that_does_not_teach_the_count() -> None:
     evidence_tests.test_the_read_teaches_the_shard_count()
 
     def forgetful(original: Any) -> Any:
-        def seen(item: Any, seen_ms: int, wcu: int) -> Any:
-            window = original(item, seen_ms, wcu)
+        def learn(state: Any, level: Any, item: Any, now_ms: int) -> Any:
             # the count the read learns from is the one the client knew
-            return window.__class__(
-                window.start_ms,
-                window.writes,
-                window.seen_ms,
-                window.partition_wcu,
-                1,
-                window.prev_start_ms,
-                window.prev_writes,
-            )
+            known = state.shard_count(level.entity_id, level.resource)
+            return original(state, level, {**item, "shard_count": {"N": str(known)}}, now_ms)
 
-        return seen
+        return learn
 
-    with mutant_wrapping(evidence, "window_seen", forgetful):
+    with mutant_wrapping(evidence, "learn", forgetful):
         must_fail(evidence_tests.test_the_read_teaches_the_shard_count)
 
 
@@ -134,3 +127,19 @@ def test_the_reason_tests_catch_refusals_on_two_shards_taken_for_no_proof() -> N
     # flows/any_shard.py calls it through the name it imported
     with mutant(any_shard, "refusals_prove", lambda *_a: False):
         must_fail(body, 2)
+
+
+def test_the_image_test_catches_an_evidence_read_that_is_not_kept() -> None:
+    body = evidence_tests.test_an_evidence_read_is_the_image_the_next_write_plans_from
+    body()
+
+    def counts_only(original: Any) -> Any:
+        def learn(state: Any, level: Any, item: Any, now_ms: int) -> Any:
+            meta = original(state, level, item, now_ms)
+            meta.images.items.pop((level.resource, level.shard_id), None)  # the count, no image
+            return meta
+
+        return learn
+
+    with mutant_wrapping(evidence, "learn", counts_only):
+        must_fail(body)

@@ -3,7 +3,13 @@ flows/any_shard.py); each must be caught by its test in tests/unit/test_throttle
 
 - a write through that forgets the gate's whole row (as before: the gate stays short);
 - an acquire that tries another shard at once, whatever its client's gate;
-- a throttled acquire that reads evidence for a doubling its client would not try.
+- a throttled acquire that reads evidence for a doubling its client would not try;
+- an acquire refused while another acquire had closed the gate, or by a partition that
+  refuses its client over and over, that keeps its whole budget (as before: three or
+  four refused writes per acquire under a full partition), and one that takes the gate
+  its own refusal closed for another acquire's;
+- a write from memory planned at its image's shard count, not the one the client knows
+  (its test in tests/unit/test_flows_take.py).
 """
 
 from __future__ import annotations
@@ -48,4 +54,35 @@ def test_the_evidence_test_catches_reads_for_a_doubling_not_tried() -> None:
     body = pacing.test_a_throttled_acquire_reads_no_evidence_for_a_doubling_it_would_not_try
     body()
     with mutant(any_shard, "may_double", lambda *_a: True):
+        must_fail(body)
+
+
+def test_the_one_more_try_test_catches_a_whole_budget_when_crowded() -> None:
+    body = pacing.test_refused_while_another_acquire_closed_the_gate_one_more_try_at_most
+    body()
+    with mutant(throttled.Tries, "refused_again", lambda *_a: None):
+        must_fail(body)
+
+
+def test_the_saturated_test_catches_a_whole_budget_when_refused_over_and_over() -> None:
+    body = pacing.test_a_client_refused_over_and_over_retries_once
+    body()
+    with mutant(throttled, "SATURATED_ROW", 10**6):
+        must_fail(body)
+
+
+def test_the_own_gate_test_catches_an_acquire_crowded_by_itself() -> None:
+    body = pacing.test_an_acquire_refused_by_its_own_gate_keeps_its_budget
+    body()
+    with mutant(throttled, "gate_until", lambda *_a: object()):  # never its own
+        must_fail(body)
+
+
+def test_the_known_count_test_catches_a_write_planned_at_the_image_count() -> None:
+    from tests.unit import test_flows_take as takes
+    from zae_limiter.flows.write import take
+
+    body = takes.test_a_write_from_memory_is_planned_at_the_count_the_client_knows
+    body()
+    with mutant(take, "_at_known_count", lambda _state, _level, bucket: bucket):
         must_fail(body)

@@ -5,6 +5,7 @@ throttle."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 from tests.unit._flowkit import (
@@ -190,6 +191,23 @@ def test_the_read_teaches_the_shard_count() -> None:
     assert isinstance(outcome, Taken) and outcome.shard_id == 1, calls
     assert slept == 0
     assert state.shard_count("e1", "gpt") == 2
+
+
+def test_an_evidence_read_is_the_image_the_next_write_plans_from() -> None:
+    """A window read for evidence shows the whole item: the client's next write to that
+    shard (often one it never wrote: the second shard an entity's evidence reads) plans
+    from it, with no read of its own."""
+    state = make_state()
+    state.partition_wcu = WCU
+    state.entities["e1"].shards.counts["gpt"] = 2
+    level = make_level(shard_count=2)
+    shard1 = replace(level, shard_id=1)
+    seen = item(T0, FULL, shard_count=2)
+    _since, calls, _ = answered(read_evidence(state, shard1, T0), lambda _c: Result({"Item": seen}))
+    assert [c.op for c in calls] == ["get_item"]
+    outcome, calls, _ = answered(take(state, shard1, T0 + 50, True), lambda _c: ok(seen))
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in calls] == ["update_item"]
 
 
 def test_a_read_that_is_throttled_too_is_no_evidence() -> None:

@@ -284,6 +284,38 @@ def test_a_failed_write_retries_on_all_old_without_reading() -> None:
     assert values["bound"] == T0 * 10_000 + (9000 - 750) * 60_000  # 1.5 left, half headroom
 
 
+def test_a_write_from_memory_is_planned_at_the_count_the_client_knows() -> None:
+    """A doubling keeps a shard's full-at times and raises its count; a client whose
+    image of the shard predates it plans at the count it knows now, so its write does
+    not fail on the count condition (measured: 90-150 such failures in a `reserve=False`
+    run at 8x a partition, each also counted as a lost race in the windows that decide
+    the next doubling). The amounts are the new count's share."""
+    state = make_state()
+    meta = state.entities["e1"]
+    meta.images.items[("gpt", 0)] = item(T0 - 5_000, {"rpm": 4000, "tpm": 400_000}, shard_count=2)
+    meta.images.at[("gpt", 0)] = T0 - 5_000
+    meta.shards.counts["gpt"] = 4
+    _, log = drive(take(state, make_level(shard_count=4), T0, True), [ok()])
+    [call] = log
+    assert call.params["ExpressionAttributeValues"][":shards"] == {"N": "4"}
+    assert limit_part(call.params, "tpm")[1]["cap"] == 1_000_000  # the stored config
+
+
+def test_a_shard_that_kept_the_old_count_fails_the_guess_and_all_old_decides() -> None:
+    """A shard that has not recorded the doubling yet fails the write planned at the new
+    count; the retry plans from its ALL_OLD at the count it records."""
+    state = make_state()
+    meta = state.entities["e1"]
+    old = item(T0 - 5_000, {"rpm": 4000, "tpm": 400_000}, shard_count=2)
+    meta.images.items[("gpt", 0)], meta.images.at[("gpt", 0)] = old, T0 - 5_000
+    meta.shards.counts["gpt"] = 4
+    outcome, log = drive(take(state, make_level(shard_count=4), T0, True), [failed(old), ok()])
+    assert isinstance(outcome, Taken)
+    writes = [step for step in log if isinstance(step, Call)]
+    shards = [w.params["ExpressionAttributeValues"][":shards"]["N"] for w in writes]
+    assert shards == ["4", "2"]
+
+
 def test_a_write_that_lost_a_race_asks_for_no_reserve_again() -> None:
     level = replace(make_level(), hold_milli={"rpm": 2000})
     image = item(T0, {"rpm": 8000, "tpm": 800_000})

@@ -15,9 +15,11 @@ import pytest
 
 from tests.unit._flowkit import T0, answered, item, make_level, ok
 from tests.unit.test_flows_throttled import FULL, shard_of, state_with, throttle
+from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.scaling.any_shard import take_any_shard
+from zae_limiter.flows.scaling.throttled import SATURATED_ROW
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.flows.write.take import NOT_FETCHED
 
@@ -109,3 +111,72 @@ def test_a_throttled_acquire_reads_no_evidence_for_a_doubling_it_would_not_try()
     outcome, calls, _slept = answered(take_any_shard(state, level, T0, True, NOT_FETCHED), answer)
     assert isinstance(outcome, Taken)
     assert [c.op for c in calls] == ["update_item", "update_item"]
+
+
+def _refused_with_gate_closed_by_another(row: int, closed: bool = True) -> list[int]:
+    """An acquire on a one-shard entity whose every write is refused, each refusal
+    coming while another acquire of the client had just closed the gate (`closed`; else
+    with the gate open), its row at `row`: the simulated times of the acquire's writes."""
+    state = state_with(shards=1)
+    state.entities["e1"].shards.tried["gpt"] = T0  # no doubling: only the retries count
+    level = make_level()
+    state.entities["e1"].images.items[("gpt", 0)] = item(T0, FULL)
+    state.entities["e1"].images.at[("gpt", 0)] = T0
+    writes: list[int] = []
+    slept = [0]
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL)})
+        writes.append(slept[0])
+        now = T0 + slept[0]
+        # Another acquire of this client, refused a moment before, closed the gate.
+        state.entities["e1"].gate.closed["gpt"] = (now + 40 if closed else 0, row)
+        return throttle()
+
+    with pytest.MonkeyPatch.context() as patch:  # short gates: the budget binds, not jitter
+        patch.setattr(throttled, "backoff_ms", lambda _attempt, _rng: 10)
+        outcome, _calls, _total = answered(
+            take_any_shard(state, level, T0, True, NOT_FETCHED),
+            answer,
+            lambda ms: slept.__setitem__(0, ms),
+        )
+    assert isinstance(outcome, RateLimiterUnavailable) and outcome.throttled
+    return writes
+
+
+def test_refused_while_another_acquire_closed_the_gate_one_more_try_at_most() -> None:
+    """The client's partitions give a few writes a second to whichever come first, and
+    its fresh acquires keep them busy: a third or fourth try of a refused acquire adds a
+    refused write, never an admission. One more try after a wait (the partition may have
+    room by then); none once the gate's row shows the client refused over and over."""
+    assert len(_refused_with_gate_closed_by_another(row=1)) == 2
+    assert len(_refused_with_gate_closed_by_another(row=SATURATED_ROW)) == 1
+
+
+def test_a_client_refused_over_and_over_retries_once() -> None:
+    """The gate's row at SATURATED_ROW: one more try even with the gate open at each
+    refusal; a client refused now and then (row 1) keeps the whole budget."""
+    saturated = _refused_with_gate_closed_by_another(SATURATED_ROW, closed=False)
+    assert len(saturated) == 2
+    assert len(_refused_with_gate_closed_by_another(row=0, closed=False)) == 5
+
+
+def test_an_acquire_refused_by_its_own_gate_keeps_its_budget() -> None:
+    """The gate this acquire's own refusal closed (its first shard refused it, and the
+    second at once) is no news of the partitions: its retries keep the whole budget, and
+    a partition with room a moment later admits it."""
+    state = state_with(shards=2)
+    state.entities["e1"].shards.tried["gpt"] = T0
+    answers = iter([throttle(), throttle(), throttle(), ok(item(T0, FULL, shard_count=2))])
+
+    def answer(call: Call) -> Any:
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL, shard_count=2)})
+        return next(answers)
+
+    outcome, calls, _slept = answered(
+        take_any_shard(state, make_level(shard_count=2), T0, True, NOT_FETCHED), answer
+    )
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in calls].count("update_item") == 4

@@ -29,7 +29,7 @@ from zae_limiter import keys
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
-from zae_limiter.sim.ledger import CHARGE, CONFIG, Event, Ledger, copy
+from zae_limiter.sim.ledger import CHARGE, CONFIG, RESET, Event, Ledger, copy
 
 Level = tuple[str, str]  # (entity, limit name)
 
@@ -152,7 +152,11 @@ class Checker:
 
     def reset(self, entity: str, at: tuple[int, int], held: Mapping[str, int]) -> None:
         """The entity's buckets were deleted at `at` (an operator deleted the entity): its
-        usage is forgotten, and the ideal bucket starts full again. Reserves that clients
+        usage is forgotten, and the ideal bucket starts full again under the world's
+        limits, whatever numbers it followed before: with no bucket item, the table offers
+        a full bucket of the limits it is read with (the world's, `sim/run.py`), and the
+        write that makes the item again under other numbers is followed from there
+        (`Delivery._configs`; seeds 4661, 12877, 13104 and 13701). Reserves that clients
         held of the deleted buckets (`held`, per limit) can still be spent for a while:
         each adds what it held to the level's allowance. A sharded entity adds nothing
         more: no client can make a shard of it once the deletion has looked
@@ -162,7 +166,8 @@ class Checker:
         self.deleted.add(entity)
         for limit in self.limits:
             self.allow(entity, limit.name, held.get(limit.name, 0))
-            self._add(entity, limit, self._event(at, "reset", 0, at[0]))
+            config = (Fraction(limit.capacity), IdealBucket.full(limit, at[0]).per_ms)
+            self._add(entity, limit, Event(at[0], at[1], RESET, Fraction(0), at[0], config))
 
     def configured(
         self,

@@ -166,6 +166,9 @@ class Delivery(Machine):
             self.trace.note(self.true_ms, f"{entity}'s buckets deleted")
             for level in [level for level in self.stored if level[0] == entity]:
                 del self.stored[level]
+            # The ideal bucket starts again under the world's numbers (`Checker.reset`).
+            for level in [level for level in self.following if level[0] == entity]:
+                del self.following[level]
             self.checker.reset(entity, (self.true_ms, self.tick), held)
 
     def _time_out(self, thread: Thread, index: int, p: Pending) -> None:

@@ -22,10 +22,10 @@ TAKE, CHARGE, GIVE, RESET, CONFIG = "take", "charge", "give", "reset", "config"
 @dataclass(frozen=True, slots=True)
 class Event:
     """One change to a level, as the ideal bucket takes it: `take` (an admission),
-    `charge` (usage after the fact), `give` (tokens back), `reset` (deleted: full) or
-    `config` (the numbers the level's bucket items store changed: `config` is the
-    capacity and rate the ideal bucket follows from then, `amount` 1 when the bucket
-    item was created with them, full, else 0)."""
+    `charge` (usage after the fact), `give` (tokens back), `reset` (deleted: full, under
+    the numbers in `config`) or `config` (the numbers the level's bucket items store
+    changed: `config` is the capacity and rate the ideal bucket follows from then,
+    `amount` 1 when the bucket item was created with them, full, else 0)."""
 
     at_ms: int
     seq: int
@@ -94,6 +94,9 @@ class Ledger:
             ideal.charge(event.amount, event.at_ms)
         elif event.kind == RESET:
             ideal.refill(event.at_ms)
+            if event.config is not None:
+                ideal.capacity, ideal.per_ms = event.config
+                fastest = max(fastest, ideal.per_ms)
             ideal.tokens = ideal.capacity
         elif event.kind == CONFIG:
             assert event.config is not None

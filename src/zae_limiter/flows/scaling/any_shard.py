@@ -118,7 +118,15 @@ def _retry_after_throttle(
     at_ms, now_ms = times
     throttled.note_reserve_write(state, here, True, at_ms)
     crowded = throttled.crowded(state, here, at_ms)  # asked before this throttle closes it
+    # Refusals that name the partition are evidence while a doubling may come of them
+    # (`refusals_prove`): those tries keep their budget. Without reserves only.
+    evidence = partition and may_double(state, level.entity_id, level.resource, at_ms)
+    if state.reserves is None and not evidence:
+        by_another = crowded and throttled.gate_until(state, here) != tries.own_gate
+        tries.refused_again(throttled.refusal_row(state, here), by_another)
     throttled.note_throttle(state, here, at_ms)
+    if not crowded:
+        tries.own_gate = throttled.gate_until(state, here)
     waits = tries.waits
     next_shard = yield from _after_throttle(state, level, here, tries, (at_ms, crowded), partition)
     if next_shard is None:

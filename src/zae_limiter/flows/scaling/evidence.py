@@ -33,6 +33,7 @@ from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.write.levels import Level
+from zae_limiter.flows.write.memory import learn
 
 #: A write-rate window must span this long before its rate can prompt a doubling.
 MIN_EVIDENCE_MS = 1000
@@ -50,8 +51,11 @@ THROTTLED_THRESHOLD = 0.6
 THROTTLED_EVIDENCE_SIGMAS = 1.0
 #: A window seen longer ago than this says nothing about why a write is throttled now.
 THROTTLE_EVIDENCE_AGE_MS = 2 * keys.WINDOW_MS
-#: A throttled client reads a shard's window at most this often.
-EVIDENCE_READ_MS = 250
+#: A throttled client reads a shard's window at most this often. A window needs a
+#: second or two at a partition's rate to prove anything, and a fleet's clients read on
+#: their own: at 250 ms, four clients without reserves on one or two shards refused
+#: for seconds read 150-190 windows in a 30 s run, a tenth of its requests.
+EVIDENCE_READ_MS = 500
 #: A throttle that names the shard's partition proves it full over this much before it
 #: (ms): its capacity is per second.
 REFUSAL_PROOF_MS = 1000
@@ -179,9 +183,13 @@ def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | Non
         return None  # reads throttled too: the table is short of capacity, not one shard
     if not read.item:
         return None
-    # A client whose writes are all throttled never sees an ALL_NEW: the read is how it
-    # learns that the entity has more shards than it knew, and spreads over them.
-    meta.shards.read(where, window_seen(read.item, now_ms, state.partition_wcu))
+    # The item is this client's image of the shard, as a write's ALL_NEW would be: its
+    # next write there plans from it instead of reading first (often a shard it never
+    # wrote: the other shard read below). And a client whose writes are all throttled
+    # never sees an ALL_NEW: the read is how it learns that the entity has more shards
+    # than it knew, and spreads over them.
+    learn(state, level, read.item, now_ms)  # the count and the window start, as a write's
+    meta.shards.saw(where, window_seen(read.item, now_ms, state.partition_wcu))
     return throttle_evidence(state, level, now_ms)
 
 

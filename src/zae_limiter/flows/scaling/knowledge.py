@@ -73,7 +73,8 @@ class ShardKnowledge:
         self.counts.setdefault(resource, count)
 
     def saw(self, where: Where, seen: WindowSeen) -> None:
-        """The window a write of this client's left at `where`."""
+        """The window at `where` as a write of this client's left it, or as a read whose
+        item the client already learned from showed it."""
         self.seen[where] = seen
 
     def read(self, where: Where, seen: WindowSeen) -> None:

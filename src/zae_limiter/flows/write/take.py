@@ -150,6 +150,8 @@ def _write(
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
             level = _with_shard_count(level, bucket)
+        else:
+            bucket = _at_known_count(state, level, bucket)
         plan = plan_write(
             bucket, level, now_ms, state.table, key, reset, confirmed, failed.count, since
         )
@@ -253,6 +255,21 @@ def _lost_race(
             # this contended is no place for a reserve: take only what is needed.
             return replace(level, hold_milli={})
     return level
+
+
+def _at_known_count(state: RepoState, level: Level, bucket: BucketState) -> BucketState:
+    """A remembered image, planned at the shard count this client knows now when that is
+    higher: a doubling keeps every shard's full-at times and raises its count (its donor
+    split or a propagation, flows/scaling/split.py), and within a second or two of one
+    most shards record the new count. Planned at the image's count, each such write
+    failed its count condition once per shard and client (measured: 90-150 of the
+    requests of `reserve=False` at 8x a partition), and the failures counted as lost
+    races in the windows that decide the next doubling. A shard that still records the
+    old count fails the condition instead, and the ALL_OLD decides, as for any guess."""
+    known = state.shard_count(level.entity_id, level.resource)
+    if known <= bucket.shard_count or level.shard_id >= known:
+        return bucket
+    return replace(bucket, shard_count=known)
 
 
 def _unknown(level: Level) -> BucketState:
