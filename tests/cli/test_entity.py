@@ -200,6 +200,26 @@ def test_delete_refuses_with_children_and_unknown(zae: Zae) -> None:
     assert zae("entity", "delete", "ghost", "--yes").code == 1
 
 
+def test_delete_finishes_a_deletion_that_stopped_after_its_mark(zae: Zae) -> None:
+    """A deletion whose process died after its mark on shard 0: the record is gone, the
+    buckets remain and can make no shard; `entity delete` finishes it (it used to answer
+    that the entity does not exist)."""
+    from tests.integration.test_delete_fence import stop_after_the_mark
+
+    zae("entity", "create", "acme")
+    limiter = zae.limiter()
+    with limiter.acquire("acme", "gpt", {"rpm": 1}, limits=[Limit.per_minute("rpm", 10)]):
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        limiter.repository.run(stop_after_the_mark(limiter._ops.delete_entity("acme")))
+    assert zae("entity", "show", "acme").code == 1 and limiter.list_resources("acme")
+    done = zae("entity", "delete", "acme", "--yes")
+    assert done.code == 0, done.stderr
+    assert "deleted entity acme" in done.stdout
+    assert limiter.list_resources("acme") == []
+    assert zae("entity", "delete", "acme", "--yes").code == 1  # nothing left: unknown
+
+
 def _shard(shard_id: int, count: int, tokens: int, pressure: float = 10.0) -> ShardInfo:
     return ShardInfo("k1", "gpt-4", shard_id, count, {"rpm": 50}, {"rpm": tokens}, pressure, 0)
 

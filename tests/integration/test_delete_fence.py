@@ -64,3 +64,61 @@ def test_no_shard_is_made_once_the_deletion_fenced_shard_0(
     with pytest.raises(client.exceptions.TransactionCanceledException):
         client.transact_write_items(**make(2))
     assert sorted(_shard_items(limiter, "hot", "api", 4)) == [0, 1]
+
+
+def stop_after_the_mark(flow: Any) -> Any:
+    """A deletion whose process dies once its mark on shard 0 is written."""
+    send: Any = None
+    while True:
+        request = flow.send(send)
+        send = yield request
+        if getattr(request, "params", {}).get("UpdateExpression") == "SET #deleting = :yes":
+            flow.close()
+            raise KeyboardInterrupt("the process died")
+
+
+def acquires_refused(limiter: SyncRateLimiter, n: int = 40) -> list[str]:
+    from zae_limiter import Limit, RateLimiterUnavailable
+
+    refused = []
+    for _ in range(n):  # each lands on one of the entity's shards
+        try:
+            with limiter.acquire("hot", "api", {"rpm": 1}, limits=[Limit.per_minute("rpm", 600)]):
+                pass
+        except RateLimiterUnavailable as error:
+            refused.append(str(error))
+    return refused
+
+
+def test_a_deletion_that_stopped_after_its_mark_is_finished_by_deleting_again(
+    limiter: SyncRateLimiter, clock: Clock
+) -> None:
+    """A deletion whose process died after it marked shard 0 (the record and configs
+    already gone) left an entity of 4 shards, 2 of them made, that could never make the
+    other 2: every acquire sent there is refused, and the refusal says what finishes it.
+    Deleting again does, although the record is gone; the acquires after are all served."""
+    now = clock.now_ms
+    limiter.create_entity("hot")
+    _put(limiter, _shard_item(0, 4, 150_000, now), _shard_item(1, 4, 150_000, now))
+    with pytest.raises(KeyboardInterrupt):
+        limiter.repository.run(stop_after_the_mark(limiter._ops.delete_entity("hot")))
+    assert limiter.get_entity("hot") is None
+    refused = acquires_refused(limiter)
+    assert refused and all("`zae-limiter entity delete hot` finishes it" in r for r in refused)
+    limiter.delete_entity("hot")
+    assert _shard_items(limiter, "hot", "api", 4) == {}
+    assert acquires_refused(limiter) == []
+
+
+def test_a_late_delete_of_shard_0_spares_a_fresh_one(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    """Two deleters (a deletion, and a client finishing it): the last write of the one
+    that comes second finds a fresh, unmarked shard 0 and leaves it."""
+    now = clock.now_ms
+    _put(limiter, _shard_item(0, 1, 50_000, now))
+    shard0 = keys.bucket_key("default", "hot", "api", 0)
+    client = limiter.repository._runner.client
+    with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+        client.delete_item(**keys.delete_marked(table_name, shard0))
+    assert sorted(_shard_items(limiter, "hot", "api", 1)) == [0]

@@ -272,6 +272,75 @@ def test_interrupted_migration_resumes_where_it_stopped(
         assert done[item_key][keys.TTL] == {"N": str(when // 1000 + DAY_S)}, item_key
 
 
+# ---------------------------------------------------------------- the step to schema 3
+def test_a_migrated_schema_2_bucket_admits_only_what_it_held(ddb: Any, table_name: str) -> None:
+    """A schema-2 bucket that an old client had drawn down to 3 of 10 tokens, converted
+    by `migrate` (not by a client's write): the limiter then admits exactly those 3 and
+    refuses the fourth. A conversion that wrote the bucket as full gave the 7 spent
+    tokens back (the fault simulator's `migration-converts-as-full`)."""
+    from tests.integration.test_migration_v0003 import MINUTE, Legacy
+    from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter
+
+    create_table(ddb, table_name)
+    drawn = Legacy("default", "u", 0, 1, NOW_MS, {"rpm": (10_000, 10_000, MINUTE, 3000)})
+    with open_repo(table_name, ddb) as repo:
+        repo.run(write_version(repo.state, 2, "0.1.0", NOW_MS - MINUTE, BY))
+        ddb.put_item(TableName=table_name, Item=drawn.item())
+        outcomes = run_migration(repo)
+        assert (outcomes[0].version, outcomes[0].items) == (3, 1)
+        limits = [Limit.per_minute("rpm", 10)]
+        limiter = SyncRateLimiter(repo)
+        assert limiter.available("u", "gpt", limits=limits) == {"rpm": 3}
+        for _ in range(3):
+            with limiter.acquire("u", "gpt", {"rpm": 1}, limits=limits):
+                pass
+        with pytest.raises(RateLimitExceeded):
+            with limiter.acquire("u", "gpt", {"rpm": 1}, limits=limits):
+                pass
+
+
+def test_a_count_raise_on_a_schema_2_bucket_creates_no_tokens(
+    ddb: Any, table_name: str
+) -> None:
+    """A doubling of an entity whose shard 0 is still a schema-2 item (no client wrote it
+    since, no `migrate` yet) is refused until a take converts the item: raised on the
+    item as it is, its `tk` (3 of 10, the whole bucket's) became shard 0's share and the
+    new shard got its 5 besides, 8 where 3 were (the fault simulator's seed 2917). After
+    the take that converts it, the count rises and the 2 left are split, not multiplied."""
+    from tests.integration.test_migration_v0003 import MINUTE, Legacy
+    from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter
+    from zae_limiter.flows.scaling.doubling import double
+
+    create_table(ddb, table_name)
+    drawn = Legacy("default", "u", 0, 1, NOW_MS, {"rpm": (10_000, 10_000, MINUTE, 3000)})
+    limits = [Limit.per_minute("rpm", 10)]
+    with open_repo(table_name, ddb) as repo:
+        repo.run(write_version(repo.state, 2, "0.1.0", NOW_MS - MINUTE, BY))
+        ddb.put_item(TableName=table_name, Item=drawn.item())
+        limiter = SyncRateLimiter(repo)
+
+        repo.run(double(repo.state, "u", "gpt", NOW_MS, NOW_MS - 1, True, ["rpm"]))
+        shard0 = scan_all(ddb, table_name)[drawn.key]
+        assert keys.get_n(shard0, keys.A_SHARD_COUNT, 1) == 1, "refused: not converted yet"
+        assert limiter.available("u", "gpt", limits=limits) == {"rpm": 3}
+        with limiter.acquire("u", "gpt", {"rpm": 1}, limits=limits):
+            pass  # converts shard 0
+        assert keys.A_REFILL not in scan_all(ddb, table_name)[drawn.key]
+    with open_repo(table_name, ddb) as repo:  # a client that has not tried this window
+        repo.run(double(repo.state, "u", "gpt", NOW_MS, NOW_MS - 1, True, ["rpm"]))
+        shard0 = scan_all(ddb, table_name)[drawn.key]
+        assert keys.get_n(shard0, keys.A_SHARD_COUNT, 1) == 2
+        limiter = SyncRateLimiter(repo)
+        admitted = 0
+        for _ in range(5):
+            try:
+                with limiter.acquire("u", "gpt", {"rpm": 1}, limits=limits):
+                    admitted += 1
+            except RateLimitExceeded:
+                pass
+    assert admitted == 2
+
+
 def halfway_cursor(items: dict[tuple[str, str], dict[str, Any]]) -> Any:
     import json
 

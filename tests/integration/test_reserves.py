@@ -369,3 +369,30 @@ def test_a_sharded_bucket_lends_from_one_shard_and_gets_it_back(api: Api, clock:
     # smaller share), "before" can read lower than the item holds (seen once in CI: 9).
     assert after[held.shard_id] >= before[held.shard_id] + left
     assert all(after[i] == before[i] for i in after if i != held.shard_id)
+
+
+#: Fourteen tokens that do not refill within a test (one a year).
+FOURTEEN = [Limit.custom("rpm", 14, 1, 365 * 24 * 3600)]
+
+
+def test_a_give_back_past_what_the_reserve_spent_loses_no_token(api: Api) -> None:
+    """The fault simulator's seed 12166, with no fault: a lease served from the reserve
+    gives back more than it took (here 1 taken, adjusted by -5, back to a full bucket).
+    The token the reserve spent settles back into it and only 4 go to the bucket. Written
+    whole, the give-back reached the bucket's full-at time before that spent token was
+    charged there (with the reserve's next write): the bucket, at its top, dropped one,
+    and after 7 more acquires 6 were left where 7 should be."""
+    for _ in range(4):  # hot: the fourth write also takes a reserve of one token
+        with api.acquire("k", "gpt", {"rpm": 1}, limits=FOURTEEN):
+            pass
+    held = api.repo.state.reserves.holding(("k", "gpt"))
+    assert held is not None and held.left == {"rpm": 1000}, "a reserve of one token"
+    with api.acquire("k", "gpt", {"rpm": 1}, limits=FOURTEEN) as lease:
+        lease.adjust(rpm=-5)  # served from the reserve; 4 more than it took go back
+    assert held.left == {"rpm": 1000}, "the spent token settled back into the reserve"
+    for _ in range(7):
+        with api.acquire("k", "gpt", {"rpm": 1}, limits=FOURTEEN):
+            pass
+    give_back(api)
+    # 4 + (1 - 5) + 7 consumed; the bucket never passed its top on the way.
+    assert reserved(api) == 0 and tokens(api) == 14 - 7

@@ -114,10 +114,11 @@ def test_settle_credits_and_debits_only_the_same_shard() -> None:
     book = hot_book()
     book.install(KEY, 1, LIMITS, {"tpm": 100_000}, 1, T0)
     assert book.spend(KEY, LIMITS, {"tpm": 5000}, T0) == 1
-    assert not book.apply_change(KEY, 0, {"tpm": -5000}, T0)  # another shard's tokens
-    assert book.apply_change(KEY, 1, {"tpm": -5000}, T0)  # given back into the reserve
-    assert book.apply_change(KEY, 1, {"tpm": 100_000}, T0)  # covered
-    assert not book.apply_change(KEY, 1, {"tpm": 1}, T0)  # not covered: the caller writes
+    # another shard's tokens: the caller writes the whole change
+    assert book.apply_change(KEY, 0, {"tpm": -5000}, T0) == {"tpm": -5000}
+    assert book.apply_change(KEY, 1, {"tpm": -5000}, T0) == {}  # given back into the reserve
+    assert book.apply_change(KEY, 1, {"tpm": 100_000}, T0) == {}  # covered
+    assert book.apply_change(KEY, 1, {"tpm": 1}, T0) == {"tpm": 1}  # not covered: written
     held = book.holding(KEY)
     assert held is not None and held.left == {"tpm": 0}
 
@@ -129,12 +130,29 @@ def test_a_give_back_never_leaves_a_reserve_holding_more_than_its_held_counts() 
     seed 384: 4 offered where the ideal bucket held 2)."""
     book = hot_book()
     book.install(KEY, 0, LIMITS, {"rpm": 2000}, 1, T0)
-    assert not book.apply_change(KEY, 0, {"rpm": -3000}, T0)  # more than the reserve took
+    # nothing spent: all of it is written
+    assert book.apply_change(KEY, 0, {"rpm": -3000}, T0) == {"rpm": -3000}
     assert book.spend(KEY, LIMITS, {"rpm": 1000}, T0) == 0
-    assert not book.apply_change(KEY, 0, {"rpm": -2000}, T0)  # 1 + 2 would pass the 2 held
-    assert book.apply_change(KEY, 0, {"rpm": -1000}, T0)  # back to what it took
+    # 1 + 2 would pass the 2 held: the one spent settles, the other is written
+    assert book.apply_change(KEY, 0, {"rpm": -2000}, T0) == {"rpm": -1000}
     held = book.holding(KEY)
     assert held is not None and held.left == {"rpm": 2000}
+
+
+def test_a_give_back_settles_what_the_reserve_spent_and_writes_only_the_rest() -> None:
+    """A lease served from the reserve that gives back more than it took (seed 12166: 1
+    taken, adjusted by -3): the token the reserve spent settles back into it, and only
+    the other 2 go to the bucket. Written whole, the give-back reached the bucket's
+    full-at time before the spent token was charged there (with the reserve's next
+    write), and a bucket at its top dropped one: a token lost with no fault."""
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 1000, "tpm": 100_000}, 1, T0)
+    assert book.spend(KEY, LIMITS, {"rpm": 1000, "tpm": 100_000}, T0) == 0
+    rest = book.apply_change(KEY, 0, {"rpm": -3000, "tpm": 50_000}, T0)
+    # tpm's take more is not covered (nothing left): written; rpm settles its spent one
+    assert rest == {"rpm": -2000, "tpm": 50_000}
+    held = book.holding(KEY)
+    assert held is not None and held.left == {"rpm": 1000, "tpm": 0}
 
 
 def test_reserves_fall_due_when_idle_or_old() -> None:
@@ -286,7 +304,7 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
             spent += milli
             book.install(KEY, 0, limits, given, 1, now)
         elif op == "adjust":  # the lease consumes more: from the reserve, else a write
-            if not book.apply_change(KEY, 0, consume, now):
+            if book.apply_change(KEY, 0, consume, now):
                 bucket -= milli  # an adjustment may leave debt
                 spent += milli
         else:  # a rollback of what leases consumed: into the reserve, else a write
@@ -297,9 +315,9 @@ def test_tokens_are_never_created_or_destroyed(steps: list[tuple[str, int]]) -> 
             milli = min(milli, consumed)
             if not milli:
                 continue
-            if not book.apply_change(KEY, 0, {"rpm": -milli}, now):
-                bucket += milli
-                spent -= milli
+            written = -book.apply_change(KEY, 0, {"rpm": -milli}, now).get("rpm", 0)
+            bucket += written
+            spent -= written
         held = book.holding(KEY)
         assert held is None or all(v >= 0 for v in held.left.values())
     held = book.holding(KEY)
@@ -416,7 +434,7 @@ def test_a_reserve_whose_quota_reset_is_never_spent_nor_settled_and_is_due_then(
     assert held.gone(MIDNIGHT_MS) == {"daily"}, "the rate limit's spending is still charged"
     assert book.next_due_ms() == MIDNIGHT_MS + RENEW_GRACE_MS
     assert book.spend(KEY, QUOTA_LIMITS, {"rpm": 1000, "daily": 1000}, MIDNIGHT_MS) is None
-    assert not book.apply_change(KEY, 0, {"daily": -1000}, MIDNIGHT_MS)
+    assert book.apply_change(KEY, 0, {"daily": -1000}, MIDNIGHT_MS) == {"daily": -1000}
     renewal = book.renew(KEY, QUOTA_LIMITS, 1, MIDNIGHT_MS)
     assert renewal is not None and renewal.uncharged == {"daily"}
     assert renewal.spent == {"rpm": 1000, "daily": 1000}  # usage, all of it

@@ -232,6 +232,12 @@ def list_command(parent_id: str | None, target: Target) -> None:
 def delete_command(entity_id: str, yes: bool, target: Target) -> None:
     """Delete entity ID with its limits, usage and bucket shards (refuses with children)."""
     with render.open_limiter(target) as limiter:
+        if _stopped_deletion(limiter, entity_id):
+            render.confirm(f"Entity {entity_id!r} has no record, but a deletion left its "
+                           "buckets; delete them?", yes)  # fmt: skip
+            limiter.delete_entity(entity_id)
+            _deleted(entity_id, target)
+            return
         require_entity(limiter, entity_id)
         children = [c.entity_id for c in limiter.get_children(entity_id)]
         if children:
@@ -241,6 +247,17 @@ def delete_command(entity_id: str, yes: bool, target: Target) -> None:
             )
         render.confirm(f"Delete entity {entity_id!r} with all its limits, usage and buckets?", yes)
         limiter.delete_entity(entity_id)
+    _deleted(entity_id, target)
+
+
+def _stopped_deletion(limiter: SyncRateLimiter, entity_id: str) -> bool:
+    """Whether the entity's record is gone but buckets remain: a deletion that stopped
+    part way (its process died after the record went), whose mark on shard 0 keeps the
+    entity from making shards until a deletion finishes (docs/resilience.md)."""
+    return limiter.get_entity(entity_id) is None and bool(limiter.list_resources(entity_id))
+
+
+def _deleted(entity_id: str, target: Target) -> None:
     if target.json:
         render.echo_json({"entity_id": entity_id, "deleted": True})
         return

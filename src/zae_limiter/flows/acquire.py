@@ -457,8 +457,9 @@ def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[No
     changes = []
     for t in taken:
         back = {n: -v for n, v in t.consumed_milli.items() if v}
-        if back and not reserve_ops.change_locally(state, t, back, now_ms):
-            changes.append((t, back))
+        rest = reserve_ops.change_locally(state, t, back, now_ms) if back else {}
+        if rest:
+            changes.append((t, rest))
     if not changes:
         return
     try:
@@ -477,8 +478,9 @@ def record_adjustments(
         names = {limit.name for limit in t.limits}
         delta = {n: v for n, v in pending_milli.items() if v and n in names}
         reserve_ops.note_adjustment(state, t, delta, now_ms)
-        if delta and not reserve_ops.change_locally(state, t, delta, now_ms):
-            changes.append((t, delta))
+        rest = reserve_ops.change_locally(state, t, delta, now_ms) if delta else {}
+        if rest:
+            changes.append((t, rest))
     if changes:
         try:
             yield from charge_all(state, changes, now_ms)

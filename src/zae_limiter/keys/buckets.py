@@ -202,6 +202,19 @@ def mark_deleting(table: str, shard0: Item) -> dict[str, Any]:
     }
 
 
+def delete_marked(table: str, shard0: Item) -> dict[str, Any]:
+    """Shard 0 deleted, the last of a deletion's writes, only while it is still marked:
+    once a deletion is done (by its own process, or finished by a client that met the
+    mark) a client may start the bucket afresh, and a late delete must not take that
+    fresh shard 0 with it."""
+    return {
+        "TableName": table,
+        "Key": shard0,
+        "ConditionExpression": "attribute_exists(#deleting)",
+        "ExpressionAttributeNames": {"#deleting": A_DELETING},
+    }
+
+
 # ---------------------------------------------------------------- partition write pressure
 #: Partition write limit (writes per second) of a bucket item; not an application limit.
 A_WCU_LIMIT = "b_wcu_cp"
@@ -303,7 +316,12 @@ def double_shards(
 
     Refused when someone already changed the count, or when the rate that prompted it was
     measured (partly) before the last doubling: each doubling must be judged on traffic
-    spread over the count it produced, or a burst would double again and again.
+    spread over the count it produced, or a burst would double again and again. Refused
+    as well while shard 0 is a schema-2 item (`rf`, tokens `tk` as of it): its `tk` is the
+    whole bucket's, and read at the raised count it would become shard 0's share, the new
+    shards getting theirs besides (the fault simulator's seed 2917: tokens created). The
+    next take on it converts it (a take that doubles too converts it in the same write,
+    `with_doubling`), and a later try raises the count.
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
     sets = ["#shards = :new_shards", "#doubled_at = :now_ms", "#window_at = :now_ms"]
@@ -316,10 +334,12 @@ def double_shards(
             + ", ".join([*sets, "#writes = :zero", *snap_sets])
             + f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}",
             "ConditionExpression": "#shards = :shards"
-            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)",
+            " AND (attribute_not_exists(#doubled_at) OR #doubled_at <= :measured_since)"
+            " AND attribute_not_exists(#refilled)",
             "ExpressionAttributeNames": {
                 "#shards": A_SHARD_COUNT,
                 "#doubled_at": A_SHARD_DOUBLED,
+                "#refilled": A_REFILL,
                 "#window_at": A_WINDOW_START,
                 "#writes": A_WINDOW_WRITES,
                 **snap_names,
@@ -418,6 +438,7 @@ __all__ = [
     "create_bucket",
     "create_split_bucket",
     "decode_bucket",
+    "delete_marked",
     "double_shards",
     "mark_deleting",
     "new_bucket_item",

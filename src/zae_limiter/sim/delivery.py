@@ -142,19 +142,23 @@ class Delivery(Machine):
         return Result(response), applied
 
     def _deleting(self, call: Call) -> dict[str, dict[str, int]]:
-        """Bucket items a batch write deletes: entity -> limit -> held counts live now."""
-        if call.op != "batch_write_item":
+        """Bucket items a batch write or a DeleteItem (told only once applied) deletes:
+        entity -> limit -> held counts live now."""
+        if call.op == "delete_item":
+            requests = [{"DeleteRequest": {"Key": call.params.get("Key", {})}}]
+        elif call.op == "batch_write_item":
+            requests = [r for chunk in call.params.get("RequestItems", {}).values() for r in chunk]
+        else:
             return {}
         out: dict[str, dict[str, int]] = {}
-        for chunk in call.params.get("RequestItems", {}).values():
-            for request in chunk:
-                pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
-                item = self.peek(pk) if keys.is_bucket_pk(pk) else None
-                if item is None:
-                    continue
-                held = out.setdefault(_entity_of(pk), {})
-                for name, counts in keys.decode_reserved(item).items():
-                    held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
+        for request in requests:
+            pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
+            item = self.peek(pk) if keys.is_bucket_pk(pk) else None
+            if item is None:
+                continue
+            held = out.setdefault(_entity_of(pk), {})
+            for name, counts in keys.decode_reserved(item).items():
+                held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
         return out
 
     def _deleted(self, deleted: dict[str, dict[str, int]]) -> None:
@@ -198,12 +202,6 @@ class Delivery(Machine):
             if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
                 live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
                 self.checker.allow(entity, limit.name, live)
-                if before and before.get(keys.limit_attr(limit.name, "tk")) is not None:
-                    # A count raise on a schema-2 item not converted yet: its `tk` (the
-                    # whole bucket's tokens) becomes shard 0's, and the new shard gets
-                    # its share besides (seed 2917, docs/simulator.md; not fixed). At
-                    # most the capacity again.
-                    self.checker.allow(entity, limit.name, limit.capacity * 1000)
                 # A split rounds each shard's share in the limiter's favour: it may lose
                 # a fraction of a token (seed 438 lost half of one), never create one.
                 self.checker.lossy.add(entity)

@@ -34,6 +34,7 @@ from zae_limiter.sim.spec import (
     YEAR_S,
     WorldSpec,
     draw_world,
+    migrates_first,
 )
 from zae_limiter.sim.threads import Counts, EngineCall
 from zae_limiter.sim.trace import Trace
@@ -139,6 +140,8 @@ def _legacy(world: World, state: RepoState) -> None:
         world.settle_all(operator.put(state.table, item))
         for limit in spec.limits:
             world.checker.spent_before(entity, limit, operator.spent(limit))
+    if migrates_first(world.c.seed):
+        world._migrate(rerun=1)
 
 
 def _finish(world: World, state: RepoState) -> None:

@@ -200,6 +200,14 @@ def draw_operator(seed: int, kinds: frozenset[str], quotas: bool = False) -> dic
     return rates
 
 
+def migrates_first(seed: int) -> bool:
+    """Whether a world that migrates from schema 2 starts a `migrate` beside the clients'
+    first acquires (an operator upgrading as traffic resumes), besides the runs drawn at
+    later steps: only then does the step meet items no client converted yet. Drawn from
+    the seed alone, apart from the schedule's stream, like `draw_operator`."""
+    return random.Random(f"{seed}/migrate-first").randrange(2) == 0
+
+
 def draw_world(
     c: Choices,
     kinds: frozenset[str] = frozenset(ALL_KINDS),

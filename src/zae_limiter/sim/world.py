@@ -220,13 +220,14 @@ class World(Delivery):
         program = operator.change_program(ops, level, entity, limits, note)
         self._spawn(who, program, f"limits at {level} level")
 
-    def _migrate(self) -> None:
+    def _migrate(self, rerun: int | None = None) -> None:
         """`zae-limiter migrate` (sim/operator.py): what the table's version needs, or
-        the last steps again, which must change nothing."""
+        the last `rerun` steps again (drawn unless given), which must change nothing."""
         who = self._beside(background.OPERATOR)
         if who is None:
             return
-        rerun = self.c.between(1, len(migrations.STEPS))
+        if rerun is None:
+            rerun = self.c.between(1, len(migrations.STEPS))
         self.counts.fault(kinds.MIGRATION)
 
         def done(again: bool, items: int) -> None:
@@ -328,8 +329,6 @@ class _Observer:
         self.limits = world.spec.limits
         #: Per bucket PK a lease end is about to change: its reserve's tokens left then.
         self._left_before: dict[str, dict[str, int] | None] = {}
-        #: Per bucket PK: whether the lease's end settled its change in the reserve.
-        self._settled: dict[str, bool] = {}
 
     def refused(self, op: Any, error: BaseException) -> None:
         self.world.trace.note(self.world.true_ms, f"{self.client.name} refused: {_short(error)}")
@@ -368,36 +367,41 @@ class _Observer:
 
     def settling(self) -> None:
         """The lease's end settled what it could in the client's reserve (its first step
-        ran, before any request): whether each change was settled there, no write. The
-        reserve's tokens left moved by exactly the change."""
+        ran, before any request): per bucket, the part of each change its reserve's
+        tokens left moved by, counted from the run's start; the rest is what its write
+        must carry (the intent's change from now on, counted when applied)."""
         thread = self._current()
+        checker = self.world.checker
         intents = self.world.intents.get((thread.tid, thread.serial), {})
         for pk, intent in intents.items():
             before, after = self._left_before.pop(pk, None), self._left(intent.taken)
-            self._settled[pk] = (
-                before is not None
-                and after is not None
-                and all(after.get(n, 0) == before.get(n, 0) - v for n, v in intent.change.items())
-            )
+            settled = {}
+            if before is not None and after is not None:
+                for name, milli in intent.change.items():
+                    part = before.get(name, 0) - after.get(name, 0)
+                    if part and (part > 0) == (milli > 0) and abs(part) <= abs(milli):
+                        settled[name] = part
+            if not settled:
+                continue
+            checker.change(intent.taken, settled, (intent.planned_ms, intent.tick),
+                           intent.planned_ms)  # fmt: skip
+            for name, milli in settled.items():
+                if milli < 0:
+                    checker.settled_back(intent.taken.entity_id, name, -milli)
+            rest = {n: v - settled.get(n, 0) for n, v in intent.change.items()}
+            intent.change = {n: v for n, v in rest.items() if v}
 
     def ended(self) -> None:
-        """The lease's end ran: what it settled in a reserve (no request) counts from its
-        start; what it wrote counted when applied; what it sent and was not applied (yet),
-        or never sent (the end gave up before it), is usage the library could not record."""
+        """The lease's end ran: what it sent and was not applied (yet), or never sent
+        (the end gave up before it), is usage the library could not record."""
         thread = self._current()
         checker = self.world.checker
         intents = self.world.intents.get((thread.tid, thread.serial), {})
         for pk, intent in list(intents.items()):
-            settled = self._settled.pop(pk, False)
-            if pk in thread.attempted or not settled:
+            if intent.change:
                 excused = thread.serial in thread.faulted
                 checker.not_recorded(intent.taken, intent.change, excused)
                 continue
-            at = (intent.planned_ms, intent.tick)
-            checker.change(intent.taken, intent.change, at, intent.planned_ms)
-            for name, milli in intent.change.items():
-                if milli < 0:
-                    checker.settled_back(intent.taken.entity_id, name, -milli)
             del intents[pk]
 
     def lost(self, error: BaseException) -> None:

@@ -308,7 +308,8 @@ def delete_buckets(state: RepoState, entity_id: str, found: list[keys.Item]) -> 
         rest = (shards | set(range(count))) - {0}
         doomed += [keys.bucket_key(ns, entity_id, resource, i) for i in sorted(rest)]
     yield from batch_delete(state, doomed)
-    yield from batch_delete(state, firsts)
+    for first in firsts:
+        yield from one(Call("delete_item", keys.delete_marked(state.table, first)))
 
 
 def _delete_configured(

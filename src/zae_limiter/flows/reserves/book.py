@@ -193,29 +193,36 @@ class ReserveBook:
                 return False
         return min(left.values(), default=0) >= 0
 
-    def apply_change(self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int) -> bool:
-        """Apply a consumption change (negative gives back) to the reserve of that shard.
+    def apply_change(
+        self, key: Key, shard_id: int, delta: Mapping[str, int], now_ms: int
+    ) -> dict[str, int]:
+        """Apply what it can of a consumption change (negative gives back) to the reserve
+        of that shard; return the rest, which the caller writes.
 
-        False (the caller writes the change) when there is no such reserve, it cannot cover
-        what the change takes more, or a give-back would leave it holding more than its held
-        counts cover (a refused acquire's take): the bucket refills past those tokens.
+        Per limit: what the change takes more is settled when the reserve covers all of
+        it; a give-back settles up to what the reserve spent of its held counts, and the
+        rest is written. Past that, the reserve would hold tokens no held count says are
+        out (a refused acquire's take): the bucket refills past them. Writing the whole
+        give-back instead would credit the bucket's full-at time before the spent tokens
+        it stands for are charged there, and a bucket at its top drops the excess
+        (simulator seed 12166: a token lost with no fault).
         """
         with self._lock:
             held = self._reserves.get(key)
             if held is None or held.shard_id != shard_id:
-                return False
+                return dict(delta)
             if now_ms - held.born_ms >= self.settings.max_age_ms or held.crossed(now_ms):
-                return False  # a reset since: the change goes to the table's new window
-            left = held.left
-            if any(milli > 0 and left.get(name, 0) < milli for name, milli in delta.items()):
-                return False
+                return dict(delta)  # a reset since: the change goes to the table's new window
+            rest: dict[str, int] = {}
             covered = held.taken_total()
-            if any(v < 0 and left.get(n, 0) - v > covered.get(n, 0) for n, v in delta.items()):
-                return False
             for name, milli in delta.items():
-                left[name] = left.get(name, 0) - milli
-            held.used_ms = now_ms
-            return True
+                part = _settleable(milli, held.left.get(name, 0), covered.get(name, 0))
+                if part:
+                    held.left[name] = held.left.get(name, 0) - part
+                    held.used_ms = now_ms
+                if milli != part:
+                    rest[name] = milli - part
+            return rest
 
     def flush(self, key: Key, shard_count: int, now_ms: int = 0) -> tuple[int, Flush] | None:
         """What the bucket's reserve spent since its last write, taken off its held counts
@@ -441,3 +448,12 @@ def _renewal(held: Reserve, now_ms: int) -> Flush:
     spent, back = held.settlement(now_ms)
     released = {epoch: dict(amounts) for epoch, amounts in held.taken.items()}
     return Flush(spent, released, held.shard_id, back=back, uncharged=held.gone(now_ms))
+
+
+def _settleable(milli: int, left: int, covered: int) -> int:
+    """The part of a change to one limit that a reserve holding `left` of the `covered`
+    its held counts took can settle: a take it covers whole, a give-back up to what it
+    spent."""
+    if milli > 0:
+        return milli if left >= milli else 0
+    return -min(-milli, max(0, covered - left))

@@ -148,12 +148,14 @@ def session_end(taken: Taken) -> int | None:
     return min(ends, default=None)
 
 
-def change_locally(state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int) -> bool:
-    """Apply a consumption change to the reserve of the bucket it was taken from; False
-    when that needs a write (no reserve there, or it cannot cover the change)."""
+def change_locally(
+    state: RepoState, taken: Taken, delta: Mapping[str, int], now_ms: int
+) -> dict[str, int]:
+    """Apply what it can of a consumption change to the reserve of the bucket it was
+    taken from; the rest (all of it with no reserve there) needs a write."""
     book = state.reserves
     if book is None or not delta:
-        return False
+        return dict(delta)
     return book.apply_change(_key(taken), taken.shard_id, delta, now_ms)
 
 

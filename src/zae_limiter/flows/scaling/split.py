@@ -43,6 +43,15 @@ def create_split_shard(state: RepoState, level: Level, now_ms: int) -> Flow[Any]
             f"shard 0 of {level.entity_id}/{level.resource} is missing; "
             f"cannot create shard {level.shard_id}"
         )
+    if keys.A_DELETING in first.item:
+        # A deletion marked it: under way, or its process died there (the record and
+        # configs go first, so the entity is gone either way). Clients may not delete
+        # (least privilege): the message says who finishes it.
+        raise RateLimiterUnavailable(
+            f"{level.entity_id}/{level.resource} is being deleted, or a deletion of it "
+            f"stopped part way: `zae-limiter entity delete {level.entity_id}` finishes it",
+            code=CONCURRENT_CHANGE,
+        )
     shard0 = keys.decode_bucket(first.item)
     count = shard0.shard_count
     if count <= level.shard_id:
