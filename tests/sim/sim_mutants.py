@@ -24,8 +24,8 @@ from tests.mutants import test_delete_fence_mutants as fence
 from tests.mutants import test_exactness_mutants as exactness
 from tests.mutants import test_give_back_mutants as give_backs
 from tests.mutants import test_merge_mutants as merges
-from tests.mutants import test_raise_when_made_mutant as when_made
 from tests.mutants import test_migration_mutants as migration_mutants
+from tests.mutants import test_raise_when_made_mutant as when_made
 from tests.mutants.test_cascade_mutant import _keeps_everything
 from tests.mutants.test_quota_mutants import reset_on_shard_zero_only, spend_past_the_reset
 from tests.mutants.test_skew_mutant import _set_without_its_condition
