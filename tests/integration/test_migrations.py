@@ -102,7 +102,7 @@ def test_fresh_table_has_no_record_is_accepted_and_migrate_stamps_it(
         assert steps == [(2, 0, False), (3, 0, False), (4, 0, False), (5, 0, False), (6, 0, False)]
         record = repo.run(check_version(repo.state))
     assert record is not None
-    assert (record.schema_version, record.min_client_version) == (5, "0.3.0")
+    assert (record.schema_version, record.min_client_version) == (6, "0.3.0")
     assert (record.updated_at_ms, record.updated_by) == (NOW_MS, BY)
     assert not record.migrating and record.cursor is None
     assert list(scan_all(ddb, table_name)) == [("_/SYSTEM#", "#VERSION")]
