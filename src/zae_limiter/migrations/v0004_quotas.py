@@ -13,10 +13,7 @@ Not reversible: below schema 4 an older client could be let in while quotas are 
 
 from __future__ import annotations
 
-from zae_limiter.flows import Flow
-from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.records.version import read_version
-from zae_limiter.migrations._base import StepOutcome, StepPlan
+from zae_limiter.migrations._bump import bump_plan, bump_up
 
 version = 4
 description = "quotas: limits that reset at calendar instants or a session after first use"
@@ -27,14 +24,5 @@ down = None
 ACTION = "change items for quotas (none: it raises the minimum client to 0.3.0)"
 
 
-def plan(state: RepoState, now_ms: int) -> Flow[StepPlan]:
-    """Nothing to convert: the step is the version bump alone."""
-    yield from ()
-    return StepPlan(version, ACTION, 0)
-
-
-def up(state: RepoState, now_ms: int) -> Flow[StepOutcome]:
-    record = yield from read_version(state)
-    if record is not None and record.schema_version >= version:
-        return StepOutcome(version, "up", 0, skipped=True)
-    return StepOutcome(version, "up", 0)
+plan = bump_plan(version, ACTION)
+up = bump_up(version)

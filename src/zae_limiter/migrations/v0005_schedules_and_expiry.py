@@ -19,10 +19,7 @@ Not reversible: below schema 5 an older client could be let in while items expir
 
 from __future__ import annotations
 
-from zae_limiter.flows import Flow
-from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.records.version import read_version
-from zae_limiter.migrations._base import StepOutcome, StepPlan
+from zae_limiter.migrations._bump import bump_plan, bump_up
 
 version = 5
 description = "scheduled limits; idle bucket items expire (a ttl moved forward by every write)"
@@ -36,14 +33,5 @@ ACTION = (
 )
 
 
-def plan(state: RepoState, now_ms: int) -> Flow[StepPlan]:
-    """Nothing to convert: the step is the version bump alone."""
-    yield from ()
-    return StepPlan(version, ACTION, 0)
-
-
-def up(state: RepoState, now_ms: int) -> Flow[StepOutcome]:
-    record = yield from read_version(state)
-    if record is not None and record.schema_version >= version:
-        return StepOutcome(version, "up", 0, skipped=True)
-    return StepOutcome(version, "up", 0)
+plan = bump_plan(version, ACTION)
+up = bump_up(version)
