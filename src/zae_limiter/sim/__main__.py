@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     worlds = Worlds(args.kinds, args.quotas, args.regions, args.active)
     if args.seed is not None:
         outcome = explain(args.seed, worlds)
+        if outcome.spec.focus:
+            print(f"focused world: {outcome.spec.focus} (sim/focus.py)")
         print(outcome.trace)
         for violation in outcome.violations:
             print(f"VIOLATION {violation}")

@@ -17,7 +17,7 @@ from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.operations import Operations
 from zae_limiter.repository import _state
-from zae_limiter.sim import operator
+from zae_limiter.sim import focus, operator
 from zae_limiter.sim.background import Admin, aggregator_config
 from zae_limiter.sim.checker import Checker, Violation
 from zae_limiter.sim.choices import Choices
@@ -91,7 +91,9 @@ def run_schedule(
     random.seed(seed)
     throttled._RNG.seed(seed)
     choices = Choices(seed, prefix)
-    spec = draw_world(choices, kinds, quotas, regions, active)
+    spec = focus.apply(
+        draw_world(choices, kinds, quotas, regions, active), choices, focus.focus_of(seed)
+    )
     backend = backend_factory()
     if regions and (backend.engines is None or set(backend.engines) != set(regions)):
         raise ValueError(f"a world of regions {regions} needs a backend with those engines")

@@ -95,6 +95,8 @@ class WorldSpec:
     regions: tuple[str, ...] = ()
     #: How long a change waits before it travels to another region.
     lag_ms: int = 0
+    #: The family of risks the world was shaped around (sim/focus.py); "" for none.
+    focus: str = ""
 
     @property
     def leaves(self) -> list[str]:
