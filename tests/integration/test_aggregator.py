@@ -312,3 +312,38 @@ def test_a_global_limits_use_is_counted_from_its_share_item(
         for name, value in snap.counters.items():
             total[name] = total.get(name, 0) + value
     assert total == {"rpm": 4, "gps": 12}
+
+
+def test_merge_skips_a_shard_its_count_has_not_reached(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    """A shard still at the count before the last raise holds its unmade partner's share
+    in its full-at times, not in its snapshot (which is older). A merge that read it so,
+    with the raise propagated before its transaction (the count fence then passes), took
+    the old snapshot for the partner's share. Such a shard is not merged yet."""
+    limit = Limit.per_minute("rpm", 600)
+    limiter.set_limits("hot", [limit], resource="api")
+    client = limiter.repository._runner.client
+    now = clock.now_ms
+    shard0 = _shard_item(0, 4, 100_000, now)
+    shard0[keys.A_QUIET_SINCE] = keys.n(now - 3_600_000)
+    shard0[keys.A_SHARD_DOUBLED] = keys.n(now - 3_600_000)
+    # Shard 1 at 2 shards: 60 tokens for itself and unmade shard 3; its snapshot is
+    # from its own making, when it was full.
+    shard1 = _with_snapshot(_shard_item(1, 2, 60_000, now), 2, 300_000, now)
+    for item in (shard0, shard1, _shard_item(2, 4, 100_000, now)):
+        client.put_item(TableName=table_name, Item=item)
+
+    def propagate() -> None:
+        client.update_item(
+            **keys.propagate_shard_count(
+                table_name, keys.bucket_key("default", "hot", "api", 1), 4, ["rpm"], now_ms=now
+            )
+        )
+
+    config = AggregatorConfig(table=table_name, merge_quiet_ms=60_000)
+    cand = MergeCandidate("default", "hot", "api", 4, "1")
+    before = limiter.available("hot", "api", limits=[limit])
+    merged = limiter.repository.run(_after_first_call(merge(config, cand, now), propagate))
+    assert limiter.available("hot", "api", limits=[limit]) == before == {"rpm": 260}
+    assert not merged
