@@ -164,6 +164,8 @@ class RepoState:
     #: Global limits' regional shares (flows/regional_limits.SharesBook), made by the face
     #: before the first acquire; None: no global limit here, nothing read or written.
     shares: Any = None
+    #: Call shapes an acquire has validated (flows/acquire.py, `_asked`).
+    asked_shapes: dict[Hashable, Any] = field(default_factory=dict)
 
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)

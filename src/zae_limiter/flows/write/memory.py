@@ -114,7 +114,8 @@ def image_of_age(
     remembered, since = meta.images.items.get(where), meta.images.at.get(where)
     if remembered is None or since is None:
         return None
-    if keys.reserve_epoch(now_ms) - keys.reserve_epoch(since) > MAX_IMAGE_EPOCHS:
+    epoch = keys.RESERVE_EPOCH_MS  # `reserve_epoch` of each, inline: every acquire
+    if now_ms // epoch - since // epoch > MAX_IMAGE_EPOCHS:
         return None
     return remembered, since
 
