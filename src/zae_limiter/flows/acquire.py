@@ -195,7 +195,8 @@ def acquire(
         levels += yield from _parent_levels(state, asked, found)
     if state.shares is not None:
         has_global = _has_global(levels)
-        if has_global or not parent_known:  # else the shares have nothing to do
+        settled = meta is not None and meta.facts.settled(resources)
+        if has_global or not (parent_known or settled):
             return (yield from _shared(state, asked, levels, found, (has_global, speculative)))
     return (
         yield from _take_all(

@@ -49,7 +49,7 @@ def check_fits(
                 f"{entity_id!r} on resource {where} (configured: {configured})"
             )
         for _resource, limit in having:
-            if milli > limit.capacity_milli:
+            if milli > limit.capacity * 1000:  # `capacity_milli`, inline: every acquire
                 raise ValidationError(
                     f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
                     f"capacity is {limit.capacity}"

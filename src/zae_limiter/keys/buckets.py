@@ -32,7 +32,7 @@ from zae_limiter.keys.core import (
     resource_pk,
     s,
 )
-from zae_limiter.keys.entities import put_new
+from zae_limiter.keys.entities import A_BYPASS, put_new
 from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
@@ -256,6 +256,22 @@ def write_rate(item: Mapping[str, Any], now_ms: int) -> float:
 _WCU_UNRECORDED = 1000
 
 
+def written_facts(item: Mapping[str, Any]) -> tuple[int, bool, str | None, bool, int]:
+    """What a write's ALL_NEW tells a client beyond its limits, read directly (decoding
+    the whole item costs more than the rest of a write's client-side work): (shard
+    count, cascade, parent, bypass, the write-rate window's start or -1)."""
+    get = item.get
+    count, cascade, parent = get(A_SHARD_COUNT), get(A_CASCADE), get(A_PARENT)
+    bypass, start = get(A_BYPASS), get(A_WINDOW_START)
+    return (
+        max(1, int(count["N"])) if count is not None else 1,
+        bool(cascade and cascade.get("BOOL")),
+        str(parent["S"]) if parent is not None else None,
+        bool(bypass and bypass.get("BOOL")),
+        int(start["N"]) if start is not None else -1,
+    )
+
+
 def partition_wcu(item: Mapping[str, Any], default: int = _WCU_UNRECORDED) -> int:
     return get_n(item, A_WCU_LIMIT, default) or default
 
@@ -461,4 +477,5 @@ __all__ = [
     "window_parts",
     "with_doubling",
     "write_rate",
+    "written_facts",
 ]

@@ -149,8 +149,8 @@ def _write(
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
             level = _with_shard_count(level, bucket)
-        else:
-            bucket = _at_known_count(state, level, bucket)
+        elif meta is not None and meta.shards.counts.get(level.resource, 1) > bucket.shard_count:
+            bucket = _at_known_count(state, level, bucket)  # a doubling this client knows of
         needed = sessions.unjoined(level, bucket, now_ms)
         if needed:
             joining = yield from sessions.joined(state, level, needed, now_ms)
