@@ -82,3 +82,11 @@ def test_the_remembered_shapes_are_bounded() -> None:
     for i in range(ASKED_MAX + 5):
         validate_acquire(state, f"k{i}", "gpt", {"rpm": 1}, None, 0)
     assert len(state.asked_shapes) <= ASKED_MAX
+
+
+def test_errors_are_reported_in_the_order_a_new_shape_is_checked() -> None:
+    """The amounts before the limits passed, as before shapes were remembered."""
+    with pytest.raises(ValidationError, match="whole number"):
+        validate_acquire(_state(), "k1", "gpt", {"rpm": 1.5}, [RPM, RPM], 0)
+    with pytest.raises(ValidationError, match="entity_id"):
+        validate_acquire(_state(), "", "gpt", {"rpm": 1.5}, [RPM, RPM], 0)

@@ -103,9 +103,13 @@ def validate_acquire(
         elif type(limits) is list or type(limits) is tuple:
             shape = (entity_id, resource, *map(id, limits))
     known = state.asked_shapes.get(shape) if shape is not None else None
-    if known is None:
+    if known is None:  # a new shape: checked in full, in the order errors are reported
         keys.validate_id("entity_id", entity_id)
         resources = validate_resources(resource)
+    amounts = validate_amounts("consume", consume)
+    if not any(amounts.values()):
+        raise ValidationError("consume must take at least one token of one limit")
+    if known is None:
         given = validate_limits(limits) if limits is not None else None
         scheduled = given is not None and any(limit.schedule for limit in given)
         known = (resources, given, scheduled)
@@ -114,9 +118,6 @@ def validate_acquire(
                 state.asked_shapes.clear()
             state.asked_shapes[shape] = known
     resources, override, scheduled = known
-    amounts = validate_amounts("consume", consume)
-    if not any(amounts.values()):
-        raise ValidationError("consume must take at least one token of one limit")
     if scheduled and override is not None:
         return resources, amounts, in_force(override, now_ms)
     return resources, amounts, override
