@@ -139,8 +139,7 @@ class _Runner:
 
     def prepare(self, steps: Sequence[Step], deadline: _Deadline) -> _Round | list[Exception]:
         """Admit a round trip, or say why it is not made (one error per step)."""
-        at = deadline.at  # `remaining`, inline: every round trip
-        left = None if at is None or deadline.cleanup else max(0.0, at - time.monotonic())
+        left = deadline.remaining()
         if left is not None and left <= 0:
             deadline.cleanup = True
             return [_unavailable("the call's deadline passed", CALL_TIMEOUT) for _ in steps]
