@@ -1,1 +1,1 @@
-"""The shapers of focused worlds (sim/focus.py), one module per family of risks."""
+"""Shapers of focused worlds (sim/focus.py), one module per family of risks."""
