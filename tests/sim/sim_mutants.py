@@ -112,6 +112,21 @@ def _rebased_full(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
+@contextmanager
+def _added_to_a_full_bucket() -> Iterator[None]:
+    """Issue 22's take put back as its DynamoDB Local test puts it back
+    (tests/mutants/test_exactness_mutants.py, both patches at once): a take on a full
+    bucket ADDs to the stored full-at time, under an ADD's condition that no longer asks
+    for a bucket short of full. The ADD alone is refused by that condition on every full
+    bucket (the take fails and is tried again from ALL_OLD, until it gives up): it
+    admits less, never more, and no seed of 0..9,999 found it."""
+    with (
+        mutant_wrapping(plan_module, "_limit_write", exactness._add_to_a_full_bucket),
+        mutant_wrapping(takes_module, "_expression", exactness._no_not_full_condition),
+    ):
+        yield
+
+
 def _no_fractions(*_args: Any) -> dict[str, int]:
     """A split that leaves a calendar quota's fractions of a token where they fall."""
     return {}
@@ -130,9 +145,7 @@ MUTANTS: Mapping[str, Mutant] = {
     "take-without-availability-condition": lambda: mutant_wrapping(
         takes_module, "_expression", exactness._no_availability_condition
     ),
-    "add-to-a-full-bucket": lambda: mutant_wrapping(
-        plan_module, "_limit_write", exactness._add_to_a_full_bucket
-    ),
+    "add-to-a-full-bucket": _added_to_a_full_bucket,
     "no-not-full-condition": lambda: mutant_wrapping(
         takes_module, "_expression", exactness._no_not_full_condition
     ),

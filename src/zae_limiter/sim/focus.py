@@ -18,14 +18,21 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
+from zae_limiter.sim.foci import reserves
 from zae_limiter.sim.spec import WorldSpec
 
 #: Out of 100; a focus's band [low, high) of `focus_of`'s draw.
-BANDS: dict[str, tuple[int, int]] = {}
+BANDS: dict[str, tuple[int, int]] = {
+    "stale-reserve": (0, 6),
+    "give-back": (6, 10),
+}
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
 Shaper = Callable[[WorldSpec, Choices], WorldSpec]
-SHAPERS: dict[str, Shaper] = {}
+SHAPERS: dict[str, Shaper] = {
+    "stale-reserve": reserves.stale_reserve,
+    "give-back": reserves.give_back,
+}
 
 
 def focus_of(seed: int) -> str | None:

@@ -113,6 +113,10 @@ TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "mixed": ((70, 1, 50), (20, 100, 3000), (10, 15_000, 65_000)),
     "steady": ((60, 1, 50), (40, 100, 1500)),
     "bursty": ((85, 1, 5), (15, 20_000, 130_000)),
+    # Focused worlds only (sim/foci/reserves.py): bursts between lulls that cross one or
+    # two reserve epochs (held counts left out expire) and end within a config cache's
+    # minute (clients come back planning from their images).
+    "lulls": ((75, 1, 5), (25, 21_000, 55_000)),
 }
 
 

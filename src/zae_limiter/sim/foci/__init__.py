@@ -1,0 +1,1 @@
+"""The focused worlds' shapers, one module per family of risks (sim/focus.py)."""
