@@ -21,9 +21,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from zae_limiter.flows.reserves.settings import ReserveSettings
 from zae_limiter.limits import Limit
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.spec import YEAR_S, ClientSpec, FaultRates, OpSpec, WorldSpec, as_quota
+from zae_limiter.sim.spec import (
+    OPERATOR_KINDS,
+    YEAR_S,
+    ClientSpec,
+    FaultRates,
+    OpSpec,
+    WorldSpec,
+    as_quota,
+)
 
 
 def _op(c: Choices, leaves: list[str], limits: tuple[Limit, ...], most: int,
@@ -46,8 +55,8 @@ def _op(c: Choices, leaves: list[str], limits: tuple[Limit, ...], most: int,
     return OpSpec(c.pick(leaves), consume, adjust, rollback)
 
 
-def _client(c: Choices, i: int, reserve: bool, ops: tuple[OpSpec, ...], spec: WorldSpec,
-            threads: int) -> ClientSpec:  # fmt: skip
+def _client(c: Choices, i: int, reserve: bool | ReserveSettings, ops: tuple[OpSpec, ...],
+            spec: WorldSpec, threads: int) -> ClientSpec:  # fmt: skip
     skew = spec.skew_ms
     # A world of regions keeps its clients where the world put them (its serving ones).
     region = c.pick(sorted({cl.region for cl in spec.clients})) if spec.regions else ""
@@ -81,22 +90,27 @@ def _entities(c: Choices) -> dict[str, str | None]:
 def stale_reserve(spec: WorldSpec, c: Choices) -> WorldSpec:
     entities = _entities(c)
     leaves = [e for e in entities if e not in {p for p in entities.values() if p}]
-    fleet = c.between(2, 3)
+    fleet = c.between(1, 2)
     # Large enough that a reserve (at most a tenth of it) holds several acquires: held
     # counts, not full-at moves, carry most of what the fleet takes; and the counts left
     # out at each lull drain it.
     capacity = c.between(60, 250)
-    limits = _as_drawn(spec, (Limit.custom("rpm", capacity, 1, YEAR_S),))
-    watchers = c.between(1, 2)
+    # Nearly never refilling, or slowly (a client refused waits minutes, not a year, and
+    # comes back to a bucket near empty).
+    period = c.pick([YEAR_S, 600, 3600])
+    amount = 1 if period == YEAR_S else capacity
+    limits = _as_drawn(spec, (Limit.custom("rpm", capacity, amount, period),))
+    watchers = 1
     clients: list[ClientSpec] = []
     for i in range(fleet + watchers):
         holder = i < fleet
         count = c.between(15, 30) if holder else c.between(8, 20)
         # The fleet: many small acquires. A watcher's may be larger (a gateway's requests
         # of many tokens).
-        most = 2 if holder else c.between(5, capacity // 6)
+        most = c.between(2, 8) if holder else c.between(5, capacity // 4)
         ops = tuple(_op(c, leaves, limits, most, 100) for _ in range(count))
-        clients.append(_client(c, i, holder, ops, spec, c.between(1, 2) if holder else 1))
+        reserve = _fleet_settings(c) if holder else False
+        clients.append(_client(c, i, reserve, ops, spec, c.between(1, 2) if holder else 1))
     # The watchers stand anywhere among the clients (the step picks by position).
     order = list(range(len(clients)))
     for i in range(len(order) - 1, 0, -1):
@@ -109,17 +123,27 @@ def stale_reserve(spec: WorldSpec, c: Choices) -> WorldSpec:
 
 def _gentle(spec: WorldSpec) -> FaultRates:
     """The kinds the seed drew, each at the lowest rate: the schedule needs the fleet to
-    hold reserves and clients to keep their images, which frequent crashes would wipe."""
-    return FaultRates({kind: min(rate, 30) for kind, rate in spec.faults.rates.items()})
+    hold reserves and clients to keep their images, which frequent crashes would wipe.
+    No operator's changes: limits changed under a fleet is another family of risks."""
+    rates = spec.faults.rates
+    return FaultRates({k: min(r, 30) for k, r in rates.items() if k not in OPERATOR_KINDS})
+
+
+def _fleet_settings(c: Choices) -> ReserveSettings:
+    """A fleet's reserve settings, as a user tunes them for a hot bucket: hot sooner,
+    reserves sized for a longer period and allowed a larger share of the bucket."""
+    return ReserveSettings(
+        writes_per_second=c.pick([2.0, 1.0, 0.5]),
+        hot_rate=c.pick([4.0, 2.0, 1.0]),
+        max_share=c.pick([0.1, 0.25, 0.5]),
+    )
 
 
 def give_back(spec: WorldSpec, c: Choices) -> WorldSpec:
     entities = _entities(c)
     leaves = [e for e in entities if e not in {p for p in entities.values() if p}]
-    # Small and quick to refill: a bucket that fills up while a reserve still holds
-    # what a give-back settled in it, then a burst that spends both.
-    capacity = c.between(5, 25)
-    period = c.pick([1, 1, 10])
+    capacity = c.between(10, 60)
+    period = c.pick([1, 60, 10])
     first = Limit.custom("rpm", capacity, max(1, capacity // c.pick([1, 2])), period)
     limits: tuple[Limit, ...] = (first,)
     if c.chance(300):
@@ -130,6 +154,5 @@ def give_back(spec: WorldSpec, c: Choices) -> WorldSpec:
     for i in range(c.between(1, 3)):
         ops = tuple(_op(c, leaves, limits, 5, 450) for _ in range(c.between(15, 35)))
         clients.append(_client(c, i, not c.chance(200), ops, spec, c.between(1, 2)))
-    tempo = c.pick(["bursty", "bursty", "steady"])
-    return replace(spec, limits=limits, entities=entities, clients=tuple(clients), tempo=tempo,
-                   faults=_gentle(spec))  # fmt: skip
+    tempo = c.pick(["bursty", "steady"])
+    return replace(spec, limits=limits, entities=entities, clients=tuple(clients), tempo=tempo)
