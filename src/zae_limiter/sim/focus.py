@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.foci import reserves
+from zae_limiter.sim.foci import reserves, simm3
 from zae_limiter.sim.spec import WorldSpec
 
 #: Out of 100; a focus's band [low, high) of `focus_of`'s draw.
 BANDS: dict[str, tuple[int, int]] = {
+    "operator": (20, 27),
+    "quota-reset": (27, 34),
     "stale-reserve": (0, 6),
     "give-back": (6, 10),
 }
@@ -30,6 +32,8 @@ BANDS: dict[str, tuple[int, int]] = {
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
 Shaper = Callable[[WorldSpec, Choices], WorldSpec]
 SHAPERS: dict[str, Shaper] = {
+    "operator": simm3.operator,
+    "quota-reset": simm3.quota_reset,
     "stale-reserve": reserves.stale_reserve,
     "give-back": reserves.give_back,
 }

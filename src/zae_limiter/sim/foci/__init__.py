@@ -1,1 +1,1 @@
-"""The focused worlds' shapers, one module per family of risks (sim/focus.py)."""
+"""Shapers of focused worlds (sim/focus.py), one module per family of risks."""
