@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.foci import simm3
+from zae_limiter.sim.foci import reserves, simm3
 from zae_limiter.sim.foci.shards import shards
 from zae_limiter.sim.spec import WorldSpec
 
@@ -27,6 +27,8 @@ BANDS: dict[str, tuple[int, int]] = {
     "shards": (10, 20),  # sim/foci/shards.py
     "operator": (20, 27),
     "quota-reset": (27, 34),
+    "stale-reserve": (0, 6),
+    "give-back": (6, 10),
 }
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
@@ -35,6 +37,8 @@ SHAPERS: dict[str, Shaper] = {
     "shards": shards,
     "operator": simm3.operator,
     "quota-reset": simm3.quota_reset,
+    "stale-reserve": reserves.stale_reserve,
+    "give-back": reserves.give_back,
 }
 
 
