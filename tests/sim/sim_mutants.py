@@ -201,8 +201,8 @@ FIRST_FAILING: Mapping[str, int] = {
     "take-without-availability-condition": 4,
     "spend-keeps-tokens": 18,
     "cascade-not-given-back": 29,
-    # 16 until the give-back focus (sim/foci/reserves.py) took that seed's world.
-    "set-without-its-condition": 26,
+    # Seed 16 keeps its general world (focus.KEPT).
+    "set-without-its-condition": 16,
     "writes-sent-once-reverted": 72,
     # 455 found it; the give-back fix (seed 12166) moved that schedule; 1418 until the
     # operator focus (sim/foci/simm3.py) reshaped that seed's world.
