@@ -57,16 +57,25 @@ def install(directory: str) -> None:
     counts: Counter[str] = Counter()
     lock = threading.Lock()
     causes: dict[int, str] = {}
-    turn, step = drivers._Runner.turn, drivers.SyncRunner.step
+    running = threading.local()
+    run, prepare, step = drivers.SyncRunner.run, drivers._Runner.prepare, drivers.SyncRunner.step
 
-    def traced_turn(self: Any, flow: Any, send: Any, deadline: Any) -> Any:
-        out = turn(self, flow, send, deadline)
-        if isinstance(out, tuple):
-            cause = " > ".join(_chain(flow)[-DEPTH:])
-            for s in out[1]:
-                if isinstance(s, Call):
-                    causes[id(s)] = cause
-        return out
+    def traced_run(self: Any, flow: Any, *args: Any, **kwargs: Any) -> Any:
+        # The flow being run in this thread: `prepare` is called right after it yields.
+        stack = running.__dict__.setdefault("flows", [])
+        stack.append(flow)
+        try:
+            return run(self, flow, *args, **kwargs)
+        finally:
+            stack.pop()
+
+    def traced_prepare(self: Any, steps: Any, deadline: Any) -> Any:
+        stack = running.__dict__.get("flows") or [None]
+        cause = " > ".join(_chain(stack[-1])[-DEPTH:]) if stack[-1] is not None else "?"
+        for s in steps:
+            if isinstance(s, Call):
+                causes[id(s)] = cause
+        return prepare(self, steps, deadline)
 
     def traced_step(self: Any, s: Any, trip: int, cost: Any, left: Any) -> Any:
         result = step(self, s, trip, cost, left)
@@ -78,7 +87,8 @@ def install(directory: str) -> None:
 
     doublings: list[Any] = []
     _trace_doublings(doublings)
-    setattr(drivers._Runner, "turn", traced_turn)  # noqa: B010 (patched for the run)
+    setattr(drivers.SyncRunner, "run", traced_run)  # noqa: B010 (patched for the run)
+    setattr(drivers._Runner, "prepare", traced_prepare)  # noqa: B010
     setattr(drivers.SyncRunner, "step", traced_step)  # noqa: B010
 
     def flush() -> None:
