@@ -4,6 +4,7 @@ partition emulator while the parent watches the shard count; per-second rows and
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing
 import threading
@@ -68,17 +69,24 @@ class ShardPoller:
 
 
 def _run_clients(
-    emu: PartitionEmulator, table: str, phase: Phase, processes: int
+    emu: PartitionEmulator, table: str, phase: Phase, processes: int, trace: str | None = None
 ) -> tuple[Tally, float]:
-    """Start the client processes, line them up, run the phase; (merged tally, start)."""
+    """Start the client processes, line them up, run the phase; (merged tally, start).
+    With `trace` (a directory), each process counts its requests by cause there
+    (`benchmarks.hot_trace`)."""
     ctx = multiprocessing.get_context("spawn")
     ready, go = ctx.Barrier(processes + 1), ctx.Barrier(processes + 1)
     start = ctx.Value("d", 0.0)
     results = ctx.Queue()
     threads = phase.threads or max(1, math.ceil(phase.rate / processes / RATE_PER_THREAD))
     spec = WorkerSpec(emu.endpoint_url, table, phase, phase.rate / processes, threads, 0.0)
+    target: Any = worker
+    if trace is not None:
+        from benchmarks.hot_trace import traced_worker
+
+        target = functools.partial(traced_worker, trace)
     procs = [
-        ctx.Process(target=worker, args=(spec, ready, go, start, results)) for _ in range(processes)
+        ctx.Process(target=target, args=(spec, ready, go, start, results)) for _ in range(processes)
     ]
     for p in procs:
         p.start()
@@ -214,6 +222,7 @@ def run_phase(
     phase: Phase,
     processes: int,
     prime: bool = False,
+    trace: str | None = None,
 ) -> dict[str, Any]:
     """Run one phase through the emulator; per-second rows and a summary. With `prime`,
     the entity's bucket exists before the start (one acquire, straight on the engine):
@@ -231,7 +240,7 @@ def run_phase(
             with limiter.acquire(phase.entity, RESOURCE, {phase.limit.name: 1}):
                 pass
         with ShardPoller(limiter, phase.entity) as poller:
-            tally, start_at = _run_clients(emu, table, phase, processes)
+            tally, start_at = _run_clients(emu, table, phase, processes, trace)
             time.sleep(POLL_INTERVAL_S * 2)
     rows = _rows(phase, tally, start_at, emu, poller)
     result = {"summary": _summary(phase, rows, tally), "seconds": rows}

@@ -164,15 +164,20 @@ def run(
     table: str,
     seconds: float = 30,
     only: tuple[str, ...] = tuple(RUNS),
+    trace: str | None = None,
 ) -> dict[str, Any]:
-    """The runs named in `only` (both by default) and their verdicts."""
+    """The runs named in `only` (both by default) and their verdicts; with `trace` (a
+    directory), every request counted by cause there (`benchmarks.hot_trace`)."""
     emu.writes_per_second = PARTITION_LIMIT
     out: dict[str, Any] = {}
     for name, reserve in RUNS.items():
         if name not in only:
             continue
         test = phase(name, reserve, seconds)
-        result = run_phase(emu, upstream, table, test, PROCESSES, prime=True)
+        where = None if trace is None else str(Path(trace) / name)
+        if where is not None:
+            Path(where).mkdir(parents=True, exist_ok=True)
+        result = run_phase(emu, upstream, table, test, PROCESSES, prime=True, trace=where)
         result["checks"] = judge(name, result, seconds)
         out[name] = result
     return out
@@ -213,6 +218,7 @@ def measure_all(
     shape: str = SMOOTH,
     reasons: bool = True,
     only: tuple[str, ...] = tuple(RUNS),
+    trace: str | None = None,
 ) -> dict[str, Any]:
     """The runs on a local engine of their own, behind the emulator (its `shape`, and
     whether its throttles give reasons)."""
@@ -221,7 +227,7 @@ def measure_all(
 
     with environment(pick_engine(None), PARTITION_LIMIT, shape, reasons) as (upstream, emu):
         table = create_table(upstream, prefix="zael-bench-throttle")
-        return run(emu, upstream, table, seconds, only)
+        return run(emu, upstream, table, seconds, only, trace)
 
 
 def _measure(out_dir: Path, quick: bool, log: Log, failed: list[str]) -> dict[str, Any]:
@@ -252,15 +258,21 @@ def main(argv: list[str] | None = None) -> int:
         help="throttles name no reason (DynamoDB before 2025): doubling on windows alone",
     )
     parser.add_argument("--only", choices=list(RUNS), action="append", help="this run only")
+    parser.add_argument("--trace", help="count every request by cause in this directory")
     args = parser.parse_args(argv)
     only = tuple(args.only or RUNS)
-    results = measure_all(args.seconds, args.shape, not args.no_reasons, only)
+    results = measure_all(args.seconds, args.shape, not args.no_reasons, only, args.trace)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hot_throttle.json").write_text(json.dumps(results, indent=2) + "\n")
     text = "\n".join(markdown(results))
     (out / "hot_throttle.md").write_text(text)
     print(text)
+    if args.trace:
+        from benchmarks.hot_trace import report
+
+        for name in results:
+            print(f"\nrequests by cause ({name}):\n{report(str(Path(args.trace) / name))}")
     failed = failures(results)
     for failure in failed:
         print(f"failed: {failure}", file=sys.stderr)

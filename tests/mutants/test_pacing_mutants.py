@@ -9,7 +9,12 @@ flows/any_shard.py); each must be caught by its test in tests/unit/test_throttle
   four refused writes per acquire under a full partition), and one that takes the gate
   its own refusal closed for another acquire's;
 - a write from memory planned at its image's shard count, not the one the client knows
-  (its test in tests/unit/test_flows_take.py).
+  (its test in tests/unit/test_flows_take.py);
+- a client refused over and over that writes a fresh acquire while its gate is closed
+  (instead of failing it without a write), and one refused lately that takes from shard 0
+  while the count grows;
+- a shard that may be unmade read alone (shard 0 and its donor read again to make it),
+  and a donor's split that keeps its window (its tests in tests/unit/test_flows_take.py).
 """
 
 from __future__ import annotations
@@ -85,4 +90,39 @@ def test_the_known_count_test_catches_a_write_planned_at_the_image_count() -> No
     body = takes.test_a_write_from_memory_is_planned_at_the_count_the_client_knows
     body()
     with mutant(take, "_at_known_count", lambda _state, _level, bucket: bucket):
+        must_fail(body)
+
+
+def test_the_shed_test_catches_a_saturated_client_that_writes_anyway() -> None:
+    body = pacing.test_a_client_refused_over_and_over_sheds_while_its_gate_is_closed
+    body()
+    with mutant(throttled, "sheds", lambda *_a: False):
+        must_fail(body)
+
+
+def test_the_spare_test_catches_takes_on_shard_0_while_the_count_grows() -> None:
+    body = pacing.test_a_client_refused_lately_leaves_shard_0_to_the_growth
+    _run(body)
+    with mutant(throttled, "spares_shard0", lambda *_a: False):
+        must_fail(_run, body)
+
+
+def test_the_donor_test_catches_a_shard_read_without_what_making_it_needs() -> None:
+    from tests.unit import test_flows_take as takes
+    from zae_limiter.flows.scaling import split
+
+    body = takes.test_a_donor_that_never_saw_the_doubling_records_it_first
+    body()
+    with mutant(split, "may_be_unmade", lambda *_a: False):
+        must_fail(body)
+
+
+def test_the_donor_test_catches_a_split_that_keeps_the_donors_window() -> None:
+    from tests.unit import test_flows_take as takes
+    from zae_limiter import keys
+
+    original = keys.set_shard_count
+    body = takes.test_a_donor_that_never_saw_the_doubling_records_it_first
+    body()
+    with mutant(keys, "set_shard_count", lambda *a, **_k: original(*a[:5])):
         must_fail(body)

@@ -182,3 +182,14 @@ def made_below(read: Call, missing: frozenset[int] = frozenset()) -> Result:
         if int(key[keys.PK]["S"].rsplit("#", 1)[1]) not in missing
     ]
     return Result({"Responses": {TABLE: found}})
+
+
+def shards_answer(read: Call, items: dict[int, dict[str, Any]]) -> Result:
+    """The answer to a BatchGetItem of whole shards (`keys.shards_read`): the items given,
+    by shard id, for the shards it asks; a shard not given is absent."""
+    found = []
+    for key in read.params["RequestItems"][TABLE]["Keys"]:
+        shard = int(key[keys.PK]["S"].rsplit("#", 1)[1])
+        if shard in items:
+            found.append({**items[shard], **key})
+    return Result({"Responses": {TABLE: found}})

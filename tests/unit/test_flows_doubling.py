@@ -21,6 +21,7 @@ from tests.unit._flowkit import (
     make_level,
     make_state,
     ok,
+    shards_answer,
 )
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
@@ -87,12 +88,21 @@ def test_a_throttled_client_that_missed_a_doubling_learns_it_by_reading() -> Non
     state = state_that_saw(writes=100, span_ms=2000)
     doubled = item(T0 - 500, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
     after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=4)
-    outcome, log = run(
-        take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), Result({"Item": doubled}), Result({"Item": after}), ok(after)],
+    answers = iter([throttle(), Result({"Item": doubled}), Result({"Item": after}), ok(after)])
+
+    def answer(call: Call) -> Any:
+        if call.op == "batch_get_item":  # shard 2 or 3 may be unmade: read with its donors
+            next(answers)
+            return shards_answer(call, {s: after for s in range(4)})
+        return next(answers)
+
+    outcome, log, _slept = answered(
+        take_any_shard(state, make_level(), T0, True, NOT_FETCHED), answer
     )
     assert isinstance(outcome, Taken) and outcome.shard_id in (1, 2, 3)
-    assert [c.op for c in log] == ["update_item", "get_item", "get_item", "update_item"]
+    # The shard it never wrote is read first: alone, or with its donors if it may be unmade.
+    assert [c.op for c in log][:2] == ["update_item", "get_item"]
+    assert log[2].op in ("get_item", "batch_get_item") and log[3].op == "update_item"
     assert state.shard_count("e1", "gpt") == 4
 
 

@@ -24,6 +24,7 @@ from tests.unit._flowkit import (
     make_state,
     ok,
     recorded,
+    shards_answer,
     value_of,
 )
 from zae_limiter import keys
@@ -440,14 +441,16 @@ def test_a_donor_that_never_saw_the_doubling_records_it_first() -> None:
     sibling = item(T0, {"rpm": 4000}, shard_count=2)
     log: list[Any] = []
     flow = recorded(take(state, level, T0, True), log)
-    next(flow)
-    assert flow.send(failed(None)).op == "get_item"  # shard 0
-    assert flow.send(Result({"Item": shard0})).op == "get_item"  # shard 1, the donor
-    move = flow.send(Result({"Item": sibling}))
+    read = next(flow)
+    # A shard that may be unmade is read with shard 0 and its donor (shard 1), at once.
+    assert read.op == "batch_get_item" and len(read.params["RequestItems"][TABLE]["Keys"]) == 3
+    move = flow.send(shards_answer(read, {0: shard0, 1: sibling}))
     assert move.op == "update_item"
     values = move.params["ExpressionAttributeValues"]
     assert (values[":new_shards"], values[":shards"]) == (keys.n(4), keys.n(2))
     assert "#split_0 = if_not_exists(#full_at_0, :no_snapshot)" in move.params["UpdateExpression"]
+    # Its window restarts: what it counted was meant for fewer shards (flows/scaling/split.py).
+    assert f"{keys.A_WINDOW_START} = :now_ms" in move.params["UpdateExpression"]
     # ALL_NEW as DynamoDB returns it: the count and the snapshot of the full-at time; a
     # take on the sibling since (its fa moved on) is not the new shard's.
     fa = keys.limit_attr("rpm", "fa")

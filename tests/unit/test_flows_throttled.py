@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.unit._flowkit import T0, answered, item, limit_part, make_level, make_state, ok
+from tests.unit._flowkit import (
+    T0,
+    answered,
+    item,
+    limit_part,
+    make_level,
+    make_state,
+    ok,
+    shards_answer,
+)
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep
 from zae_limiter.flows.context import RepoState
@@ -60,6 +69,8 @@ def test_a_throttled_write_tries_another_shard_before_failing() -> None:
     def answer(call: Call) -> Any:
         if call.op == "get_item":  # reads (of a shard never written, of a window) pass
             return Result({"Item": item(T0, FULL, shard_count=4)})
+        if call.op == "batch_get_item":  # a shard that may be unmade, with its donors
+            return shards_answer(call, {s: item(T0, FULL, shard_count=4) for s in range(4)})
         return throttle() if shard_of(call) in hot else ok(item(T0, FULL, shard_count=4))
 
     for first in range(20):  # whichever shard comes first, the acquire lands elsewhere
@@ -100,7 +111,7 @@ def test_unavailable_only_when_the_wait_budget_is_spent() -> None:
         tries = min(shards, MAX_SHARD_TRIES) + MAX_THROTTLED_WAITS
         writes = [c for c in calls if c.op == "update_item"]
         assert len(writes) <= tries  # not a storm
-        assert {c.op for c in calls} <= {"update_item", "get_item"}
+        assert {c.op for c in calls} <= {"update_item", "get_item", "batch_get_item"}
         assert len(calls) <= 3 * tries
         assert not state.entities["e1"].shards.tried
         assert state.shard_count("e1", "gpt") == shards
@@ -187,6 +198,10 @@ def test_after_a_throttle_the_clients_next_acquire_holds_back_before_writing() -
     that goes through, acquires write at once again."""
     state = state_with(shards=1)
     answered(take_any_shard(state, make_level(), T0, True, NOT_FETCHED), lambda _c: throttle())
+    # One refusal in a row, not a client refused over and over (that one sheds its next
+    # acquires: test_throttled_pacing.py).
+    until, _row = state.entities["e1"].gate.state("gpt")
+    state.entities["e1"].gate.close("gpt", until, 1)
     calls: list[str] = []
 
     def answer(call: Call) -> Any:

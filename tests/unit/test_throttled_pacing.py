@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit._flowkit import T0, answered, item, make_level, ok
+from tests.unit._flowkit import T0, TABLE, answered, item, make_level, ok, shards_answer
 from tests.unit.test_flows_throttled import FULL, shard_of, state_with, throttle
 from zae_limiter.errors import RateLimiterUnavailable
-from zae_limiter.flows import Call, Result
+from zae_limiter.flows import Call, Result, Sleep
+from zae_limiter.flows.reserves.book import ReserveBook
 from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.scaling.throttled import SATURATED_ROW
@@ -67,6 +68,8 @@ def test_a_throttle_while_the_gate_is_closed_waits_before_another_shard(
     def answer(call: Call) -> Any:
         if call.op == "get_item":
             return Result({"Item": item(T0, FULL, shard_count=4)})
+        if call.op == "batch_get_item":  # a shard that may be unmade, with its donors
+            return shards_answer(call, {s: item(T0, FULL, shard_count=4) for s in range(4)})
         if refused[0] < 1:
             refused[0] += 1
             throttled.note_throttle(state, level, T0)  # another acquire, refused meanwhile
@@ -180,3 +183,84 @@ def test_an_acquire_refused_by_its_own_gate_keeps_its_budget() -> None:
     )
     assert isinstance(outcome, Taken)
     assert [c.op for c in calls].count("update_item") == 4
+
+
+def test_a_client_refused_over_and_over_sheds_while_its_gate_is_closed() -> None:
+    """Its row of refusals at SATURATED_ROW and its gate closed by another acquire just
+    now: a fresh acquire fails as throttled without a write (it would wait for the gate
+    and write once, refused most of the time: measured, 8 in 10). Below the row, with the
+    gate open, or with reserves, it holds back and writes as before."""
+    level = make_level()
+
+    def first_step(row: int, until: int, reserves: bool = False) -> Any:
+        state = state_with()
+        if reserves:
+            state.reserves = ReserveBook()
+        state.entities["e1"].gate.note_refusal("gpt", T0 - 10)
+        state.entities["e1"].gate.close("gpt", until, row)
+        flow = take_any_shard(state, level, T0, True, NOT_FETCHED)
+        try:
+            return next(flow)
+        except RateLimiterUnavailable as error:
+            return error
+
+    shed = first_step(SATURATED_ROW, T0 + 200)
+    assert isinstance(shed, RateLimiterUnavailable) and shed.throttled
+    assert isinstance(first_step(SATURATED_ROW - 1, T0 + 200), Sleep)  # holds back
+    assert isinstance(first_step(SATURATED_ROW, T0 + 200, reserves=True), Sleep)
+    opened = first_step(SATURATED_ROW, T0)  # the gate is open: it writes
+    assert isinstance(opened, Call) and opened.op == "update_item"
+
+
+def test_a_client_refused_lately_leaves_shard_0_to_the_growth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client without reserves refused in the last REFUSED_RECENTLY_MS picks its first
+    shard (and a shard after a throttle) among shards 1..n-1, from 4 shards on: growing
+    the count writes shard 0 (the doubling, and a check in every new shard's
+    transaction). Below 4 shards, with reserves, or not refused lately, shard 0 is one
+    of the choices."""
+
+    def firsts(shards: int, refused: bool = True, reserves: bool = False) -> set[int]:
+        seen: set[int] = set()
+        for seed in range(40):
+            state = state_with(shards=shards)
+            state.rng.seed(seed)
+            if reserves:
+                state.reserves = ReserveBook()
+            if refused:
+                state.entities["e1"].gate.note_refusal("gpt", T0 - 100)
+            flow = take_any_shard(state, make_level(shard_count=shards), T0, True, NOT_FETCHED)
+            call = next(flow)
+            if isinstance(call, Call) and call.op == "batch_get_item":
+                call = call.params["RequestItems"][TABLE]["Keys"][0]
+                seen.add(int(call["PK"]["S"].rsplit("#", 1)[1]))
+            elif isinstance(call, Call):
+                seen.add(shard_of(call))
+        return seen
+
+    assert firsts(4) == {1, 2, 3}
+    assert 0 in firsts(4, refused=False)
+    assert 0 in firsts(4, reserves=True)
+    assert firsts(2) == {0, 1}
+
+    # After a throttle, the next shard is not shard 0 either.
+    state = state_with(shards=8)
+    state.entities["e1"].gate.note_refusal("gpt", T0 - 100)
+    tried: list[int] = []
+
+    def answer(call: Call) -> Any:
+        if call.op == "batch_get_item":
+            return shards_answer(call, {s: item(T0, FULL, shard_count=8) for s in range(8)})
+        if call.op == "get_item":
+            return Result({"Item": item(T0, FULL, shard_count=8)})
+        tried.append(shard_of(call))
+        return throttle() if len(tried) == 1 else ok(item(T0, FULL, shard_count=8))
+
+    for _ in range(10):
+        tried.clear()
+        outcome, _calls, _slept = answered(
+            take_any_shard(state, make_level(shard_count=8), T0, True, NOT_FETCHED), answer
+        )
+        assert isinstance(outcome, Taken) and 0 not in tried
+        state.entities["e1"].gate.open("gpt")

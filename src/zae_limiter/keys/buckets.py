@@ -295,6 +295,15 @@ def shards_below(
     }
 
 
+def shards_read(
+    table: str, ns: str, entity_id: str, resource: str, shard_ids: Sequence[int]
+) -> dict[str, Any]:
+    """A consistent BatchGetItem of whole shards: several items a flow needs at once,
+    read in one round trip instead of one GetItem each."""
+    wanted = [bucket_key(ns, entity_id, resource, i) for i in shard_ids]
+    return {"RequestItems": {table: {"Keys": wanted, "ConsistentRead": True}}}
+
+
 def window_parts(reset: bool) -> tuple[list[str], list[str]]:
     """(SET parts, ADD parts) that count `:writes` writes in the item's window; a restart
     (at `:now_ms`) keeps the window it ends (`:zero`, for an item that had none)."""
@@ -473,6 +482,7 @@ __all__ = [
     "new_bucket_item",
     "partition_wcu",
     "shards_below",
+    "shards_read",
     "snapshot_parts",
     "window_parts",
     "with_doubling",

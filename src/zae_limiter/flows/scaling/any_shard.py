@@ -45,6 +45,8 @@ def take_any_shard(
     # acquire's entity has neither.
     if meta is not None and (meta.gate.closed or meta.gate.refused):
         gate = throttled.gate_ms(state, level, now_ms)
+        if gate and throttled.sheds(state, level, now_ms):
+            raise throttled.shed(level)
         if gate:  # this client was throttled on the bucket just now: hold back first
             tries.woke((yield from pause(tries.hold_back(gate))))
             served = throttled.from_reserve(state, level, tries.now(now_ms))
@@ -52,6 +54,9 @@ def take_any_shard(
                 return served
         if throttled.refused_lately(state, level, now_ms):
             level = throttled.with_reserve(state, level, tries.now(now_ms))
+            if shard == 0 and preferred is None and prefetched is NOT_FETCHED:
+                shard = throttled.any_shard(state, level, list(range(count)), now_ms)
+                tries.tried = [shard]
     while True:
         here = level
         if shard != level.shard_id or level.shard_count <= shard or level.flush is not None:
@@ -218,7 +223,7 @@ def _after_throttle(
         count = max(count, 2)
     others = [] if crowded else tries.untried(count)
     if others:
-        shard = state.rng.choice(others)
+        shard = throttled.any_shard(state, level, others, now_ms)
         tries.tried.append(shard)
         return shard
     # The gate binds retries too: a client's acquires throttled together are one refusal,
@@ -228,7 +233,8 @@ def _after_throttle(
         return None
     tries.woke((yield from pause(wait)))
     # Any shard that exists (the probe's count is not one: shard 0 said how many there are).
-    return state.rng.randrange(max(1, state.shard_count(level.entity_id, level.resource)))
+    known = max(1, state.shard_count(level.entity_id, level.resource))
+    return throttled.any_shard(state, level, list(range(known)), now_ms)
 
 
 def _double_on_evidence(

@@ -121,10 +121,18 @@ def double(
         return
     meta.shards.try_doubling(resource, now_ms)
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
-    if confirm and not (yield from _still_due(state, key, resource, count, measured_since)):
-        return
+    where = (state.table, state.namespace, entity_id, resource, count)
     # A raise over an unmade shard would overwrite the snapshot its share sits in.
-    if not (yield from made.all_made(state.table, state.namespace, entity_id, resource, count)):
+    if confirm and count > 1:
+        # Shard 0 and the keys below the count in one read (was a GetItem, then a batch).
+        zero, all_made = yield from made.with_shard0(*where)
+        if not (_due(state, zero, resource, count, measured_since) and all_made):
+            return
+    elif confirm:  # one shard: none below it to be made
+        read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
+        if not _due(state, read.item, resource, count, measured_since):
+            return
+    elif not (yield from made.all_made(*where)):
         return
     try:
         params = keys.double_shards(
@@ -179,19 +187,17 @@ def busy_on_average(meta: EntityState, resource: str, count: int, now_ms: int) -
     return len(rates) >= 2 and sum(rates) / len(rates) >= AVERAGE_SHARE
 
 
-def _still_due(
-    state: RepoState, key: keys.Item, resource: str, count: int, since: int
-) -> Flow[bool]:
-    """Whether shard 0 still has `count` shards and no doubling since `since` (it learns
-    a higher count on the way: the caller then spreads over it instead)."""
-    read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
-    if not read.item:
+def _due(state: RepoState, item: Any, resource: str, count: int, since: int) -> bool:
+    """Whether shard 0's item as just read (None: absent) still has `count` shards and no
+    doubling since `since` (it learns a higher count on the way: the caller then spreads
+    over it instead)."""
+    if not item:
         return True
-    shard0 = keys.decode_bucket(read.item)
+    shard0 = keys.decode_bucket(item)
     if shard0.shard_count > count:
         meta = state.entities.learn(
             shard0.entity_id, shard0.cascade, shard0.parent_id, of=resource
         )
         meta.shards.told(resource, shard0.shard_count)
         return False
-    return keys.get_n(read.item, keys.A_SHARD_DOUBLED, 0) <= since
+    return keys.get_n(item, keys.A_SHARD_DOUBLED, 0) <= since

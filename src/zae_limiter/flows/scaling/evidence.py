@@ -31,6 +31,7 @@ from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.scaling.knowledge import WindowSeen
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.flows.write.memory import learn
@@ -225,6 +226,8 @@ def entity_evidence(
         known = throttle_evidence(state, replace(level, shard_id=shard), now_ms)
         if known is not None:
             return min(since, known)
-    other = replace(level, shard_id=state.rng.choice(others), shard_count=count)
+    # Not shard 0 while this client leaves it to the growth: its window is quiet then.
+    shard = throttled.any_shard(state, level, others, now_ms)
+    other = replace(level, shard_id=shard, shard_count=count)
     also = yield from read_evidence(state, other, now_ms)
     return None if also is None else min(since, also)

@@ -18,8 +18,13 @@ partition, whose traffic spread over `n` shards makes them all within a few acqu
 
 from __future__ import annotations
 
+from typing import Any
+
 from zae_limiter import keys
 from zae_limiter.flows import Call, Flow, one
+
+#: The most keys one BatchGetItem reads.
+MAX_BATCH = 100
 
 
 def all_made(table: str, ns: str, entity_id: str, resource: str, count: int) -> Flow[bool]:
@@ -33,3 +38,18 @@ def all_made(table: str, ns: str, entity_id: str, resource: str, count: int) -> 
         return False  # not known now: the next try reads again
     found = result.response.get("Responses", {}).get(table, [])
     return len(found) == count - 1
+
+
+def with_shard0(table: str, ns: str, entity_id: str, resource: str, count: int) -> Flow[Any]:
+    """(shard 0's item, None when absent or not read; whether shards 1 .. `count` - 1 are
+    all made): one consistent BatchGetItem of the whole items for a client that reads
+    shard 0 before doubling it (`doubling.double`), instead of a GetItem and `all_made`."""
+    ids = range(min(count, MAX_BATCH))
+    params = keys.shards_read(table, ns, entity_id, resource, ids)
+    result = yield from one(Call("batch_get_item", params))
+    found = result.response.get("Responses", {}).get(table, [])
+    zero_key = keys.key_id(keys.bucket_key(ns, entity_id, resource, 0))
+    zero = next((item for item in found if keys.key_id(item) == zero_key), None)
+    if result.response.get("UnprocessedKeys"):
+        return zero, False  # not known now: the next try reads again
+    return zero, count <= MAX_BATCH and len(found) == count

@@ -25,7 +25,7 @@ from zae_limiter.flows.expiry import expires_at_s
 from zae_limiter.flows.reserves.lost import charge_lost
 from zae_limiter.flows.scaling import sessions
 from zae_limiter.flows.scaling.doubling import scale_after_write
-from zae_limiter.flows.scaling.split import create_split_shard
+from zae_limiter.flows.scaling.split import Unmade, create_split_shard, read_for_take
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
 from zae_limiter.flows.write.memory import image_of_age, learn, remember
 from zae_limiter.flows.write.plan import new_bucket, plan_write
@@ -71,8 +71,8 @@ def take(
         # it, which may have expired and count as spent (flows/write/plan.py, `watched_epochs`).
         # A shard this client never wrote may not exist yet either (shard 0 records a
         # doubling before the new shards are made). A read takes no write capacity.
-        read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
-        item = read.item
+        # One that may be unmade is read with what making it needs (flows/scaling/split.py).
+        item = yield from read_for_take(state, level, key, now_ms)
     if confirmed and item:
         # What DynamoDB just showed is this client's image now: should this write be
         # throttled, the next one plans from it instead of reading again.
@@ -140,8 +140,9 @@ def _write(
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
         if confirmed and not item:
+            unmade = item if isinstance(item, Unmade) else None
             created, level, item = yield from _create_or_find(
-                state, level, key, now_ms, attempt, failed
+                state, level, key, now_ms, (attempt, unmade), failed
             )
             if created is not None:
                 return created
@@ -207,12 +208,19 @@ def _write(
 
 
 def _create_or_find(
-    state: RepoState, level: Level, key: keys.Item, now_ms: int, attempt: int, failed: _Failed
+    state: RepoState,
+    level: Level,
+    key: keys.Item,
+    now_ms: int,
+    tried: tuple[int, Unmade | None],
+    failed: _Failed,
 ) -> Flow[tuple[Taken | None, Level, Any]]:
     """(the take, when creating the bucket was it; the level with the entity's facts; the
-    item as it is when another client created it first, or the split shard)."""
+    item as it is when another client created it first, or the split shard). `tried`:
+    the attempt, and what the read that found the shard absent showed of its donors."""
+    attempt, unmade = tried
     level = yield from _with_entity_facts(state, level)
-    result, item = yield from _create(state, level, key, now_ms)
+    result, item = yield from _create(state, level, key, now_ms, unmade)
     if result is not None and result.ok:
         return _taken(level, item, now_ms, False), level, item  # new: no reserve to report
     if result is not None:
@@ -329,7 +337,9 @@ def _pending_doubling(state: RepoState, level: Level) -> tuple[int, int] | None:
     return wanted if wanted is not None and wanted[0] == level.shard_count else None
 
 
-def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow[tuple[Any, Any]]:
+def _create(
+    state: RepoState, level: Level, key: keys.Item, now_ms: int, unmade: Unmade | None = None
+) -> Flow[tuple[Any, Any]]:
     """Create the bucket: (result, the item as written); (result, ALL_OLD) when another
     client created it first; or (None, item) when a split shard has to be consumed from."""
     if level.shard_id == 0:
@@ -343,7 +353,7 @@ def _create(state: RepoState, level: Level, key: keys.Item, now_ms: int) -> Flow
             learn(state, level, item, now_ms)
             return result, item
         return result, result.old
-    item = yield from create_split_shard(state, level, now_ms)
+    item = yield from create_split_shard(state, level, now_ms, unmade)
     return None, item
 
 
