@@ -242,7 +242,6 @@ FIRST_FAILING: Mapping[str, int] = {
     # Session quota worlds (one quota world in two, `spec.draw_session`): the seeds
     # that found each fix, the first failing under its mutant.
     "session-debt-unbounded": 903,
-    "session-give-below-its-start": 1728,
     # A quota-reset world (sim/foci/simm3.py): a reserve held at the reset, spent after
     # it, in a window that then binds (not found in 10,000 seeds before that focus).
     "reserve-survives-a-reset": 434,
@@ -293,6 +292,11 @@ NOT_FOUND: Mapping[str, int] = {
     # shards needs a doubling, and a reserve held at a session's end and spent after it.
     "shard-opens-its-own-session": 2_909,
     "reserve-blind-to-session-end": 2_909,
+    # Seed 1,728 found it and was its first failing seed (0..1,727 searched) until the
+    # focus bands (sim/foci) reshaped that world; not searched again since. Its test on
+    # moto catches it (tests/integration/test_quotas.py, a give-back past what a session
+    # spent), and seed 1,728 stays a regression test (tests/sim/test_quota_schedules.py).
+    "session-give-below-its-start": 1_728,
     # In quota worlds. Seed 5,427 failed under it until main's split fractions moved that
     # schedule. With the operator focus (sim/foci/simm3.py: deletions while clients shard,
     # in quota worlds) no seed of 0..2,908 fails; 2,909 (an unfocused world) fails on the
