@@ -125,3 +125,40 @@ def test_a_quota_and_a_rate_limit_together(api: Api, clock: Clock) -> None:
             pass
     (refilling,) = _rejected(api, [rpm], "rpm").violations
     assert (refilling.kind, refilling.resets_at_ms) == ("rate", None)  # it refills instead
+
+
+def test_a_session_in_deep_debt_stays_spent_until_its_end(api: Api, clock: Clock) -> None:
+    """Simulator seed 903 (session quota worlds): usage charged after the fact past twice
+    the quota moved the stored value into the next millisecond's session, which read
+    whole: the table offered the quota again where the session was in debt. The debt
+    past the quota is not recorded; the session stays spent until its end."""
+    api, other = api.new_client(reserve=False), api.new_client(reserve=False)
+    opened = clock.now_ms
+    with api.acquire("e", "api", {"session": 2}, limits=[SESSION]) as lease:
+        with other.acquire("e", "api", {"session": 1}, limits=[SESSION]) as second:
+            lease.adjust(session=5)  # 8 used of 3
+            second.adjust(session=4)  # 12, planned from an image before the first
+    assert api.available("e", "api", limits=[SESSION])["session"] <= 0
+    _rejected(api, [SESSION], "session")
+    clock.now_ms = opened + 3_600_000 - 1
+    _rejected(api, [SESSION], "session")
+    clock.now_ms = opened + 3_600_000
+    assert api.available("e", "api", limits=[SESSION]) == {"session": 3}
+    _spend(api, [SESSION], 3, "session")
+    _rejected(api, [SESSION], "session")
+
+
+def test_a_give_back_past_what_a_session_spent_keeps_its_session(api: Api, clock: Clock) -> None:
+    """Simulator seed 1728 (session quota worlds): a lease adjusted below what it took
+    gave back more than the session held spent, and moved the stored value below the
+    session's start: it read as a session a millisecond older, spent twice over. The
+    give-back stops at the session's start: the session is whole, and keeps its end."""
+    api = api.new_client(reserve=False)
+    opened = clock.now_ms
+    with api.acquire("e", "api", {"session": 2}, limits=[SESSION]) as lease:
+        lease.adjust(session=-3)  # 1 less than nothing
+    assert api.available("e", "api", limits=[SESSION]) == {"session": 3}
+    clock.now_ms = opened + 1_000
+    _spend(api, [SESSION], 3, "session")
+    error = _rejected(api, [SESSION], "session")
+    assert error.violations[0].resets_at_ms == opened + 3_600_000, "the session it was"

@@ -18,7 +18,11 @@ one rule on purpose and shows that the guarantee's own test fails.
 - a shard of a session quota that opens its own session (shards other than 0 never join
   shard 0's): a session admits a shard's share again after its own end; a split session
   quota whose fractions stay where they fall; a reserve blind to its session's end
-  (spent in the next session).
+  (spent in the next session);
+- a session quota's debt not bounded (usage charged after the fact past twice the quota
+  reads as a later session, whole: simulator seed 903);
+- an operator's reset that writes "full at now" as for a refilling limit (a calendar
+  quota deep in debt, a session opened by the reset).
 
 Each test body passes on the real code (tests/integration) and must fail here.
 """
@@ -36,12 +40,14 @@ from moto import mock_aws
 from tests.conftest import Api, Clock
 from tests.integration import test_quota_boundary as boundary
 from tests.integration import test_quota_reserves as quota_reserves
+from tests.integration import test_quota_reset as quota_reset
 from tests.integration import test_quota_shards as quota_shards
 from tests.integration import test_quotas as quotas
 from tests.integration import test_session_shards as session_shards
 from tests.mutants import condition_rewritten, must_fail, mutant, mutant_wrapping
 from zae_limiter import RateLimitExceeded, SyncRateLimiter
 from zae_limiter.bucket import LimitState
+from zae_limiter.flows.offpath import controls as controls_module
 from zae_limiter.flows.reserves import book as reserve_module
 from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling import fractions as fractions_module
@@ -226,9 +232,7 @@ def test_session_shard_test_catches_a_shard_that_opens_its_own_session(
     sharded: tuple[SyncRateLimiter, Clock, str],
 ) -> None:
     with mutant(sessions_module, "unjoined", lambda *args: ()):
-        must_fail(
-            session_shards.test_every_shard_shares_the_session_the_first_take_opened, sharded
-        )
+        must_fail(session_shards.test_every_shard_shares_the_session_the_first_take_opened, sharded)
 
 
 def test_split_session_test_catches_fractions_left_where_they_fall(table_name: str) -> None:
@@ -242,6 +246,58 @@ def test_session_reserve_test_catches_a_reserve_blind_to_its_sessions_end(api: A
     with mutant(reserve_ops, "session_end", lambda taken: None):
         must_fail(
             quota_reserves.test_a_reserve_held_at_a_sessions_end_is_never_spent_in_the_next_session,
+            api,
+            api.repo.clock,
+        )
+
+
+def unbounded_session_debt(_state: Any, _base: int, _full_at: Any, amount: int) -> Any:
+    """A session quota's charge moved by its whole amount, whatever debt it leaves."""
+    return amount, None
+
+
+@pytest.mark.parametrize("api", ["sync"], indirect=True)
+def test_session_debt_test_catches_an_unbounded_debt(api: Api) -> None:
+    with mutant(charge_flows, "session_debt", unbounded_session_debt):
+        must_fail(quotas.test_a_session_in_deep_debt_stays_spent_until_its_end, api, api.repo.clock)
+
+
+def full_at_now(stored: Any, _count: int, now_ms: int) -> int:
+    """A reset that writes "full at now", as for a refilling limit."""
+    return int(now_ms * stored.refill_amount_milli)
+
+
+def test_reset_test_catches_a_calendar_quota_reset_as_a_rate(table_name: str) -> None:
+    with mutant(controls_module, "full_now", full_at_now):
+        must_fail(quota_reset.test_a_reset_calendar_quota_is_whole_until_its_window_ends,
+                  table_name)  # fmt: skip
+
+
+def test_reset_test_catches_a_session_opened_by_a_reset(table_name: str) -> None:
+    with mutant(controls_module, "full_now", full_at_now), mock_aws():
+        clock = Clock(quota_reset.T0)
+        limiter = quota_reset.make_limiter(table_name, clock, quota_reset.SESSION)
+        clock.now_ms = quota_reset.T0 + 1_000
+        quota_reset.made_on_four_shards(limiter, table_name)
+        try:
+            must_fail(
+                quota_reset.test_a_reset_session_quota_has_no_session_until_the_next_take,
+                (limiter, clock),
+            )
+        finally:
+            limiter.close()
+
+
+def give_all(_stored: Any, window: int, amount: int) -> tuple[int, int]:
+    """A session quota's give-back of its whole amount, past what the session spent."""
+    return amount, window
+
+
+@pytest.mark.parametrize("api", ["sync"], indirect=True)
+def test_session_give_back_test_catches_a_give_back_below_the_sessions_start(api: Api) -> None:
+    with mutant(charge_flows, "session_give", give_all):
+        must_fail(
+            quotas.test_a_give_back_past_what_a_session_spent_keeps_its_session,
             api,
             api.repo.clock,
         )

@@ -35,7 +35,10 @@ from zae_limiter import lease as lease_module
 from zae_limiter import migrations as migrations_package
 from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.reserves import book as reserve_module
+from zae_limiter.flows.reserves import ops as reserve_ops
 from zae_limiter.flows.scaling import fractions as fractions_module
+from zae_limiter.flows.scaling import sessions as sessions_module
+from zae_limiter.flows.write import charge as charge_module
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import buckets as buckets_module
 from zae_limiter.keys import takes as takes_module
@@ -132,6 +135,26 @@ def _no_fractions(*_args: Any) -> dict[str, int]:
     return {}
 
 
+def _none_unjoined(*_args: Any) -> tuple[Any, ...]:
+    """Every shard's session its own: no take on shard k >= 1 joins shard 0's."""
+    return ()
+
+
+def _no_end(_taken: Any) -> None:
+    """A reserve that never learns when its session ends."""
+    return None
+
+
+def _unbounded_debt(_state: Any, _base: int, _full_at: Any, amount: int) -> Any:
+    """A session quota's charge moved by its whole amount, whatever debt it leaves."""
+    return amount, None
+
+
+def _give_all(_stored: Any, window: int, amount: int) -> tuple[int, int]:
+    """A session quota's give-back of its whole amount, past what the session spent."""
+    return amount, window
+
+
 MUTANTS: Mapping[str, Mutant] = {
     "bound-keeps-nothing-behind": lambda: mutant_wrapping(
         plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
@@ -183,6 +206,16 @@ MUTANTS: Mapping[str, Mutant] = {
     "version-write-unconditioned": lambda: mutant_wrapping(
         migrations_package, "write_version", _version_unconditioned
     ),
+    # Session quotas (tests/mutants/test_quota_mutants.py): a shard other than 0 opens
+    # its own session instead of joining shard 0's; a reserve that does not know its
+    # session's end (spent in the next session, its spending never charged there).
+    "shard-opens-its-own-session": lambda: mutant(sessions_module, "unjoined", _none_unjoined),
+    "reserve-blind-to-session-end": lambda: mutant(reserve_ops, "session_end", _no_end),
+    # Found by the session quota worlds (seeds 903 and 1728): a session's debt past the
+    # quota again, and a give-back past what the session holds spent, moved its stored
+    # start (tests/mutants/test_quota_mutants.py).
+    "session-debt-unbounded": lambda: mutant(charge_module, "session_debt", _unbounded_debt),
+    "session-give-below-its-start": lambda: mutant(charge_module, "session_give", _give_all),
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
 QUOTA_WORLDS = frozenset(
@@ -191,6 +224,10 @@ QUOTA_WORLDS = frozenset(
         "reset-on-one-shard-only",
         "split-fractions-left",
         "deletion-fence-reverted",
+        "shard-opens-its-own-session",
+        "reserve-blind-to-session-end",
+        "session-debt-unbounded",
+        "session-give-below-its-start",
     }
 )
 
@@ -219,6 +256,11 @@ FIRST_FAILING: Mapping[str, int] = {
     # 92 until the batched read of a shard that may be unmade moved that schedule.
     "reset-on-one-shard-only": 361,
     "split-fractions-left": 1065,
+    # Session quota worlds (one quota world in two, `spec.draw_session`): the seeds
+    # that found each fix, the first failing under its mutant.
+    "session-debt-unbounded": 903,
+    # Seed 1,728 found it (0..1,727 searched); it keeps its world (focus.KEPT).
+    "session-give-below-its-start": 1728,
     # A quota-reset world (sim/foci/simm3.py): a reserve held at the reset, spent after
     # it, in a window that then binds (not found in 10,000 seeds before that focus).
     "reserve-survives-a-reset": 434,
@@ -278,6 +320,12 @@ NOT_FOUND: Mapping[str, int] = {
     # `_all_at`) reverted: its directed test on moto catches it; the shards focus showed
     # the interleaving in a draft world's trace. Searched: the focus's seeds below this.
     "merge-before-its-raise-propagated": PROP_SEARCHED,
+    # In session quota worlds: 0..2,908 searched (seed 2,909, a calendar world, fails on
+    # the real code too: a fraction of a token left on a shard, docs/simulator.md). Their
+    # tests on moto catch each (tests/mutants/test_quota_mutants.py): a session on several
+    # shards needs a doubling, and a reserve held at a session's end and spent after it.
+    "shard-opens-its-own-session": 2_909,
+    "reserve-blind-to-session-end": 2_909,
     # In quota worlds. Seed 5,427 failed under it until main's split fractions moved that
     # schedule. With the operator focus (sim/foci/simm3.py: deletions while clients shard,
     # in quota worlds) no seed of 0..2,908 fails; 2,909 (an unfocused world) fails on the

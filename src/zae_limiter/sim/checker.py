@@ -29,7 +29,7 @@ from zae_limiter import keys
 from zae_limiter.flows.write.levels import Taken
 from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
-from zae_limiter.sim.ledger import CHARGE, CONFIG, RESET, Event, Ledger, copy
+from zae_limiter.sim.ledger import CHARGE, CONFIG, OPEN, RESET, Event, Ledger, copy
 
 Level = tuple[str, str]  # (entity, limit name)
 
@@ -135,6 +135,14 @@ class Checker:
                 level = (taken.entity_id, limit.name)
                 self.admitted[level] = self.admitted.get(level, 0) + milli
                 self._add(taken.entity_id, limit, self._event(at, "take", milli, planned_ms))
+
+    def opened(self, entity: str, name: str, clock_ms: int, at: tuple[int, int]) -> None:
+        """A write applied at `at` took tokens from the session quota `name`, planned when
+        its client's clock read `clock_ms`: the first such take after a session ended
+        (by that clock) opens the next one, admitted or not (a take a cascade parent
+        refused, one whose answer was lost), as it does in the table."""
+        event = Event(at[0], at[1], OPEN, Fraction(0), at[0], clock_ms=clock_ms)
+        self._add(entity, self._limit(name), event)
 
     def change(
         self, taken: Taken, delta: Mapping[str, int], at: tuple[int, int], planned_ms: int

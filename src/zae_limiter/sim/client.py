@@ -81,6 +81,8 @@ class Thread:
     run_started: int = 0
     #: The engine's tick then (orders a reserve hit among the writes of its ms).
     run_tick: int = 0
+    #: Its client's clock then (the `now` its writes are planned with).
+    run_clock: int = 0
     request: Request | None = None
     outcomes: dict[int, Any] = field(default_factory=dict)
     pending: dict[int, Pending] = field(default_factory=dict)

@@ -14,6 +14,7 @@ from zae_limiter import keys
 from zae_limiter.drivers import error_outcome, resend_safe
 from zae_limiter.errors import CALL_TIMEOUT, RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
+from zae_limiter.flows.write.shares import current
 from zae_limiter.sim import spec as kinds
 from zae_limiter.sim.client import (
     Pending,
@@ -61,7 +62,9 @@ class Delivery(Machine):
         if fault == kinds.LATE:
             # The client gives up on it at its timeout; DynamoDB may still apply it later.
             self._record(thread, p.call, "held in flight", fault)
-            self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial, p.what))
+            self.orphans.append(
+                Orphan(client.name, p.call, thread.tid, p.serial, p.what, thread.run_clock)
+            )
             self._answer(thread, p.index, _unavailable("timed out", CALL_TIMEOUT))
             return
         region = client.spec.region
@@ -110,9 +113,11 @@ class Delivery(Machine):
         tid: int = 0,
         what: str = "",
         region: str = "",
+        clock: int | None = None,
     ) -> tuple[Any, bool]:
         """Apply one request to the engine (of `region`, when the world has several):
-        (the flow's outcome, whether it changed state)."""
+        (the flow's outcome, whether it changed state). `clock`: the sending run's clock
+        when it started (a thread's `run_clock` unless given)."""
         self.counts.operations += 1
         self.tick += 1
         engine, peek = self.engines.get(region, self.engine), self.peeks.get(region, self.peek)
@@ -132,6 +137,8 @@ class Delivery(Machine):
             after = peek(bucket)
             self._sharding(bucket, before, after)
             self._configs(bucket, before, after)
+            if thread is not None or clock is not None:
+                self._sessions(bucket, before, after, thread.run_clock if thread else clock)
             if what.startswith("acquire") and bucket == key:
                 self._compensated(bucket, call)
         if applied and key is not None:
@@ -180,14 +187,16 @@ class Delivery(Machine):
         self.counts.fault(kinds.LATE)
         thread.faulted.add(p.serial)
         if self.faults_on and self.spec.faults.of(kinds.LATE) and self.c.chance(300):
-            self.orphans.append(Orphan(thread.client.name, p.call, thread.tid, p.serial, p.what))
+            self.orphans.append(Orphan(thread.client.name, p.call, thread.tid, p.serial, p.what,
+                                       thread.run_clock))  # fmt: skip
         self._answer(thread, index, _unavailable("timed out", CALL_TIMEOUT))
 
     def _deliver_orphan(self) -> None:
         orphan = self.orphans.pop(self.c.below(len(self.orphans)))
         self.trace.note(self.true_ms, f"{orphan.client} late request arrives")
         region = next((c.spec.region for c in self.clients if c.name == orphan.client), "")
-        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what, region)
+        self._execute(orphan.call, None, orphan.serial, orphan.tid, orphan.what, region,
+                      orphan.clock)  # fmt: skip
 
     def _sharding(self, key: str, before: Any, after: Any) -> None:
         """Tell the checker of what sharding cannot see: held counts on a shard that
@@ -236,6 +245,27 @@ class Delivery(Machine):
             live = sum(v for v in held.values() if v > 0)
             self.checker.configured(entity, limit.name, ideal, fresh, (self.true_ms, self.tick),
                                     live)  # fmt: skip
+
+    def _sessions(self, key: str, before: Any, after: Any, clock: Any) -> None:
+        """Tell the checker of each write that took tokens from a session quota (its
+        full-at value rose, and the shard is short of full by the writer's clock): the
+        first one after a session ended opens the next (`Checker.opened`). Whatever the
+        write was (an admitted take, a reserve, a take a cascade parent refused, an
+        adjustment up), as the table's session is opened by any of them."""
+        if not after or clock is None:
+            return
+        bucket = keys.decode_bucket(after)
+        old = keys.decode_bucket(before) if before else None
+        for limit in self.spec.limits:
+            if limit.window is None or not limit.window.session_ms:
+                continue
+            state = current(bucket, limit, clock)[0]
+            was = None if old is None else old.limits.get(limit.name)
+            was_at = None if was is None else was.full_at
+            rose = state.full_at is not None and (was_at is None or state.full_at > was_at)
+            if rose and not state.is_full(clock):
+                at = (self.true_ms, self.tick)
+                self.checker.opened(_entity_of(key), limit.name, clock, at)
 
     def _compensated(self, key: str, call: Call) -> None:
         """A give-back an acquire sent for a level it took from, the acquire being refused

@@ -25,8 +25,13 @@ class IdealBucket:
     per_ms: Fraction
     tokens: Fraction
     at_ms: int
-    #: A calendar quota: no refill, full again (debt cleared) when a window starts.
+    #: A quota: no refill, full again (debt cleared) when a window starts.
     window: Window | None = None
+    #: A session quota's live session: when it ends, by the clock of the client whose
+    #: take opened it (the start the library stores is that client's `now`), and the
+    #: true time it opened (None: no session yet, or one ended by a deletion).
+    ends_ms: int | None = None
+    opened_ms: int = 0
 
     @classmethod
     def full(cls, limit: Limit, at_ms: int) -> IdealBucket:
@@ -36,7 +41,35 @@ class IdealBucket:
         per_ms = Fraction(limit.refill_amount, limit.refill_period_seconds * 1000)
         return cls(capacity, per_ms, capacity, at_ms)
 
+    @property
+    def session_ms(self) -> int | None:
+        return None if self.window is None else self.window.session_ms
+
+    def open(self, clock_ms: int, at_ms: int) -> None:
+        """Tokens were taken from the table at true time `at_ms` by a client whose clock
+        read `clock_ms` when it planned the write: if no session is live by that clock,
+        the take opened one, whole, that ends a session's length after `clock_ms`. (A
+        client whose clock is behind the opener's sees the session begin late and is
+        refused until then: its takes stay in the live session.)"""
+        length = self.session_ms
+        if length is None:
+            return
+        self.refill(at_ms)
+        if self.ends_ms is None or clock_ms >= self.ends_ms:
+            self.tokens = self.capacity
+            self.ends_ms = clock_ms + length
+            self.opened_ms = at_ms
+
+    def restart(self, at_ms: int) -> None:
+        """Full, with no session (the bucket items were deleted)."""
+        self.refill(at_ms)
+        self.tokens = self.capacity
+        self.ends_ms = None
+
     def refill(self, at_ms: int) -> None:
+        if self.session_ms is not None:
+            self.at_ms = max(self.at_ms, at_ms)
+            return
         if self.window is not None:
             if at_ms > self.at_ms:
                 if self.window.bounds(at_ms)[0] > self.at_ms:
@@ -66,5 +99,9 @@ class IdealBucket:
         self.tokens = min(self.capacity, self.tokens + amount)
 
     def level(self, at_ms: int) -> Fraction:
+        """What the bucket holds at true time `at_ms`; a session that ended by then (by
+        its opener's clock, as the table reads it) is whole again."""
         self.refill(at_ms)
+        if self.ends_ms is not None and at_ms >= self.ends_ms:
+            return self.capacity
         return self.tokens

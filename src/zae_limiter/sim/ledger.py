@@ -17,6 +17,8 @@ from zae_limiter.limits import Limit
 from zae_limiter.sim.ideal import IdealBucket
 
 TAKE, CHARGE, GIVE, RESET, CONFIG = "take", "charge", "give", "reset", "config"
+#: Tokens left the table (a write applied): a session quota's session may open here.
+OPEN = "open"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +27,9 @@ class Event:
     `charge` (usage after the fact), `give` (tokens back), `reset` (deleted: full, under
     the numbers in `config`) or `config` (the numbers the level's bucket items store
     changed: `config` is the capacity and rate the ideal bucket follows from then,
-    `amount` 1 when the bucket item was created with them, full, else 0)."""
+    `amount` 1 when the bucket item was created with them, full, else 0), or `open` (a
+    write took tokens from a session quota, planned when its client's clock read
+    `clock_ms`: it opens a session if none is live by that clock)."""
 
     at_ms: int
     seq: int
@@ -33,12 +37,14 @@ class Event:
     amount: Fraction
     planned_ms: int
     config: tuple[Fraction, Fraction] | None = None
+    clock_ms: int = 0
 
     @property
     def order(self) -> tuple[int, int, int]:
         # A write that changes the stored numbers and takes does both at once: the
-        # numbers first (its tokens are computed under the numbers it writes).
-        return (self.at_ms, self.seq, 0 if self.kind == CONFIG else 1)
+        # numbers first (its tokens are computed under the numbers it writes); one that
+        # opens a session and takes likewise opens it first.
+        return (self.at_ms, self.seq, 0 if self.kind in (CONFIG, OPEN) else 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +98,10 @@ class Ledger:
             worst = -ideal.tokens - late if worst is None else max(worst, -ideal.tokens - late)
         elif event.kind == CHARGE:
             ideal.charge(event.amount, event.at_ms)
+        elif event.kind == OPEN:
+            ideal.open(event.clock_ms, event.at_ms)
         elif event.kind == RESET:
-            ideal.refill(event.at_ms)
+            ideal.restart(event.at_ms)
             if event.config is not None:
                 ideal.capacity, ideal.per_ms = event.config
                 fastest = max(fastest, ideal.per_ms)
@@ -110,8 +118,10 @@ class Ledger:
 
     def _late(self, ideal: IdealBucket, event: Event) -> Fraction:
         """What the event may take ahead of the ideal bucket for its timing."""
-        if event.kind in (GIVE, CONFIG):
+        if event.kind in (GIVE, CONFIG, OPEN):
             return Fraction(0)
+        if ideal.session_ms is not None:
+            return self._session_late(ideal, event)
         if _near_reset(self.limit, event.at_ms, 2 * self.skew_ms):
             # A quota's boundary is seen `d` ms off by a clock `d` ms off: what lands
             # within 2 x skew of a reset may be the other window's (docs/quotas.md,
@@ -126,10 +136,21 @@ class Ledger:
         # The refill it saw early, as a clock `g` ms behind.
         return min(event.amount, (event.at_ms - event.planned_ms) * ideal.per_ms)
 
+    def _session_late(self, ideal: IdealBucket, event: Event) -> Fraction:
+        """A session quota: a take belongs to the session live when it applies (a write
+        planned in an earlier session is refused once a later one opened: it reads as
+        not begun by its planning clock), so lateness costs nothing. A take served from
+        a reserve within 2 x skew of a session's opening may be the previous session's,
+        whose end a clock `d` ms behind sees `d` ms late (docs/quotas.md, "Session
+        windows")."""
+        near = ideal.ends_ms is not None and event.at_ms - ideal.opened_ms < 2 * self.skew_ms
+        return event.amount if near and event.kind == TAKE else Fraction(0)
+
 
 def copy(ideal: IdealBucket) -> IdealBucket:
     """A copy to move on (`dataclasses.replace` costs several times as much)."""
-    return IdealBucket(ideal.capacity, ideal.per_ms, ideal.tokens, ideal.at_ms, ideal.window)
+    return IdealBucket(ideal.capacity, ideal.per_ms, ideal.tokens, ideal.at_ms, ideal.window,
+                       ideal.ends_ms, ideal.opened_ms)  # fmt: skip
 
 
 def _near_reset(limit: Limit, at_ms: int, margin_ms: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from zae_limiter.flows.reserves.settings import ReserveSettings
 from zae_limiter.limits import Limit
@@ -125,12 +126,29 @@ TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
 }
 
 
-def as_quota(limit: Limit) -> Limit:
+#: Session lengths a quota world may draw (ms): shorter than a schedule's idles, about a
+#: reserve epoch, and a minute (a reserve's whole life).
+SESSION_MS = (5_000, 20_000, 60_000)
+
+
+def as_quota(limit: Limit, session_ms: int | None = None) -> Limit:
     """A calendar quota resetting every minute (worlds start within a minute's first
-    20 s, so longer schedules cross a boundary), of a third of the limit's capacity (at
-    least 5, the most an acquire takes): a window that nothing refills is spent within a
-    schedule's few acquires, so the reset and what clients do around it bind."""
-    return Limit.quota(limit.name, max(5, limit.capacity // 3), reset="* * * * *")
+    20 s, so longer schedules cross a boundary), or a session quota of `session_ms`, of a
+    third of the limit's capacity (at least 5, the most an acquire takes): a window that
+    nothing refills is spent within a schedule's few acquires, so the reset and what
+    clients do around it bind."""
+    amount = max(5, limit.capacity // 3)
+    if session_ms:
+        return Limit.quota(limit.name, amount, reset_after=timedelta(milliseconds=session_ms))
+    return Limit.quota(limit.name, amount, reset="* * * * *")
+
+
+def draw_session(seed: int) -> int | None:
+    """Whether a quota world's quota is a session (its length) or a calendar quota
+    (None): one in two, drawn from the seed alone like `draw_operator`, so the
+    schedule's stream, and every other part of the world, is the one the seed had."""
+    side = random.Random(f"{seed}/session")
+    return side.choice(SESSION_MS) if side.randrange(2) else None
 
 
 def draw_limits(c: Choices, busy: bool) -> tuple[Limit, ...]:
@@ -229,12 +247,12 @@ def draw_world(
     """A world; `kinds` are the fault kinds it may draw (all of them by default). One
     world in three is busy: larger limits, and clients acquiring often enough to take
     token reserves and bring the bucket to its edge with them. With `quotas` the first
-    limit is a quota (`as_quota`), drawing nothing more: a seed's world is otherwise the
-    one it always was."""
+    limit is a quota (`as_quota`: calendar or session, `draw_session`), drawing nothing
+    more from the stream: a seed's world is otherwise the one it always was."""
     busy = c.chance(333)
     limits = draw_limits(c, busy)
     if quotas:
-        limits = (as_quota(limits[0]), *limits[1:])
+        limits = (as_quota(limits[0], draw_session(c.seed)), *limits[1:])
     entities = draw_entities(c)
     skew = c.pick([0, 0, 5, 50]) if JUMP in kinds else 0
     faults = draw_faults(c, kinds)

@@ -50,6 +50,8 @@ class Orphan:
     tid: int = 0
     serial: int = 0
     what: str = ""
+    #: Its run's clock when the run started (`Thread.run_clock`).
+    clock: int | None = None
 
 
 @dataclass
@@ -180,6 +182,7 @@ class Machine:
         thread.deadline_ms = None if item.timeout_ms is None else self.true_ms + item.timeout_ms
         thread.run_started = self.true_ms
         thread.run_tick = self.tick
+        thread.run_clock = self.true_ms + thread.client.offset_ms
         thread.applied.clear()
         thread.attempted.clear()
         thread.serial += 1

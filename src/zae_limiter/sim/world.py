@@ -134,9 +134,15 @@ class World(Delivery):
             for index, p in list(thread.pending.items()):
                 if self.true_ms >= p.timeout_at and index in thread.pending:
                     if isinstance(p.call, Sleep):
-                        self._answer(thread, index, thread.client.now())
+                        self._woke(thread, index)
                     else:
                         self._time_out(thread, index, p)
+
+    def _woke(self, thread: Thread, index: int) -> None:
+        """A flow's pause ends with its client's clock: the time it plans with from then
+        on (the clock its next writes' sessions open with, `Delivery._sessions`)."""
+        thread.run_clock = thread.client.now()
+        self._answer(thread, index, thread.run_clock)
 
     def _expired_reserves(self) -> None:
         """Time passed beyond a reserve's return (its client's keeper did not run in
@@ -155,7 +161,7 @@ class World(Delivery):
                 thread.wake_at = None
             for index, p in list(thread.pending.items()):
                 if isinstance(p.call, Sleep) and p.timeout_at <= self.true_ms:
-                    self._answer(thread, index, thread.client.now())
+                    self._woke(thread, index)
             self._advance(thread)
 
     # ------------------------------------------------------------------ beside the clients
@@ -272,7 +278,8 @@ class World(Delivery):
         for thread in client.threads:
             for p in thread.pending.values():
                 if isinstance(p.call, Call) and self.c.chance(500):
-                    self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial, p.what))
+                    self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial,
+                                               p.what, thread.run_clock))  # fmt: skip
         self.trace.note(self.true_ms, f"{client.name} CRASHES (reserves and memory lost)")
         reborn = SimClient(
             client.spec, self.table, client_generation(client) + 1, self.spec.start_ms

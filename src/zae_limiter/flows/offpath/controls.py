@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.bucket import LimitState
 from zae_limiter.errors import (
     CONDITION_FAILED_REASON,
     TRANSACTION_CANCELLED,
@@ -69,15 +70,17 @@ def read_items(state: RepoState, entity_id: str, resource: str) -> Flow[list[dic
 def reset_write(state: RepoState, item: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     """The shard full now, for every limit it stores, under exactly the values read."""
     bucket = keys.decode_bucket(item)
+    count = bucket.shard_count
     writes = []
     for name, stored in bucket.user_limits.items():
         config = (stored.capacity_milli, stored.refill_amount_milli, stored.refill_period_ms)
+        full = full_now(stored, count, now_ms)
         writes.append(
             keys.LimitWrite(
                 name,
                 keys.REBASE,
-                now_ms * stored.refill_amount_milli,
-                amount=now_ms * stored.refill_amount_milli,
+                stored.threshold(now_ms),
+                amount=full,
                 config=config,
                 old_full_at=stored.full_at,
                 old_config=config,
@@ -94,6 +97,15 @@ def reset_write(state: RepoState, item: Mapping[str, Any], now_ms: int) -> dict[
         legacy_rf=bucket.last_refill_ms if bucket.legacy_tokens else None,
     )
     return keys.tx_update(params)
+
+
+def full_now(stored: LimitState, count: int, now_ms: int) -> int:
+    """The full-at value of a shard full at `now_ms`, as its limit reads it. For a quota
+    it stands for the window, not for `now`: `now * ra` would read as a calendar window
+    spent since its start, and as a session opened by the reset. A session quota is left
+    with no session open, on every shard, so the next take opens one (on shard 0, which
+    the other shards join: flows/scaling/sessions.py)."""
+    return stored.with_tokens(stored.room(count), now_ms, count)
 
 
 def reset_bucket(

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Call, Flow, Result, one, together
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S, expires_at_s
@@ -112,14 +113,37 @@ def _limit_charge(
         )
     if milli < 0:
         return keys.LimitWrite(limit.name, keys.GIVE, now_ra, amount=milli * unit, consumed=milli)
-    if state.is_full(now_ms):
+    full = state.is_full(now_ms)
+    moved, bound = session_debt(state, base, base if full else state.full_at, milli * unit)
+    if full:
         return keys.LimitWrite(
-            limit.name, keys.SET, now_ra, amount=base + milli * unit, consumed=milli,
+            limit.name, keys.SET, now_ra, amount=base + moved, consumed=milli,
             config=config_of(state),
         )  # fmt: skip
     return keys.LimitWrite(
-        limit.name, keys.ADD, now_ra, amount=milli * unit, consumed=milli, config=config_of(state)
-    )
+        limit.name, keys.ADD, now_ra, amount=moved, consumed=milli, bound=bound,
+        config=config_of(state),
+    )  # fmt: skip
+
+
+def session_debt(
+    state: LimitState, base: int, full_at: int | None, amount: int
+) -> tuple[int, int | None]:
+    """How far a charge moves a limit's full-at value from `full_at` (the image's), and
+    the bound the value must stay within for that (None: none). A session's start is
+    the value's quotient by `ra` (bucket.py), so for a session quota a debt past the
+    share again would read as a later session, whole: the charge stops short of it,
+    bounded by the image (a client that added meanwhile fails the condition, and the
+    charge is planned again from its ALL_OLD). The rest of the debt is not recorded: a
+    session in debt admits nothing until it ends, and the debt ends with it (as any
+    debt does at a quota's reset), so nothing it would refuse is admitted."""
+    if state.window is None or not state.window.session_ms or full_at is None:
+        return amount, None
+    ra = state.refill_amount_milli
+    # The session the value is in (a faster clock may have opened it after `now`).
+    top = max(base, full_at // ra * ra) + ra - 1
+    moved = max(0, min(amount, top - full_at))
+    return moved, top - moved
 
 
 def _quota_give(
@@ -132,9 +156,26 @@ def _quota_give(
     if stored is not None and not (stored.full_at is not None and window < stored.full_at <= top):
         return None  # taken in a window that reset since: those tokens went with it
     unit = limit.refill_period_ms * count
+    amount, floor = milli * unit, window
+    if limit.window is not None and limit.window.session_ms:
+        amount, floor = session_give(stored, window, amount)
+    if not amount:
+        return None
     return keys.LimitWrite(
-        limit.name, keys.GIVE, window, amount=milli * unit, bound=top, consumed=milli
+        limit.name, keys.GIVE, floor, amount=amount, bound=top, consumed=-(-amount // unit)
     )
+
+
+def session_give(stored: LimitState | None, window: int, amount: int) -> tuple[int, int]:
+    """A session quota's give-back of `amount` (< 0) into the session based at `window`:
+    (the amount, the value the full-at must exceed for it). A session's start is the
+    value's quotient by `ra`: moved below the session's base, it would read as a session
+    a millisecond older, spent twice over. So it gives at most what the session holds
+    spent, by the image and under a condition that says so (planned again from ALL_OLD
+    when it fails)."""
+    if stored is not None and stored.full_at is not None:
+        amount = max(amount, window - stored.full_at)
+    return amount, window - amount - 1
 
 
 def taken_windows(taken: Taken) -> dict[str, int]:

@@ -84,7 +84,8 @@ def quota_reset(spec: WorldSpec, c: Choices) -> WorldSpec:
     turns and time passes briskly (`spec.TEMPOS`), so a hot client holds a reserve at
     the reset, and the 40-80 acquires each brings spend the new window soon after.
     Adjustments only give back (a charge with reserves out widens the allowance)."""
-    if not any(limit.window is not None and limit.window.cron for limit in spec.limits):
+    # A session quota world (spec.draw_session) becomes this calendar world too.
+    if not any(limit.window is not None for limit in spec.limits):
         return spec
     quota = Limit.quota(spec.limits[0].name, c.between(20, 60), reset="* * * * *")
     limits = (quota, *spec.limits[1:])
