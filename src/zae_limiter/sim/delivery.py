@@ -197,9 +197,13 @@ class Delivery(Machine):
         horizon = self.true_ms + self.spec.skew_ms
         if any(keys.lost_milli(counts, horizon) for counts in held.values()):
             self.checker.lossy.add(entity)
+        # A split changes the count (or makes the item); a rebase rewrites `sf` alone, in
+        # the new numbers' units (flows/write/shares.py `rebased_split`): no split.
+        split = not before or _count(before) != _count(after)
         for limit in self.spec.limits:
             sf = keys.limit_attr(limit.name, "sf")
-            if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
+            snapshot = after.get(sf)
+            if split and snapshot is not None and snapshot != (before or {}).get(sf):
                 live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
                 self.checker.allow(entity, limit.name, live)
                 # A split rounds each shard's share in the limiter's favour: it may lose
@@ -289,6 +293,10 @@ def _stored_config(item: Any, name: str) -> tuple[Fraction, Fraction] | None:
 
 def _entity_of(pk: str) -> str:
     return keys.parse_bucket_pk(pk)[1]
+
+
+def _count(item: Any) -> int:
+    return keys.get_n(item, keys.A_SHARD_COUNT, 1)
 
 
 def _throttle(table: str, reasons: bool) -> RateLimiterUnavailable:
