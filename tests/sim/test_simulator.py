@@ -31,6 +31,7 @@ FIXES = (
     "count-raise-on-schema-2",
     "give-back-whole-or-nothing",
     "raise-over-unmade-shards",
+    "split-snapshot-not-rebased",
 )
 
 
