@@ -128,10 +128,8 @@ class ClockWatch:
             date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
         except (KeyError, TypeError):
             return
-        if isinstance(date, str):
-            self.observe(sent_ms, received_ms, date)
-
-    def observe(self, sent_ms: int, received_ms: int, date: str) -> None:
+        if not isinstance(date, str):
+            return
         last = self._last
         if date == last[0]:
             date_ms = last[1]

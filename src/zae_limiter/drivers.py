@@ -71,13 +71,6 @@ class _Deadline:
         return max(0.0, self.at - time.monotonic())
 
 
-@dataclass(frozen=True, slots=True)
-class _Done:
-    """The flow finished with this value."""
-
-    value: Any
-
-
 @dataclass(slots=True)
 class _Round:
     """A round trip about to be made: the wait first, and each step's estimated cost."""
@@ -196,19 +189,6 @@ class _Runner:
                 self.admission.throttled(self.clock())
         return outcome
 
-    def turn(
-        self, flow: Flow[Any], send: Any, deadline: _Deadline
-    ) -> _Done | tuple[Any, tuple[Step, ...], int, _Round | list[Exception]]:
-        """Hand the last outcome to the flow; its result, or its next round trip (request,
-        steps, trip number) with the admission's answer for it."""
-        try:
-            request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
-        except StopIteration as finished:
-            return _Done(finished.value)
-        steps = request if isinstance(request, tuple) else (request,)
-        trip = self.meter.next_round_trip()
-        return request, steps, trip, self.prepare(steps, deadline)
-
     @staticmethod
     def outcome(request: Any, results: Sequence[Outcome], deadline: _Deadline) -> Any:
         for r in results:
@@ -323,11 +303,16 @@ class _AsyncLoop(_Runner):
     async def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
         deadline = _Deadline(None if timeout is None else time.monotonic() + timeout, cleanup)
         send: Any = None
+        meter = self.meter
         while True:
-            turn = self.turn(flow, send, deadline)
-            if isinstance(turn, _Done):
-                return turn.value  # type: ignore[no-any-return]
-            request, steps, trip, planned = turn
+            # The flow's next round trip (a call, or a tuple of them), or its result.
+            try:
+                request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+            steps = request if isinstance(request, tuple) else (request,)
+            trip = meter.next_round_trip()
+            planned = self.prepare(steps, deadline)
             if isinstance(planned, list):
                 send = self.outcome(request, planned, deadline)
                 continue
@@ -337,10 +322,12 @@ class _AsyncLoop(_Runner):
                 left = deadline.remaining()
             if len(steps) == 1:  # the common round trip: nothing to run concurrently
                 only = await self.step(steps[0], trip, planned.costs[0], left)
-                results: Sequence[Outcome] = [only]
+                if isinstance(only, Exception):
+                    deadline.cleanup = True  # told of a failure: cleaning up from now on
+                send = (only,) if isinstance(request, tuple) else only
             else:
                 results = await self.together(steps, trip, planned.costs, left)
-            send = self.outcome(request, results, deadline)
+                send = self.outcome(request, results, deadline)
 
 
 # unasync: generated from the source above by tools/unasync.py; do not edit
@@ -362,11 +349,16 @@ class _SyncLoop(_Runner):
     def run(self, flow: Flow[T], timeout: float | None = None, cleanup: bool = False) -> T:
         deadline = _Deadline(None if timeout is None else time.monotonic() + timeout, cleanup)
         send: Any = None
+        meter = self.meter
         while True:
-            turn = self.turn(flow, send, deadline)
-            if isinstance(turn, _Done):
-                return turn.value  # type: ignore[no-any-return]
-            request, steps, trip, planned = turn
+            # The flow's next round trip (a call, or a tuple of them), or its result.
+            try:
+                request = flow.throw(send) if isinstance(send, Exception) else flow.send(send)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+            steps = request if isinstance(request, tuple) else (request,)
+            trip = meter.next_round_trip()
+            planned = self.prepare(steps, deadline)
             if isinstance(planned, list):
                 send = self.outcome(request, planned, deadline)
                 continue
@@ -376,10 +368,12 @@ class _SyncLoop(_Runner):
                 left = deadline.remaining()
             if len(steps) == 1:  # the common round trip: nothing to run concurrently
                 only = self.step(steps[0], trip, planned.costs[0], left)
-                results: Sequence[Outcome] = [only]
+                if isinstance(only, Exception):
+                    deadline.cleanup = True  # told of a failure: cleaning up from now on
+                send = (only,) if isinstance(request, tuple) else only
             else:
                 results = self.together(steps, trip, planned.costs, left)
-            send = self.outcome(request, results, deadline)
+                send = self.outcome(request, results, deadline)
 
 
 # unasync: end
@@ -400,7 +394,10 @@ class SyncRunner(_SyncLoop):
         sent = self.clock()
         try:
             if lean is not None and op in LEAN_OPS:  # the hot operations: called directly
-                response = lean.call(OPERATIONS[op], self.params(step))
+                params = step.params  # `params`, inline: every acquire
+                if op in METERED_OPS:
+                    params = {**params, "ReturnConsumedCapacity": "INDEXES"}
+                response = lean.call(OPERATIONS[op], params)
             else:  # `lean_for` says who makes the rest
                 response = getattr(self.target(op), op)(**self.params(step))
         except (ClientError, BotoCoreError) as error:

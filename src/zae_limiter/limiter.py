@@ -372,7 +372,7 @@ class _Acquiring(Generic[RepoT]):
         decisions, resource = self._face._decisions, self._args[1]
         held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
         repo = self._repo
-        if error is None:
+        if error is None and repo.state.reserves is not None:  # else no reserve to tend
             repo.tend_reserves()
         shares = repo.state.shares
         if shares is not None and shares.waiting:  # a global limit's keeper to start

@@ -40,3 +40,11 @@ def test_the_facts_test_catches_facts_that_change_in_place() -> None:
 
     with mutant(EntityFacts, "choosing", in_place):
         must_fail(owners.test_what_is_learned_replaces_the_facts_whole)
+
+
+def test_the_settled_test_catches_facts_settled_for_a_resource_no_bucket_said() -> None:
+    """`EntityFacts.settled` that asks only whether the facts exist: an acquire of a
+    resource whose bucket this client never wrote would skip the parent the record read
+    to make that bucket names, and that parent's global limits."""
+    with mutant(EntityFacts, "settled", lambda self, resources: True):
+        must_fail(owners.test_settled_facts_are_those_no_take_can_change)

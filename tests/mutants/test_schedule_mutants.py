@@ -70,3 +70,20 @@ def test_switch_test_catches_a_schedule_frozen_by_the_config_cache(api: Api, clo
             clock,
             also=(ValidationError,),  # the frozen day numbers refuse an acquire of 20 outright
         )
+
+
+def test_call_shape_test_catches_a_passed_schedule_frozen_by_the_shape_cache() -> None:
+    """An acquire's call-shape cache (flows/asked.py) that keeps the limits passed as they
+    were in force when the shape was first validated."""
+    from tests.unit import test_flows_asked as asked_tests
+    from zae_limiter.flows import asked
+
+    frozen_at: dict[int, int] = {}
+
+    def frozen(limits: Any, now_ms: int) -> Any:
+        from zae_limiter.limits import in_force
+
+        return in_force(limits, frozen_at.setdefault(id(limits), now_ms))
+
+    with mutant(asked, "in_force", frozen):
+        must_fail(asked_tests.test_scheduled_limits_are_those_in_force_at_each_call)

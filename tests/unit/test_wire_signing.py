@@ -10,7 +10,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
-from zae_limiter.wire.signing import Credentials, Signer, amz_date, host_of
+from zae_limiter.wire.protocol import Credentials, Signer, amz_date, host_of
 
 WHEN = datetime.datetime(2026, 11, 26, 3, 4, 5, tzinfo=datetime.UTC)
 BODY = b'{"TableName":"t","Key":{"PK":{"S":"ns/BUCKET#a#r#0"},"SK":{"S":"#STATE"}}}'

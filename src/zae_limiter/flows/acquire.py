@@ -14,12 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import (
-    RateLimitExceeded,
-    ValidationError,
-)
+from zae_limiter.errors import RateLimitExceeded
 from zae_limiter.flows import Flow, lockstep
-from zae_limiter.flows.asked import check_fits, validate_amounts, validate_resources
+from zae_limiter.flows.asked import check_fits, validate_acquire
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
@@ -30,7 +27,7 @@ from zae_limiter.flows.write.charge import charge_all
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.memory import image_of_age, local_rejection
 from zae_limiter.flows.write.take import NOT_FETCHED
-from zae_limiter.limits import Limit, in_force, validate_limits
+from zae_limiter.limits import Limit
 from zae_limiter.models import ResolvedLimits
 
 log = logging.getLogger("zae_limiter")
@@ -77,6 +74,9 @@ class Acquired:
 #: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
 Prefetched = dict[tuple[str, str], Any]
 Resolved = dict[tuple[str, str], ResolvedLimits | None]
+#: What the call asked, validated: (entity, resources, amounts in millitokens, the limits
+#: it passes or None, now).
+_AskedFor = tuple[str, tuple[str, ...], dict[str, int], tuple[Limit, ...] | None, int]
 
 
 def _resolve_levels(
@@ -130,7 +130,7 @@ def _level(
         limits=limits,
         consume_milli=consume,
         shard_id=0,
-        shard_count=state.shard_count(entity_id, resource),
+        shard_count=1 if meta is None else meta.shards.counts.get(resource, 1),
         cascade=bool(facts is not None and parent_id is not None and facts.cascades(resource)),
         parent_id=parent_id,
         bucket_ttl_s=ttl,
@@ -165,13 +165,11 @@ def acquire(
     speculative: bool,
 ) -> Flow[Acquired]:
     """Take `consume` from the entity's bucket of each resource (and its parent's, with
-    cascade): all of them or none, every write in one round trip."""
-    keys.validate_id("entity_id", entity_id)
-    resources = validate_resources(resource)
-    amounts = validate_amounts("consume", consume)
-    if not any(amounts.values()):
-        raise ValidationError("consume must take at least one token of one limit")
-    override = in_force(validate_limits(limits), now_ms) if limits is not None else None
+    cascade): all of them or none, every write in one round trip. The levels to take
+    from come first (what was asked, resolved); global limits add their regional shares
+    around the take (`_shared`)."""
+    asked_for = validate_acquire(state, entity_id, resource, consume, limits, now_ms)
+    resources, amounts, override = asked_for  # the stored limits apply when None
     # Resolved first, even for an entity known to bypass: an expired cache entry reads
     # the record again, which is how another client's end of the bypass is seen.
     meta = state.entities.get(entity_id)
@@ -180,36 +178,61 @@ def acquire(
         pairs.append((entity_id, r))
     if meta is not None and meta.facts.parent_id is not None:  # its cascade parents too
         pairs.extend(_known_parents(state, entity_id, resources))
-    resolved, prefetched = yield from _resolve_levels(state, pairs, override, now_ms)
+    if override is not None:
+        found: tuple[Resolved, Prefetched] = (
+            dict.fromkeys(pairs, ResolvedLimits(override, "call")),
+            {},
+        )
+    else:
+        found = yield from _resolve_levels(state, pairs, None, now_ms)
     meta = state.entities.get(entity_id)  # learned from the record just read
     if meta is not None and meta.facts.bypass:
         return Acquired((), amounts, entity_id, bypassed=True)
-    levels = _own_levels(state, entity_id, resources, resolved, amounts)
-    found = (resolved, prefetched)
-    if meta is not None and meta.facts.parent_id is not None:  # its known cascade parents
-        levels += yield from _parent_levels(
-            state, entity_id, resources, found, override, amounts, now_ms
+    levels = _own_levels(state, entity_id, resources, found[0], amounts)
+    asked = (entity_id, resources, amounts, override, now_ms)
+    parent_known = meta is not None and meta.facts.parent_id is not None
+    if parent_known:  # its known cascade parents
+        levels += yield from _parent_levels(state, asked, found)
+    if state.shares is not None:
+        has_global = _has_global(levels)
+        settled = meta is not None and meta.facts.settled(resources)
+        if has_global or not (parent_known or settled):
+            return (yield from _shared(state, asked, levels, found, (has_global, speculative)))
+    return (
+        yield from _take_all(
+            state, entity_id, levels, (amounts, override), found[1], (now_ms, speculative)
         )
+    )
+
+
+def _shared(
+    state: RepoState,
+    asked: _AskedFor,
+    levels: list[Level],
+    found: tuple[Resolved, Prefetched],
+    how: tuple[bool, bool],
+) -> Flow[Acquired]:
+    """The take, with this region's shares of global limits (docs/global.md): split
+    from the levels before it, taken after it; a cascade parent the take teaches may
+    have global limits of its own."""
+    entity_id, _resources, amounts, override, now_ms = asked
+    has_global, speculative = how
     wanted: list[Wanted] = []
-    if state.shares is not None and _has_global(levels):  # docs/global.md
+    if has_global:
         levels, wanted = split_global(state, levels, entity_id)
         # No bucket write of the entity will say whether it cascades: its record does.
         writes_none = wanted and not any(lv.entity_id == entity_id for lv in levels)
         if writes_none and (yield from learn_entity(state, entity_id)):
-            parents = yield from _parent_levels(
-                state, entity_id, resources, found, override, amounts, now_ms
-            )
+            parents = yield from _parent_levels(state, asked, found)
             more, more_wanted = split_global(state, parents, entity_id)
             levels, wanted = [*levels, *more], [*wanted, *more_wanted]
     late = not _parent_known(state, entity_id)  # a parent learned now is taken late
     acquired = yield from _take_all(
-        state, entity_id, levels, (amounts, override), prefetched, (now_ms, speculative)
+        state, entity_id, levels, (amounts, override), found[1], (now_ms, speculative)
     )
-    if late and state.shares is not None and _parent_known(state, entity_id):
+    if late and _parent_known(state, entity_id):
         # The late parents' regional limits were taken (_take_parent); now their global ones.
-        parents = yield from _parent_levels(
-            state, entity_id, resources, ({}, {}), override, amounts, now_ms
-        )
+        parents = yield from _parent_levels(state, asked, ({}, {}))
         wanted += split_global(state, parents, entity_id)[1]
     if wanted:  # this region's share of the global limits, after the rest
         refused = yield from take_global(state.shares, state.table, state.namespace, wanted, now_ms)
@@ -221,15 +244,10 @@ def acquire(
 
 
 def _parent_levels(
-    state: RepoState,
-    entity_id: str,
-    resources: Sequence[str],
-    found: tuple[Resolved, Prefetched],
-    override: tuple[Limit, ...] | None,
-    amounts: Mapping[str, int],
-    now_ms: int,
+    state: RepoState, asked: _AskedFor, found: tuple[Resolved, Prefetched]
 ) -> Flow[list[Level]]:
     """The levels of the entity's cascade parents this client knows of."""
+    entity_id, resources, amounts, override, now_ms = asked
     resolved, prefetched = found
     more = _known_parents(state, entity_id, resources)
     missing = [pair for pair in more if pair not in resolved]
@@ -270,6 +288,8 @@ def _take_all(
         outcomes += yield from _late_parents(
             state, entity_id, (levels, outcomes), amounts, override, how
         )
+    if len(outcomes) == 1 and type(outcomes[0]) is Taken:  # one take, done: `_conclude`'s answer
+        return Acquired((outcomes[0],), amounts, entity_id)
     return (yield from _conclude(state, outcomes, now_ms, amounts, entity_id))
 
 
@@ -335,13 +355,8 @@ def _late_parents(
         if lv.entity_id != entity_id or lv.resource in with_parent or parent is None:
             continue
         try:
-            late.append(
-                (
-                    yield from _take_parent(
-                        state, parent, lv.resource, amounts, override, now_ms, speculative
-                    )
-                )
-            )
+            asked = (amounts, override, now_ms, speculative)
+            late.append((yield from _take_parent(state, parent, lv.resource, asked)))
         except Exception as error:
             late.append(error)
         if _failed(late[-1]):
@@ -385,11 +400,9 @@ def _take_parent(
     state: RepoState,
     parent: str,
     resource: str,
-    amounts: Mapping[str, int],
-    override: tuple[Limit, ...] | None,
-    now_ms: int,
-    speculative: bool,
+    asked: tuple[Mapping[str, int], tuple[Limit, ...] | None, int, bool],
 ) -> Flow[Taken | Rejected | None]:
+    amounts, override, now_ms, speculative = asked
     resolved, prefetched = yield from _resolve_levels(state, [(parent, resource)], override, now_ms)
     parent_limits = resolved[(parent, resource)]
     if parent_limits is None:
@@ -401,11 +414,8 @@ def _take_parent(
     known = local_rejection(state, level, now_ms)
     if known is not None:
         return known
-    return (
-        yield from take_any_shard(
-            state, level, now_ms, speculative, prefetched.get((parent, resource), NOT_FETCHED)
-        )
-    )
+    fetched = prefetched.get((parent, resource), NOT_FETCHED)
+    return (yield from take_any_shard(state, level, now_ms, speculative, fetched))
 
 
 def _failed(outcome: object) -> bool:

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from zae_limiter import keys
 from zae_limiter.errors import ValidationError
-from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit
+from zae_limiter.flows.context import RepoState
+from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
 
 
 def validate_amounts(what: str, amounts: object, *, allow_negative: bool = False) -> dict[str, int]:
@@ -48,7 +49,7 @@ def check_fits(
                 f"{entity_id!r} on resource {where} (configured: {configured})"
             )
         for _resource, limit in having:
-            if milli > limit.capacity_milli:
+            if milli > limit.capacity * 1000:  # `capacity_milli`, inline: every acquire
                 raise ValidationError(
                     f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
                     f"capacity is {limit.capacity}"
@@ -76,3 +77,47 @@ def validate_resources(resource: object) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValidationError(f"resource names a resource twice: {list(names)}")
     return names
+
+
+#: Call shapes this client has validated, at most this many: (entity, resource, the ids
+#: of the limits passed, or None) -> (resources, those limits, whether one is scheduled).
+#: A hot key asked again skips the checks of its ids and limits; the entry holds the
+#: limits, so their ids cannot be reused while it stands. Cleared whole when full.
+ASKED_MAX = 4096
+
+
+def validate_acquire(
+    state: RepoState,
+    entity_id: str,
+    resource: str | Sequence[str],
+    consume: Mapping[str, int],
+    limits: Sequence[Limit] | None,
+    now_ms: int,
+) -> tuple[tuple[str, ...], dict[str, int], tuple[Limit, ...] | None]:
+    """What an acquire asks, validated: its resources, its amounts in millitokens, and
+    the limits it passes (those in force at `now_ms`), or None (the stored ones apply)."""
+    shape: tuple[object, ...] | None = None
+    if type(entity_id) is str and type(resource) is str:
+        if limits is None:
+            shape = (entity_id, resource, None)
+        elif type(limits) is list or type(limits) is tuple:
+            shape = (entity_id, resource, *map(id, limits))
+    known = state.asked_shapes.get(shape) if shape is not None else None
+    if known is None:  # a new shape: checked in full, in the order errors are reported
+        keys.validate_id("entity_id", entity_id)
+        resources = validate_resources(resource)
+    amounts = validate_amounts("consume", consume)
+    if not any(amounts.values()):
+        raise ValidationError("consume must take at least one token of one limit")
+    if known is None:
+        given = validate_limits(limits) if limits is not None else None
+        scheduled = given is not None and any(limit.schedule for limit in given)
+        known = (resources, given, scheduled)
+        if shape is not None:
+            if len(state.asked_shapes) >= ASKED_MAX:
+                state.asked_shapes.clear()
+            state.asked_shapes[shape] = known
+    resources, override, scheduled = known
+    if scheduled and override is not None:
+        return resources, amounts, in_force(override, now_ms)
+    return resources, amounts, override

@@ -9,7 +9,7 @@ the room of its subject, so each piece of state has one writer.
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, cast
@@ -48,6 +48,17 @@ class EntityFacts:
         if self.parent_id is None:
             return False
         return self.cascade_for.get(resource, self.cascade and self.record)
+
+    def settled(self, resources: Sequence[str]) -> bool:
+        """Whether a bucket write of these resources can teach nothing new (`Entities.learn`
+        keeps these facts): they come from the record, or each resource's bucket said.
+        Else the write may name a parent, whose levels an acquire then takes late."""
+        if self.record:
+            return True
+        for r in resources:  # noqa: SIM110 - a loop: a generator is a call of its own
+            if r not in self.cascade_for:
+                return False
+        return True
 
     def choosing(self, choices: Mapping[str, bool]) -> EntityFacts:
         """These facts with more per-resource choices (they win over the known ones)."""
@@ -164,6 +175,8 @@ class RepoState:
     #: Global limits' regional shares (flows/regional_limits.SharesBook), made by the face
     #: before the first acquire; None: no global limit here, nothing read or written.
     shares: Any = None
+    #: Call shapes an acquire has validated (flows/acquire.py, `_asked`).
+    asked_shapes: dict[Hashable, Any] = field(default_factory=dict)
 
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)

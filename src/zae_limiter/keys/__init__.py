@@ -64,6 +64,7 @@ from zae_limiter.keys.buckets import (
     window_parts,
     with_doubling,
     write_rate,
+    written_facts,
 )
 from zae_limiter.keys.config_levels import (
     CONFIG_VERSION_ATTRS,
@@ -348,5 +349,5 @@ __all__ = [
     "usage_counter_attr", "usage_fence_attr", "usage_fences", "usage_key", "usage_query_entity",
     "usage_query_namespace", "usage_query_resource", "usage_sk", "usage_sk_prefix", "usage_update",
     "validate_id", "validate_namespace", "validate_resource", "version_key", "window_parts",
-    "with_bucket_ttl", "with_doubling", "with_expiry", "write_rate",
+    "with_bucket_ttl", "with_doubling", "with_expiry", "write_rate", "written_facts",
 ]

@@ -26,15 +26,13 @@ from zae_limiter.keys.core import (
     Item,
     bucket_key,
     entity_pk,
-    get_bool,
     get_n,
-    get_s,
     limit_attr,
     n,
     resource_pk,
     s,
 )
-from zae_limiter.keys.entities import put_new
+from zae_limiter.keys.entities import A_BYPASS, put_new
 from zae_limiter.keys.expiry import with_expiry
 from zae_limiter.keys.reserves import held_epoch
 from zae_limiter.limits import RESERVED_LIMIT_NAMES
@@ -142,18 +140,29 @@ def decode_bucket(item: Mapping[str, Any]) -> BucketState:
         # Negative: the limit had no full-at time when the count rose (`snapshot_parts`).
         if f.get("sf", -1) >= 0:
             snapshots[name] = f["sf"]
+    # The item's own attributes read directly (get_s, get_n, get_bool, inline: this
+    # runs once per acquire).
+    get = item.get
+    entity, resource, shard, count = (
+        get(A_ENTITY_ID),
+        get(A_RESOURCE),
+        get(A_SHARD_ID),
+        get(A_SHARD_COUNT),
+    )
+    refill, cascade, parent = get(A_REFILL), get(A_CASCADE), get(A_PARENT)
+    start, writes, wcu = get(A_WINDOW_START), get(A_WINDOW_WRITES), get(A_WCU_LIMIT)
     return BucketState(
-        entity_id=get_s(item, A_ENTITY_ID) or "",
-        resource=get_s(item, A_RESOURCE) or "",
-        shard_id=get_n(item, A_SHARD_ID),
-        shard_count=max(1, get_n(item, A_SHARD_COUNT, 1)),
-        last_refill_ms=get_n(item, A_REFILL),
+        entity_id=str(entity["S"]) if entity is not None else "",
+        resource=str(resource["S"]) if resource is not None else "",
+        shard_id=int(shard["N"]) if shard is not None else 0,
+        shard_count=max(1, int(count["N"])) if count is not None else 1,
+        last_refill_ms=int(refill["N"]) if refill is not None else 0,
         limits=limits,
-        cascade=get_bool(item, A_CASCADE),
-        parent_id=get_s(item, A_PARENT),
-        partition_wcu=partition_wcu(item),
-        window_start_ms=get_n(item, A_WINDOW_START, -1),
-        window_writes=get_n(item, A_WINDOW_WRITES),
+        cascade=bool(cascade and cascade.get("BOOL")),
+        parent_id=str(parent["S"]) if parent is not None else None,
+        partition_wcu=(int(wcu["N"]) if wcu is not None else 0) or _WCU_UNRECORDED,
+        window_start_ms=int(start["N"]) if start is not None else -1,
+        window_writes=int(writes["N"]) if writes is not None else 0,
         reserved=reserved,
         legacy_tokens=legacy,
         split_full_at=snapshots,
@@ -243,7 +252,27 @@ def write_rate(item: Mapping[str, Any], now_ms: int) -> float:
     return writes * 1000 / max(1000, now_ms - start)
 
 
-def partition_wcu(item: Mapping[str, Any], default: int = 1000) -> int:
+#: A bucket's partition write capacity when its item records none (`b_wcu_cp`).
+_WCU_UNRECORDED = 1000
+
+
+def written_facts(item: Mapping[str, Any]) -> tuple[int, bool, str | None, bool, int]:
+    """What a write's ALL_NEW tells a client beyond its limits, read directly (decoding
+    the whole item costs more than the rest of a write's client-side work): (shard
+    count, cascade, parent, bypass, the write-rate window's start or -1)."""
+    get = item.get
+    count, cascade, parent = get(A_SHARD_COUNT), get(A_CASCADE), get(A_PARENT)
+    bypass, start = get(A_BYPASS), get(A_WINDOW_START)
+    return (
+        max(1, int(count["N"])) if count is not None else 1,
+        bool(cascade and cascade.get("BOOL")),
+        str(parent["S"]) if parent is not None else None,
+        bool(bypass and bypass.get("BOOL")),
+        int(start["N"]) if start is not None else -1,
+    )
+
+
+def partition_wcu(item: Mapping[str, Any], default: int = _WCU_UNRECORDED) -> int:
     return get_n(item, A_WCU_LIMIT, default) or default
 
 
@@ -455,4 +484,5 @@ __all__ = [
     "window_parts",
     "with_doubling",
     "write_rate",
+    "written_facts",
 ]

@@ -78,8 +78,8 @@ class AsyncLeanClient(LeanBase):
             status = http.status_code
         else:
             status, http, parsed = await self.exchange(operation, request, at)
-            if http is None:
-                return self.result(operation, status, parsed)
+            if http is None:  # `result` of an answer that is no error, without the call
+                return parsed if status < 300 else self.result(operation, status, parsed)
         await self.events.emit(
             self.event_names[operation][2],
             http_response=http,
@@ -87,7 +87,7 @@ class AsyncLeanClient(LeanBase):
             model=self.models[operation],
             context=request["context"],
         )
-        return self.result(operation, status, parsed)
+        return parsed if status < 300 else self.result(operation, status, parsed)
 
     async def update_item(self, **params: Any) -> dict[str, Any]:
         return await self.call("UpdateItem", params)

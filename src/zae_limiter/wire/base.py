@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.handlers import add_recursion_detection_header, inject_api_version_header_if_needed
 
 from zae_limiter.wire import protocol
-from zae_limiter.wire.signing import Credentials, Signer, amz_date
+from zae_limiter.wire.protocol import Credentials, Signer, amz_date
 from zae_limiter.wire.transport import Endpoint
 
 SERVICE = "dynamodb"
@@ -146,10 +146,17 @@ class LeanBase:
 
     def build(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """The request as `before-call` handlers see it."""
-        body = protocol.encode(params)
-        headers = self.headers[operation].copy()
-        # The URL botocore shows handlers is the endpoint joined with the path, `/`.
-        return protocol.request_dict(self.target_url, headers, body)
+        # `protocol.encode`, inline: every call. The URL botocore shows handlers is the
+        # endpoint joined with the path, `/`.
+        return {
+            "url_path": "/",
+            "query_string": "",
+            "method": "POST",
+            "headers": self.headers[operation].copy(),
+            "body": protocol.ENCODER.encode(params).encode(),
+            "url": self.target_url,
+            "context": {},
+        }
 
     def sign(self, request: dict[str, Any], frozen: Any) -> dict[str, str]:
         """Sign the request with frozen credentials; its wire headers."""

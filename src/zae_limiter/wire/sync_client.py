@@ -71,7 +71,7 @@ class SyncLeanClient(LeanBase):
             model=self.models[operation],
             context=request["context"],
         )
-        return self.result(operation, status, parsed)
+        return parsed if status < 300 else self.result(operation, status, parsed)
 
     def update_item(self, **params: Any) -> dict[str, Any]:
         return self.call("UpdateItem", params)

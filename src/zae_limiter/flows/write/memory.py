@@ -66,24 +66,12 @@ def learn(
     `now_ms`: when DynamoDB showed it (a later write plans from it: `image_of_age`)."""
     if not attributes:
         return None
-    # A few attributes, read directly: decoding the whole item costs more than the rest of
-    # a write's client-side work.
-    count = max(1, keys.get_n(attributes, keys.A_SHARD_COUNT, 1))
-    cascade, parent = (
-        keys.get_bool(attributes, keys.A_CASCADE),
-        keys.get_s(attributes, keys.A_PARENT),
-    )
-    meta = state.entities.learn(
-        level.entity_id,
-        cascade,
-        parent,
-        of=level.resource,
-        bypass=keys.get_bool(attributes, keys.A_BYPASS),
-    )
+    count, cascade, parent, bypass, window_start = keys.written_facts(attributes)
+    meta = state.entities.learn(level.entity_id, cascade, parent, of=level.resource, bypass=bypass)
     if parent is not None and meta.facts.parent_id is not None:  # a move to follow?
         follow_move(meta, level, cascade, parent)
     where = (level.resource, level.shard_id)
-    meta.shards.written(where, count, keys.get_n(attributes, keys.A_WINDOW_START, -1))
+    meta.shards.written(where, count, window_start)
     meta.images.keep(where, attributes, now_ms)
     if state.exhausted:
         state.exhausted.pop((level.entity_id, level.resource), None)
@@ -114,7 +102,8 @@ def image_of_age(
     remembered, since = meta.images.items.get(where), meta.images.at.get(where)
     if remembered is None or since is None:
         return None
-    if keys.reserve_epoch(now_ms) - keys.reserve_epoch(since) > MAX_IMAGE_EPOCHS:
+    epoch = keys.RESERVE_EPOCH_MS  # `reserve_epoch` of each, inline: every acquire
+    if now_ms // epoch - since // epoch > MAX_IMAGE_EPOCHS:
         return None
     return remembered, since
 

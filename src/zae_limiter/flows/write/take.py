@@ -149,8 +149,8 @@ def _write(
         bucket = keys.decode_bucket(item) if item else _unknown(level)
         if confirmed:
             level = _with_shard_count(level, bucket)
-        else:
-            bucket = _at_known_count(state, level, bucket)
+        elif meta is not None and meta.shards.counts.get(level.resource, 1) > bucket.shard_count:
+            bucket = _at_known_count(state, level, bucket)  # a doubling this client knows of
         needed = sessions.unjoined(level, bucket, now_ms)
         if needed:
             joining = yield from sessions.joined(state, level, needed, now_ms)
@@ -280,7 +280,8 @@ def _at_known_count(state: RepoState, level: Level, bucket: BucketState) -> Buck
     requests of `reserve=False` at 8x a partition), and the failures counted as lost
     races in the windows that decide the next doubling. A shard that still records the
     old count fails the condition instead, and the ALL_OLD decides, as for any guess."""
-    known = state.shard_count(level.entity_id, level.resource)
+    meta = state.entities.get(level.entity_id)  # `RepoState.shard_count`, inline
+    known = 1 if meta is None else meta.shards.counts.get(level.resource, 1)
     if known <= bucket.shard_count or level.shard_id >= known:
         return bucket
     return replace(bucket, shard_count=known)
