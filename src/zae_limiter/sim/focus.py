@@ -18,14 +18,21 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
+from zae_limiter.sim.foci import simm3
 from zae_limiter.sim.spec import WorldSpec
 
 #: Out of 100; a focus's band [low, high) of `focus_of`'s draw.
-BANDS: dict[str, tuple[int, int]] = {}
+BANDS: dict[str, tuple[int, int]] = {
+    "operator": (20, 27),
+    "quota-reset": (27, 34),
+}
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
 Shaper = Callable[[WorldSpec, Choices], WorldSpec]
-SHAPERS: dict[str, Shaper] = {}
+SHAPERS: dict[str, Shaper] = {
+    "operator": simm3.operator,
+    "quota-reset": simm3.quota_reset,
+}
 
 
 def focus_of(seed: int) -> str | None:

@@ -108,11 +108,13 @@ class WorldSpec:
 #: (low ms, high ms). "mixed" is mostly milliseconds, with seconds and long idles;
 #: "steady" never idles as long as a reserve's `idle_ms` (2 s), so reserves age in use
 #: and are renewed; "bursty" is bursts within milliseconds between idles long enough to
-#: fill buckets, expire held counts and outlive images.
+#: fill buckets, expire held counts and outlive images; "brisk" (drawn only by a focus,
+#: sim/foci/simm3.py) never idles past half a second, so clients stay hot across a reset.
 TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "mixed": ((70, 1, 50), (20, 100, 3000), (10, 15_000, 65_000)),
     "steady": ((60, 1, 50), (40, 100, 1500)),
     "bursty": ((85, 1, 5), (15, 20_000, 130_000)),
+    "brisk": ((90, 1, 50), (10, 100, 500)),
 }
 
 

@@ -1,0 +1,1 @@
+"""Shapers of focused worlds (sim/focus.py), one module per family of risks."""
