@@ -7,7 +7,10 @@ The simulator finds the first two as well (tests/sim/sim_mutants.py).
 - the receivers' split snapshots left as they were: read at the halved count, a
   snapshot stands for twice what it did;
 - the transaction without its check that each unmade shard is still unmade: an acquire
-  that makes one between the merge's read and its write is counted twice.
+  that makes one between the merge's read and its write is counted twice;
+- a shard read at the count before the last raise merged all the same (the simulator's
+  shards focus found it): its count fence passes once the raise is propagated to it
+  before the transaction, and its unmade partner was counted at its older snapshot.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ def snapshots_kept() -> AbstractContextManager[Any]:
     return mutant_wrapping(merge_module, "_receivers", _snapshots_kept)
 
 
+def counts_unchecked() -> AbstractContextManager[Any]:
+    return mutant(merge_module, "_all_at", lambda _stored, _count: True)
+
+
 @contextmanager
 def no_unmade_check() -> Iterator[None]:
     with mutant(keys, "merge_transaction", _no_unmade_check(keys.merge_transaction)):
@@ -88,5 +95,15 @@ def test_merge_test_catches_a_transaction_without_its_unmade_check(
     with no_unmade_check():
         must_fail(
             aggregator.test_merge_is_cancelled_when_an_unmade_shard_is_made_meanwhile,
+            limiter, table_name, clock,
+        )  # fmt: skip
+
+
+def test_merge_test_catches_a_shard_merged_before_its_raise_reached_it(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> None:
+    with counts_unchecked():
+        must_fail(
+            aggregator.test_merge_skips_a_shard_its_count_has_not_reached,
             limiter, table_name, clock,
         )  # fmt: skip

@@ -86,6 +86,15 @@ def _holds_reserves(item: Mapping[str, Any], now_ms: int) -> bool:
     )
 
 
+def _all_at(stored: Mapping[int, BucketState], count: int) -> bool:
+    """Whether every shard read records `count`. One that still records a lower count
+    (the raise not propagated to it yet) holds its unmade partners' shares in its own
+    full-at times, and its snapshot is older than that raise: planned from it, the merge
+    would count the old snapshot for them, and the transaction's count fence passes
+    once the propagation lands between the read and the write (tokens created)."""
+    return all(bucket.shard_count == count for bucket in stored.values())
+
+
 def _slot_full_at(stored: Mapping[int, BucketState], slot: int, name: str) -> int | None:
     """The full-at value slot `slot`'s share stands at, as readers count it and as its
     first acquire would make it (flows/write/shares.py): its own once made; before that,
@@ -155,6 +164,8 @@ def plan_merge(
         for name in names
         if name in b.user_limits
     }
+    if not _all_at(stored, old):
+        return None
     if any(set(b.user_limits) != names or b.legacy_tokens for b in stored.values()):
         return None  # shards disagree on their limits, or v2 ones: leave them to the clients
     if any(configs[(i, name)] != configs[(0, name)] for i, name in configs):

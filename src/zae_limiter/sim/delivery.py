@@ -21,6 +21,7 @@ from zae_limiter.sim.client import (
     SimClient,
     Thread,
 )
+from zae_limiter.sim.foci import shards as shards_focus
 from zae_limiter.sim.threads import (
     BOTOCORE_ATTEMPTS,
     WRITES,
@@ -82,6 +83,8 @@ class Delivery(Machine):
                 return
             self._answer(thread, p.index, _unavailable("read timeout", "ReadTimeoutError"))
             return
+        if self.spec.focus == "shards":
+            shards_focus.stall_after_read(self, thread, p.call)
         self._answer(thread, p.index, outcome)
 
     def _may_lose(self, p: Pending) -> None:

@@ -18,25 +18,43 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.foci import simm3
+from zae_limiter.sim.foci import reserves, simm3
+from zae_limiter.sim.foci.shards import shards
 from zae_limiter.sim.spec import WorldSpec
 
 #: Out of 100; a focus's band [low, high) of `focus_of`'s draw.
 BANDS: dict[str, tuple[int, int]] = {
+    "shards": (10, 20),  # sim/foci/shards.py
     "operator": (20, 27),
     "quota-reset": (27, 34),
+    "stale-reserve": (0, 6),
+    "give-back": (6, 10),
 }
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
 Shaper = Callable[[WorldSpec, Choices], WorldSpec]
 SHAPERS: dict[str, Shaper] = {
+    "shards": shards,
     "operator": simm3.operator,
     "quota-reset": simm3.quota_reset,
+    "stale-reserve": reserves.stale_reserve,
+    "give-back": reserves.give_back,
 }
+
+
+#: Seeds the suite replays as regressions (tests/sim/sim_mutants.py FIRST_FAILING, the
+#: seeds of tests/sim/test_simulator.py) keep the world each was found in, whatever band
+#: their draw falls in.
+KEPT = frozenset(
+    {0, 4, 16, 18, 29, 72, 74, 77, 92, 463, 551, 1065, 1288, 1418, 2917, 3746, 4661, 5427,
+     6522, 7990, 8069, 10367, 12166, 12877, 13104, 13701}
+)  # fmt: skip
 
 
 def focus_of(seed: int) -> str | None:
     """The focus a seed draws, or None (the general world)."""
+    if seed in KEPT:
+        return None
     draw = random.Random(f"{seed}/focus").randrange(100)
     for name, (low, high) in BANDS.items():
         if low <= draw < high:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from zae_limiter.flows.reserves.settings import ReserveSettings
 from zae_limiter.limits import Limit
 from zae_limiter.sim.choices import Choices
 
@@ -55,7 +56,8 @@ class OpSpec:
 @dataclass(frozen=True, slots=True)
 class ClientSpec:
     name: str
-    reserve: bool
+    #: Token reserves off, on with the defaults, or on with these settings.
+    reserve: bool | ReserveSettings
     speculative: bool
     #: A client of the user's own with botocore's retries (the lean path off).
     retries: bool
@@ -115,6 +117,11 @@ TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "steady": ((60, 1, 50), (40, 100, 1500)),
     "bursty": ((85, 1, 5), (15, 20_000, 130_000)),
     "brisk": ((90, 1, 50), (10, 100, 500)),
+    # Focused worlds only (sim/foci/reserves.py): bursts, pauses of 2-4 s (idle reserves
+    # fall due and go back) and lulls that cross one or two reserve epochs (held counts
+    # left out expire) and end within a config cache's minute (clients come back
+    # planning from their images).
+    "lulls": ((65, 1, 20), (20, 2_000, 4_000), (15, 21_000, 55_000)),
 }
 
 

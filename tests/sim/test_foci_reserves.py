@@ -1,0 +1,74 @@
+"""The focused worlds around token reserves (sim/foci/reserves.py): what each draws, that
+it replays alike and shrinks like any other schedule, and that seeds outside its band
+keep the world they always had."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from zae_limiter.flows.reserves.settings import ReserveSettings
+from zae_limiter.sim import focus
+from zae_limiter.sim.backends import engine_backend
+from zae_limiter.sim.choices import Choices
+from zae_limiter.sim.run import run_schedule
+from zae_limiter.sim.spec import OPERATOR_KINDS, YEAR_S, draw_world
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    logging.getLogger("zae_limiter").setLevel(logging.CRITICAL)
+
+
+def _seeds(name: str, count: int) -> list[int]:
+    return [s for s in range(2000) if focus.focus_of(s) == name][:count]
+
+
+def test_each_focus_owns_its_band_of_seeds() -> None:
+    drawn = {focus.focus_of(s) for s in range(2000)}
+    assert {"stale-reserve", "give-back"} <= drawn
+    assert focus.BANDS["stale-reserve"] == (0, 6) and focus.BANDS["give-back"] == (6, 10)
+
+
+@pytest.mark.parametrize("seed", _seeds("stale-reserve", 5))
+def test_a_stale_reserve_world_has_a_fleet_and_watchers(seed: int) -> None:
+    spec = run_schedule(seed, engine_backend).spec
+    assert spec.focus == "stale-reserve" and spec.tempo == "lulls"
+    (limit,) = spec.limits
+    assert limit.refill_period_seconds in (YEAR_S, 600, 3600)
+    fleet = [cl for cl in spec.clients if isinstance(cl.reserve, ReserveSettings)]
+    watchers = [cl for cl in spec.clients if cl.reserve is False]
+    assert 1 <= len(fleet) <= 2 and len(watchers) == 1
+    assert all(cl.speculative for cl in spec.clients)
+    assert not set(spec.faults.rates) & set(OPERATOR_KINDS)
+    assert all(rate <= 30 for rate in spec.faults.rates.values())
+
+
+@pytest.mark.parametrize("seed", _seeds("give-back", 5))
+def test_a_give_back_world_ends_leases_lower(seed: int) -> None:
+    spec = run_schedule(seed, engine_backend).spec
+    assert spec.focus == "give-back" and spec.tempo in ("bursty", "steady")
+    assert all(limit.refill_period_seconds in (1, 10, 60) for limit in spec.limits[:1])
+    ops = [op for cl in spec.clients for op in cl.ops]
+    lower = [op for op in ops if op.rollback or any(v < 0 for v in op.adjust.values())]
+    assert len(lower) * 5 >= len(ops)  # 45% drawn: a fifth at the very least
+
+
+def test_a_seed_outside_every_band_keeps_its_world() -> None:
+    seed = next(s for s in range(100) if focus.focus_of(s) is None)
+    drawn = draw_world(Choices(seed))
+    assert run_schedule(seed, engine_backend).spec == drawn
+
+
+def test_a_focused_seed_replays_alike_from_its_stream() -> None:
+    seed = _seeds("stale-reserve", 1)[0]
+    first = run_schedule(seed, engine_backend, traced=True)
+    again = run_schedule(seed, engine_backend, prefix=first.drawn, traced=True)
+    assert again.trace == first.trace and again.spec == first.spec
+
+
+def test_quota_worlds_keep_their_quota_in_focus() -> None:
+    for name in ("stale-reserve", "give-back"):
+        spec = run_schedule(_seeds(name, 1)[0], engine_backend, quotas=True).spec
+        assert spec.limits[0].window is not None
