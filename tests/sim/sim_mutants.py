@@ -26,6 +26,7 @@ from tests.mutants import test_give_back_mutants as give_backs
 from tests.mutants import test_merge_mutants as merges
 from tests.mutants import test_migration_mutants as migration_mutants
 from tests.mutants import test_raise_when_made_mutant as when_made
+from tests.mutants import test_split_rebase_mutant as split_rebase
 from tests.mutants.test_cascade_mutant import _keeps_everything
 from tests.mutants.test_quota_mutants import reset_on_shard_zero_only, spend_past_the_reset
 from tests.mutants.test_skew_mutant import _set_without_its_condition
@@ -216,6 +217,7 @@ MUTANTS: Mapping[str, Mutant] = {
     # start (tests/mutants/test_quota_mutants.py).
     "session-debt-unbounded": lambda: mutant(charge_module, "session_debt", _unbounded_debt),
     "session-give-below-its-start": lambda: mutant(charge_module, "session_give", _give_all),
+    "split-snapshot-not-rebased": split_rebase.snapshot_not_rebased,
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
 QUOTA_WORLDS = frozenset(
@@ -261,6 +263,9 @@ FIRST_FAILING: Mapping[str, int] = {
     "session-debt-unbounded": 903,
     # Seed 1,728 found it (0..1,727 searched); it keeps its world (focus.KEPT).
     "session-give-below-its-start": 1728,
+    # Seed 4330 found it (each of 0..4,329's 607 limits-changed worlds passes under it; no
+    # other world can fail); it keeps its world (focus.KEPT).
+    "split-snapshot-not-rebased": 4330,
     # A quota-reset world (sim/foci/simm3.py): a reserve held at the reset, spent after
     # it, in a window that then binds (not found in 10,000 seeds before that focus).
     "reserve-survives-a-reset": 434,

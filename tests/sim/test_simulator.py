@@ -31,6 +31,7 @@ FIXES = (
     "count-raise-on-schema-2",
     "give-back-whole-or-nothing",
     "raise-over-unmade-shards",
+    "split-snapshot-not-rebased",
 )
 
 
@@ -79,6 +80,21 @@ CHECKER_SEEDS = (4661, 12877, 13104, 13701)
 @pytest.mark.parametrize("seed", CHECKER_SEEDS)
 def test_seeds_of_an_entity_deleted_at_the_end_pass(seed: int) -> None:
     outcome = run_schedule(seed, engine_backend)
+    assert not outcome.failed, [str(v) for v in outcome.violations]
+
+
+#: Quota worlds' seeds where the checker judged wrongly: 3208 and 4869, a split's
+#: fraction of a token left off shard 0 because its move there was refused (shard 0's
+#: reserves held its tokens) or unanswered (a throttle), as docs/quotas.md allows (under
+#: one token); the checker now leaves such entities out of "a token out of reach".
+#: 5740: a take planned 42 ms after a reset by a client 47 ms behind (its window the one
+#: before) and applied 100 ms later, judged as a take of the new window.
+QUOTA_CHECKER_SEEDS = (3208, 4869, 5740)
+
+
+@pytest.mark.parametrize("seed", QUOTA_CHECKER_SEEDS)
+def test_quota_seeds_of_a_fraction_not_moved_pass(seed: int) -> None:
+    outcome = run_schedule(seed, engine_backend, quotas=True)
     assert not outcome.failed, [str(v) for v in outcome.violations]
 
 

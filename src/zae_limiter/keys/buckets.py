@@ -412,6 +412,13 @@ def with_doubling(
     in between a second time (tokens created; found by the fault simulator)."""
     update = str(params["UpdateExpression"])
     names = params.get("ExpressionAttributeNames", {})
+    values = dict(params["ExpressionAttributeValues"])
+    # A REBASE also rebases the snapshot the last raise took (keys/takes.py): this raise
+    # takes a new one, which replaces it (one SET per attribute).
+    for placeholder in [p for p in names if p.startswith(SPLIT)]:
+        value = ":" + placeholder[1:]
+        update = update.replace(f", {placeholder} = {value}", "")
+        values.pop(value, None)
     snaps = [
         _snapshot_after(update, placeholder, str(attr))
         for placeholder, attr in names.items()
@@ -436,7 +443,7 @@ def with_doubling(
             **{alias: attr for _, (alias, attr) in snaps},
         },
         "ExpressionAttributeValues": {
-            **params["ExpressionAttributeValues"],
+            **values,
             **({":no_snapshot": n(NO_SNAPSHOT)} if ":no_snapshot" in sets else {}),
             ":doubled_shards": n(new_count),
             ":doubled_from": n(old_count),

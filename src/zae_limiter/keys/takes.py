@@ -12,7 +12,9 @@ Per limit a write takes one form, picked by the client from its last image of th
   for a quota, under `now < full_at <= bound`: the window the tokens were taken in is
   still the stored one (else they went with it: a give-back never crosses a reset).
 - REBASE: the stored config (or a schema-v2 `tk`) differs: SET the config and a full-at
-  time computed from the tokens read, under exactly the values read.
+  time computed from the tokens read, under exactly the values read; and the split
+  snapshot (`sf`) the item holds, brought to the new config (a full-at value is in its
+  config's units: flows/write/shares.py `rebased_split`).
 Held counts (token reserves) enter by value: a bounded form also requires each live
 epoch's count to be at most what the client's image showed, so a reserve taken meanwhile
 fails the write and its ALL_OLD shows the count. Both ADD and SET commute with
@@ -65,6 +67,9 @@ class LimitWrite:
     old_full_at: int | None = None
     old_config: tuple[int, int, int] | None = None
     old_tokens: int | None = None
+    #: REBASE of an item with a split snapshot: the snapshot to write, and the one read.
+    split: int | None = None
+    old_split: int | None = None
 
 
 def _shape(write: LimitWrite) -> tuple[Any, ...]:
@@ -76,6 +81,7 @@ def _shape(write: LimitWrite) -> tuple[Any, ...]:
         write.old_full_at is None,
         write.old_config is None,
         write.old_tokens is not None,
+        write.split is not None,
     )
 
 
@@ -92,6 +98,7 @@ _LIMIT_ATTRIBUTES: dict[str, str] = {
     "#period": "rp",
     "#used": "tc",
     "#tokens": "tk",  # schema v2: tokens as of the last refill
+    "#split": "sf",  # the split snapshot (keys/buckets.py `snapshot_parts`)
 }
 #: `#held{j}`: the held count of the j-th live epoch the write knows (`b_{limit}_rs{epoch}`).
 _HELD = "#held"
@@ -117,6 +124,8 @@ _LIMIT_VALUES: dict[str, _Carried] = {
     ":was_refill": ("old_config", 1),
     ":was_period": ("old_config", 2),
     ":was_tokens": ("old_tokens", None),
+    ":split": ("split", None),  # REBASE: the split snapshot in the new config
+    ":was_split": ("old_split", None),
 }
 #: `:held{j}`: the count the client knows for `#held{j}`.
 _KNOWN_HELD = ":held"
@@ -129,7 +138,7 @@ _NEVER_TAKEN = "(attribute_not_exists(#full_at) AND attribute_not_exists(#tokens
 
 def _form_parts(shape: tuple[Any, ...]) -> tuple[list[str], list[str], list[str]]:
     """(SET parts, ADD parts, conditions) of one limit, in unnumbered placeholders."""
-    form, bounded, held, consumed, old_fa_absent, old_cfg_absent, legacy = shape
+    form, bounded, held, consumed, old_fa_absent, old_cfg_absent, legacy, split = shape
     sets: list[str] = []
     adds: list[str] = ["#used :used"] if consumed else []
     conds: list[str] = []
@@ -161,6 +170,9 @@ def _form_parts(shape: tuple[Any, ...]) -> tuple[list[str], list[str], list[str]
         conds.append("attribute_not_exists(#cap)" if old_cfg_absent else _CONFIG_AS_READ)
         if legacy:
             conds.append("#tokens = :was_tokens")
+        if split:
+            sets.append("#split = :split")
+            conds.append("#split = :was_split")
     for j in range(held):
         conds.append(f"(attribute_not_exists({_HELD}{j}) OR {_HELD}{j} <= {_KNOWN_HELD}{j})")
     return sets, adds, conds

@@ -14,7 +14,7 @@ from zae_limiter import keys
 from zae_limiter.drivers import error_outcome, resend_safe
 from zae_limiter.errors import CALL_TIMEOUT, RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
-from zae_limiter.flows.write.shares import current
+from zae_limiter.flows.write.shares import current, tokens_now
 from zae_limiter.sim import spec as kinds
 from zae_limiter.sim.client import (
     Pending,
@@ -39,6 +39,13 @@ class Delivery(Machine):
     def _deliver(self, thread: Thread, p: Pending) -> None:
         fault = self._fault() if self.faults_on else None
         client = thread.client
+        key = _pk(p.call)
+        if key is not None and keys.is_bucket_pk(key) and keys.parse_bucket_pk(key)[3] == 0:
+            # The thread's last request to shard 0: faulted or answered (`_unmoved`).
+            mark = (thread.tid, _entity_of(key))
+            self.shard0_faults.discard(mark)
+            if fault is not None:
+                self.shard0_faults.add(mark)
         if fault is not None:
             self._may_lose(p)
             thread.faulted.add(p.serial)
@@ -136,6 +143,8 @@ class Delivery(Machine):
         for bucket, before in zip(buckets, befores, strict=True):
             after = peek(bucket)
             self._sharding(bucket, before, after)
+            if not before and after and thread is not None:
+                self._unmoved(bucket, after, thread.tid)
             self._configs(bucket, before, after)
             if thread is not None or clock is not None:
                 self._sessions(bucket, before, after, thread.run_clock if thread else clock)
@@ -209,9 +218,13 @@ class Delivery(Machine):
         horizon = self.true_ms + self.spec.skew_ms
         if any(keys.lost_milli(counts, horizon) for counts in held.values()):
             self.checker.lossy.add(entity)
+        # A split changes the count (or makes the item); a rebase rewrites `sf` alone, in
+        # the new numbers' units (flows/write/shares.py `rebased_split`): no split.
+        split = not before or _count(before) != _count(after)
         for limit in self.spec.limits:
             sf = keys.limit_attr(limit.name, "sf")
-            if after.get(sf) is not None and (not before or before.get(sf) != after.get(sf)):
+            snapshot = after.get(sf)
+            if split and snapshot is not None and snapshot != (before or {}).get(sf):
                 live = sum(v for v in held.get(limit.name, {}).values() if v > 0)
                 self.checker.allow(entity, limit.name, live)
                 # A split rounds each shard's share in the limiter's favour: it may lose
@@ -286,6 +299,30 @@ class Delivery(Machine):
             )
             self.charged(key, intent.change)
 
+    def _unmoved(self, key: str, made: Any, tid: int) -> None:
+        """A shard k >= 1 made: its split sent a quota's fraction of a token to shard 0
+        by a take there, which moves nothing when refused (shard 0 holds less than the
+        fraction, its reserves' held counts out) or unanswered (a fault on this thread's
+        last request to shard 0): the fraction stays, under one token (docs/quotas.md;
+        seed 3208 met both). `Checker.unmoved` entities are not judged for fractions. A
+        split that never tried (`split-fractions-left`) leaves shard 0 able to pay."""
+        ns, entity, resource, shard = keys.parse_bucket_pk(key)
+        if shard == 0:
+            return
+        if (tid, entity) in self.shard0_faults:
+            self.checker.unmoved.add(entity)
+            return
+        shard0 = self.peek(keys.bucket_pk(ns, entity, resource, 0))
+        if not shard0:
+            return
+        zero, new = keys.decode_bucket(shard0), keys.decode_bucket(made)
+        for limit in self.spec.limits:
+            if limit.window is None:
+                continue
+            part = tokens_now(new, limit, self.true_ms) % 1000
+            if part and tokens_now(zero, limit, self.true_ms) < part:
+                self.checker.unmoved.add(entity)
+
     def _sharded(self, key: str) -> bool:
         ns, entity, resource, _shard = keys.parse_bucket_pk(key)
         shard0 = self.peek(keys.bucket_pk(ns, entity, resource, 0))
@@ -322,6 +359,10 @@ def _stored_config(item: Any, name: str) -> tuple[Fraction, Fraction] | None:
 
 def _entity_of(pk: str) -> str:
     return keys.parse_bucket_pk(pk)[1]
+
+
+def _count(item: Any) -> int:
+    return keys.get_n(item, keys.A_SHARD_COUNT, 1)
 
 
 def _throttle(table: str, reasons: bool) -> RateLimiterUnavailable:

@@ -130,8 +130,10 @@ class Ledger:
         if event.at_ms <= event.planned_ms:
             return Fraction(0)
         if self.limit.window is not None:
-            # Charged to the window it was planned in; the ideal bucket dates it after.
-            crossed = self.limit.window.bounds(event.at_ms)[0] > event.planned_ms
+            # Charged to the window it was planned in, by its client's clock (up to skew
+            # behind true time: seed 5740); the ideal bucket dates it after.
+            planned = event.planned_ms - self.skew_ms
+            crossed = self.limit.window.bounds(event.at_ms)[0] > planned
             return event.amount if crossed else Fraction(0)
         # The refill it saw early, as a clock `g` ms behind.
         return min(event.amount, (event.at_ms - event.planned_ms) * ideal.per_ms)

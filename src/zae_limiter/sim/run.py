@@ -218,7 +218,9 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
                 checker.kept_all(entity, limit, _kept(shards, limit, now), now)
             # A client whose clock disagrees about the window cannot move a fraction
             # (its write names another window): judged on worlds without skew.
+            # Nor is a move judged that was refused or unanswered (`Checker.unmoved`).
             calendar = limit.window is not None and limit.window.cron is not None
+            calendar = calendar and entity not in checker.unmoved
             if lossless and calendar and not world.spec.skew_ms:
                 _whole_off_shard0(checker, entity, limit, shards, now)
             # A changed limit comes back to the numbers its next write brings, which

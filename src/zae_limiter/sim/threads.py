@@ -116,6 +116,9 @@ class Machine:
         self.running: Thread | None = None
         #: Requests the engine has served: orders the checker's events within one ms.
         self.tick = 0
+        #: (thread, entity): the last request of that thread to the entity's shard 0 met
+        #: a fault (`Delivery._unmoved`).
+        self.shard0_faults: set[tuple[int, str]] = set()
         #: Per level (entity, limit): the numbers each bucket shard stores, and those
         #: the ideal bucket follows (`Delivery._configs`).
         self.stored: dict[tuple[str, str], dict[int, Any]] = {}

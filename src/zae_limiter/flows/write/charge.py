@@ -19,6 +19,7 @@ from zae_limiter.flows import Call, Flow, Result, one, together
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S, expires_at_s
 from zae_limiter.flows.write.levels import Taken
+from zae_limiter.flows.write.plan import with_split
 from zae_limiter.flows.write.shares import config_of, current
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState
@@ -99,7 +100,7 @@ def _limit_charge(
         epoch = keys.reserve_epoch(now_ms)
         reserved = bucket.reserved.get(limit.name, {})
         tokens = state.tokens(now_ms, count, held)
-        return keys.LimitWrite(
+        write = keys.LimitWrite(
             limit.name,
             keys.REBASE,
             now_ra,
@@ -111,6 +112,7 @@ def _limit_charge(
             old_config=None if stored is None else config_of(stored),
             old_tokens=bucket.legacy_tokens.get(limit.name),
         )
+        return with_split(write, bucket, limit, now_ms)
     if milli < 0:
         return keys.LimitWrite(limit.name, keys.GIVE, now_ra, amount=milli * unit, consumed=milli)
     full = state.is_full(now_ms)

@@ -8,13 +8,14 @@ this client's own last write left (ALL_NEW, possibly stale: the conditions guard
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows.context import Exhausted
 from zae_limiter.flows.write.levels import Level, Rejected, WritePlan
-from zae_limiter.flows.write.shares import config_of, current, stored_config
+from zae_limiter.flows.write.shares import config_of, current, rebased_split, stored_config
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState, LimitStatus
 
@@ -275,7 +276,8 @@ def _limit_write(
         watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
     if rebase and confirmed:
         exact = tuple((e, reserved.get(e, 0)) for e in watching)
-        return _rebase(bucket, name, state, charge, now_ms, count, exact)
+        write = _rebase(bucket, name, state, charge, now_ms, count, exact)
+        return with_split(write, bucket, limit, now_ms)
     # Reserves other clients take meanwhile raise this epoch's held count and fail the
     # condition. Half of what the write leaves over is headroom for them: the bound
     # assumes it taken, the condition allows it. Near empty, there is none: exact.
@@ -345,6 +347,18 @@ def _rebase(
         old_config=None if stored is None else config_of(stored),
         old_tokens=bucket.legacy_tokens.get(name),
     )
+
+
+def with_split(
+    write: keys.LimitWrite, bucket: BucketState, limit: Limit, now_ms: int
+) -> keys.LimitWrite:
+    """A REBASE that also brings the item's split snapshot to the new config, under the
+    snapshot read (`rebased_split`): the shards not made yet copy it later, under the
+    config the item then stores."""
+    split = rebased_split(bucket, limit, now_ms)
+    if split is None:
+        return write
+    return replace(write, split=split, old_split=bucket.split_full_at[limit.name])
 
 
 def _stale(bucket: BucketState, now_ms: int) -> list[str]:

@@ -102,11 +102,37 @@ def tokens_now(bucket: BucketState, limit: Limit, now_ms: int, shares: int = 1) 
 
 def split_full_at(bucket: BucketState, limit: Limit, now_ms: int) -> int | None:
     """The full-at value a shard split off `bucket` starts from: the snapshot the last
-    count raise took (keys.snapshot_parts), else (none taken, or one under another
-    config) the current one, which gives no more than the snapshot would."""
+    count raise took (keys.snapshot_parts), in the limit's current config
+    (`rebased_split`), else (none taken) the current one."""
     state, _, rebase = current(bucket, limit, now_ms)
     snapshot = bucket.split_full_at.get(limit.name)
-    return state.full_at if snapshot is None or rebase else snapshot
+    if snapshot is None or limit.name in bucket.legacy_tokens:
+        return state.full_at
+    return rebased_split(bucket, limit, now_ms) if rebase else snapshot
+
+
+def rebased_split(bucket: BucketState, limit: Limit, now_ms: int) -> int | None:
+    """The item's split snapshot brought to `limit`'s config; None when it has none, or
+    stores that config already.
+
+    A snapshot is a full-at value, in the units of the numbers the item stored when its
+    count rose (`ra`). Read under other numbers it stands for other tokens: a write that
+    rebases the item rebases its snapshot with it (keys/takes.py, REBASE), keeping the
+    tokens the shares not split off yet hold, as `current` keeps the shard's own. (Left
+    as it was, a snapshot of a 192-token limit read as one of 497 made a new shard full:
+    the fault simulator's seed 4330, tokens created.)"""
+    snapshot = bucket.split_full_at.get(limit.name)
+    stored = bucket.limits.get(limit.name)
+    if snapshot is None or stored is None or limit.name in bucket.legacy_tokens:
+        return None
+    cfg = stored_config(limit)
+    if config_of(stored) == config_of(cfg):
+        return None
+    count = bucket.shard_count
+    at = switched_at(stored, limit, now_ms, count)
+    # No reserve is held of a share not split off yet: its room is the whole share.
+    tokens = _at(stored, snapshot).tokens(at, count)
+    return cfg.with_tokens(tokens, at, count)
 
 
 def capacity_of(limit: Limit, shard_count: int, shares: int = 1) -> int:
