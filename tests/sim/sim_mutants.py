@@ -41,6 +41,7 @@ from zae_limiter.flows.scaling import fractions as fractions_module
 from zae_limiter.flows.scaling import sessions as sessions_module
 from zae_limiter.flows.write import charge as charge_module
 from zae_limiter.flows.write import plan as plan_module
+from zae_limiter.flows.write import take as take_module
 from zae_limiter.keys import buckets as buckets_module
 from zae_limiter.keys import takes as takes_module
 
@@ -218,6 +219,9 @@ MUTANTS: Mapping[str, Mutant] = {
     "session-debt-unbounded": lambda: mutant(charge_module, "session_debt", _unbounded_debt),
     "session-give-below-its-start": lambda: mutant(charge_module, "session_give", _give_all),
     "split-snapshot-not-rebased": split_rebase.snapshot_not_rebased,
+    # A take that finds its shard drained by a merge (count at or below its id) taken
+    # from anyway, at the count it records (the fix of seeds 7808 and 8545 reverted).
+    "drained-shard-taken": lambda: mutant(take_module, "_drained", lambda *_: False),
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
 QUOTA_WORLDS = frozenset(
@@ -263,9 +267,13 @@ FIRST_FAILING: Mapping[str, int] = {
     "session-debt-unbounded": 903,
     # Seed 1,728 found it (0..1,727 searched); it keeps its world (focus.KEPT).
     "session-give-below-its-start": 1728,
-    # Seed 4330 found it (each of 0..4,329's 607 limits-changed worlds passes under it; no
-    # other world can fail); it keeps its world (focus.KEPT).
-    "split-snapshot-not-rebased": 4330,
+    # Seed 4330 found it; since this round's throttling changes moved the schedules, 1999
+    # (a `shards` focused world that draws limits-changed) is the first: only worlds that
+    # change limits can fail under it, and none below it does.
+    "split-snapshot-not-rebased": 1999,
+    # The seed that found it (shards focus): seeds below it were searched under other
+    # mutants before the fix, not under this one.
+    "drained-shard-taken": 7808,
     # A quota-reset world (sim/foci/simm3.py): a reserve held at the reset, spent after
     # it, in a window that then binds (not found in 10,000 seeds before that focus).
     "reserve-survives-a-reset": 434,
@@ -283,20 +291,17 @@ FIRST_FAILING: Mapping[str, int] = {
     # on the real code, measured before main fixed seed 4,661 (which failed on both then,
     # and passes on both now).
     "give-back-whole-or-nothing": 12166,
-    # The shards focus (sim/foci/shards.py): entities doubled by refusals and merged while
-    # acquires come back; an acquire makes shard 1 while the aggregator stalls after its
-    # merge read. No seed of 0..1,199 outside the focus fails under it.
-    "merge-without-unmade-check": 804,
-    # The shards focus, by write rate (partitions of 1-2 writes/s, no fault that loses
-    # tokens): a cascade's first doubling stopped by a refusal at its parent. Seed 438
-    # found it before the throttled pacing; no seed of 0..9,999 outside the focus fails.
-    "stopped-take-forgotten": 2561,
+    # The shards focus: a cascade's first doubling stopped by a refusal at its parent.
+    # Seed 438 found it before the throttled pacing; 2,561 before this round's throttling
+    # changes moved the schedules. Searched again: 0..7,807 before the drained-shard fix
+    # (7,808 failed on the real code then), 7,808..9,095 after it.
+    "stopped-take-forgotten": 9096,
     # A general world (229 found it before operator kinds moved that seed; 0..6,386
     # searched). The first give-back focused world to fail is 7,740 (sim/foci/reserves.py:
     # a reserve holder's rollbacks on a bucket refilling 12 per 10 s).
     "give-back-past-held-counts": 6387,
     # Issue 22's take with both of its halves (`_added_to_a_full_bucket`): a general world.
-    "add-to-a-full-bucket": 6,
+    "add-to-a-full-bucket": 23,
 }
 #: Seeds 0 .. SEARCHED - 1 searched for the mutants measured last (the merge and the
 #: deletion fence), on a shared machine in the time there was.
@@ -325,6 +330,11 @@ NOT_FOUND: Mapping[str, int] = {
     # `_all_at`) reverted: its directed test on moto catches it; the shards focus showed
     # the interleaving in a draft world's trace. Searched: the focus's seeds below this.
     "merge-before-its-raise-propagated": PROP_SEARCHED,
+    # 804 in the shards focus (an acquire makes shard 1 while the aggregator stalls after
+    # its merge read) until this round's throttling changes (a maybe-unmade shard read
+    # with its donors) moved the schedules. Searched again: 0..7,807 before the
+    # drained-shard fix (7,808 failed on the real code then), 7,808..9,999 after it.
+    "merge-without-unmade-check": 10_000,
     # In session quota worlds: 0..2,908 searched (seed 2,909, a calendar world, fails on
     # the real code too: a fraction of a token left on a shard, docs/simulator.md). Their
     # tests on moto catch each (tests/mutants/test_quota_mutants.py): a session on several

@@ -23,6 +23,7 @@ from tests.unit._flowkit import (
     ok,
     shards_answer,
 )
+from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.context import RepoState
@@ -116,7 +117,12 @@ def test_evidence_older_than_shard_zeros_last_doubling_writes_nothing() -> None:
     )
     assert isinstance(outcome, Taken)
     assert [c.op for c in log] == ["update_item", "get_item", "get_item", "update_item"]
-    assert log[3].params["Key"]["PK"]["S"].endswith("#1")  # the probe, not a doubling
+    # Not a doubling. Shard 1, merged back, records the count it was drained to (1, at or
+    # below its id): the probe's take goes to its receiver, shard 0 (flows/write/take.py).
+    assert log[2].params["Key"]["PK"]["S"].endswith("#1")
+    write = log[3].params
+    assert write["Key"]["PK"]["S"].endswith("#0")
+    assert not [p for p in write["ExpressionAttributeNames"] if p.startswith(keys.SPLIT)]
 
 
 @pytest.mark.parametrize(

@@ -148,6 +148,11 @@ def _write(
                 return created
             continue
         bucket = keys.decode_bucket(item) if item else _unknown(level)
+        if confirmed and _drained(level, bucket):
+            # A shard a merge drained (its count at or below its id): once its freeze
+            # ends it refills like any bucket, but its share went to its receiver. A
+            # client that still routes here takes from the receiver instead.
+            return (yield from take(state, _receiver(level, bucket), now_ms, speculative=True))
         if confirmed:
             level = _with_shard_count(level, bucket)
         elif meta is not None and meta.shards.counts.get(level.resource, 1) > bucket.shard_count:
@@ -355,6 +360,17 @@ def _create(
         return result, result.old
     item = yield from create_split_shard(state, level, now_ms, unmade)
     return None, item
+
+
+def _drained(level: Level, bucket: BucketState) -> bool:
+    """Whether the item read is a shard a merge retired (docs/aggregator.md)."""
+    return level.shard_id >= bucket.shard_count
+
+
+def _receiver(level: Level, bucket: BucketState) -> Level:
+    """The shard a merge drained `level`'s shard into, at the count the drained one records."""
+    count = bucket.shard_count
+    return replace(level, shard_id=level.shard_id % count, shard_count=count, flush=None, joined={})
 
 
 def _with_shard_count(level: Level, bucket: BucketState) -> Level:
