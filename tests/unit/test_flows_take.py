@@ -479,3 +479,25 @@ def test_a_write_knows_what_the_bucket_had_left_after_it() -> None:
     assert outcome.remaining() == {"rpm": 4, "tpm": 400}
     served = Taken("e1", "gpt", 0, {"rpm": 1000}, LIMITS, from_reserve=True)
     assert served.remaining() is None  # no write: nothing seen
+
+
+def test_a_take_on_a_shard_a_merge_drained_goes_to_its_receiver() -> None:
+    """A client that still knows 2 shards writes shard 1 after a 2 -> 1 merge drained it:
+    the write fails on the count, and ALL_OLD shows shard 1 retired (its count, 1, at or
+    below its id) and refilled once the merge's freeze ended. Its share went to shard 0:
+    the take goes there, planned at the count shard 0 records, never to the drained item
+    (which, planned at count 1, would hold a whole bucket; fault simulator seeds 7808 and
+    8545)."""
+    state = make_state()
+    meta = state.entities["e1"]
+    before = item(T0 - 5_000, {"rpm": 4000, "tpm": 400_000}, shard_count=2)
+    meta.images.items[("gpt", 1)], meta.images.at[("gpt", 1)] = before, T0 - 5_000
+    meta.shards.counts["gpt"] = 2
+    drained = item(T0 - 1_000, {"rpm": 9000, "tpm": 900_000})  # count 1, refilled
+    level = replace(make_level(shard_count=2), shard_id=1)
+    outcome, log = drive(take(state, level, T0, True), [failed(drained), ok()])
+    assert isinstance(outcome, Taken) and outcome.shard_id == 0
+    first, then = log
+    assert first.params["Key"]["PK"]["S"].endswith("#1")
+    assert then.params["Key"]["PK"]["S"].endswith("#0")
+    assert then.params["ExpressionAttributeValues"][":shards"] == {"N": "1"}

@@ -1,0 +1,16 @@
+"""A take that finds its shard drained by a merge (its count at or below its id) and
+takes from it anyway, at the count the drained item records (flows/write/take.py
+`_drained` reverted): once the merge's freeze ends, the refilled item admits a whole
+bucket's share (the fault simulator's seeds 7808 and 8545). The unit test catches it;
+the simulator finds it too (tests/sim/sim_mutants.py, "drained-shard-taken")."""
+
+from __future__ import annotations
+
+from tests.mutants import must_fail, mutant
+from tests.unit import test_flows_take as takes
+from zae_limiter.flows.write import take as take_module
+
+
+def test_the_drained_shard_test_catches_a_take_on_the_drained_item() -> None:
+    with mutant(take_module, "_drained", lambda *_: False):
+        must_fail(takes.test_a_take_on_a_shard_a_merge_drained_goes_to_its_receiver)
