@@ -57,9 +57,9 @@ def test_library_path_replays_a_real_response_and_counts_the_librarys_calls(
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| o")]
     assert [row.split(" | ")[0] for row in rows] == ["| off", "| on"]
     # Every acquire ran the library's code (a replay that short-circuited it would count
-    # almost nothing: a reserve hit is a dozen-odd calls, a write a couple of hundred),
-    # and the figures are ordered.
-    floors = {"| off": 100, "| on": 5}
+    # almost nothing: a reserve hit is a dozen-odd calls, a write about a hundred since
+    # the per-request path was cut), and the figures are ordered.
+    floors = {"| off": 50, "| on": 5}
     for row in rows:
         calls, best, median = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
         assert calls > floors[row.split(" | ")[0]]
