@@ -14,10 +14,13 @@ from click.testing import CliRunner
 
 from tests.conftest import Clock
 from zae_limiter import Limit, SyncRateLimiter, SyncRepository, keys
+from zae_limiter.aggregator import shards as shards_module
+from zae_limiter.aggregator.apply import execute
 from zae_limiter.aggregator.merge import merge
-from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
+from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, StreamPlan
 from zae_limiter.bucket import LimitState
 from zae_limiter.cli import cli
+from zae_limiter.flows.scaling.doubling import double
 from zae_limiter.models import BucketState
 
 RPM = Limit.per_minute("rpm", 1_000)
@@ -349,13 +352,32 @@ def test_merge_skips_a_shard_its_count_has_not_reached(
     assert not merged
 
 
-@pytest.mark.xfail(strict=True, reason="open: docs/aggregator.md, Merging (drained shard)")
+def _raise_back(limiter: SyncRateLimiter, table_name: str, doubler: str, now: int) -> None:
+    """A raise from one shard to two, sent as `doubler` sends it, each after its check
+    (flows/scaling/made.py): the aggregator's (a batch that proves the partition hot), or a
+    client's after a good write, or after a throttle (which reads shard 0 first)."""
+    if doubler == "aggregator":
+        config = AggregatorConfig(table=table_name)
+        write = shards_module._double(
+            ("default", "hot", "api"), 1, config, now, now - 1000, ("1",), ["rpm"]
+        )
+        assert limiter.repository.run(execute(StreamPlan(writes=[write]), config, now)) == []
+        return
+    state = limiter.repository.state
+    confirm = doubler == "throttled client"
+    limiter.repository.run(double(state, "hot", "api", now, now - 1000, confirm, ["rpm"]))
+
+
+@pytest.mark.parametrize("doubler", ["aggregator", "client", "throttled client"])
 def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
-    limiter: SyncRateLimiter, table_name: str, clock: Clock
+    limiter: SyncRateLimiter, table_name: str, clock: Clock, doubler: str
 ) -> None:
-    """The simulator's shards focus: a 2 -> 1 merge drains shard 1, which refills once its
-    freeze is over; a doubling back counts its whole share while shard 0 keeps half of
-    what it holds, so a partly spent entity offers more than it held."""
+    """The simulator's shards focus (issue 35): a 2 -> 1 merge drains shard 1, which
+    refills once its freeze is over. A doubling back that counted it as it stood would
+    count its whole share while shard 0 keeps half of what it holds, so a partly spent
+    entity would offer more than it held (100 held, 350 offered). The raise deletes it
+    first: shard 1 is then made from shard 0's snapshot, as any shard a raise makes room
+    for."""
     limit = Limit.per_minute("rpm", 600)
     limiter.set_limits("hot", [limit], resource="api")
     client = limiter.repository._runner.client
@@ -378,5 +400,14 @@ def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
     )  # fmt: skip
     clock.advance((later - now) / 1000)
     before = limiter.available("hot", "api", limits=[limit])
-    client.update_item(**keys.double_shards(table_name, key0, 1, 2, later, later - 1000, ["rpm"]))
+    _raise_back(limiter, table_name, doubler, later)
+    assert keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT) == 2
     assert limiter.available("hot", "api", limits=[limit]) == before == {"rpm": 100}
+    key1 = keys.bucket_key("default", "hot", "api", 1)
+    assert "Item" not in client.get_item(TableName=table_name, Key=key1)
+    # Made again by its first acquire, from shard 0's snapshot: still no token more.
+    for _ in range(20):
+        with limiter.acquire("hot", "api", {"rpm": 1}, limits=[limit]):
+            pass
+    assert "Item" in client.get_item(TableName=table_name, Key=key1)
+    assert limiter.available("hot", "api", limits=[limit])["rpm"] <= 100 - 20

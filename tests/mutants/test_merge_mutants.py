@@ -10,7 +10,10 @@ The simulator finds the first two as well (tests/sim/sim_mutants.py).
   that makes one between the merge's read and its write is counted twice;
 - a shard read at the count before the last raise merged all the same (the simulator's
   shards focus found it): its count fence passes once the raise is propagated to it
-  before the transaction, and its unmade partner was counted at its older snapshot.
+  before the transaction, and its unmade partner was counted at its older snapshot;
+- a count raised back over a shard a merge drained, left as an item (issue 35: the
+  check before a raise, flows/scaling/made.py, without its deletion): once refilled,
+  the drained shard counts its whole share while shard 0 keeps half of what it held.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+import pytest
+
 from tests.conftest import Clock
 from tests.integration import test_aggregator as aggregator
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from zae_limiter import SyncRateLimiter, keys
 from zae_limiter.aggregator import merge as merge_module
+from zae_limiter.flows import Flow
+from zae_limiter.flows.scaling import made as made_module
 
 #: The guarantee's tests run on its module's moto-backed limiter.
 limiter = aggregator.limiter
@@ -61,6 +68,18 @@ def snapshots_kept() -> AbstractContextManager[Any]:
 
 def counts_unchecked() -> AbstractContextManager[Any]:
     return mutant(merge_module, "_all_at", lambda _stored, _count: True)
+
+
+def _drained_kept(*args: Any) -> Flow[bool]:
+    """The check before a raise as it was: every shard below the count made, and the
+    shards above it not looked at."""
+    count, read = args[-2], args[-1]
+    yield from ()
+    return all(i in read for i in range(1, count))
+
+
+def drained_kept() -> AbstractContextManager[Any]:
+    return mutant(made_module, "_ready", _drained_kept)
 
 
 @contextmanager
@@ -106,4 +125,15 @@ def test_merge_test_catches_a_shard_merged_before_its_raise_reached_it(
         must_fail(
             aggregator.test_merge_skips_a_shard_its_count_has_not_reached,
             limiter, table_name, clock,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("doubler", ["aggregator", "client", "throttled client"])
+def test_doubling_back_test_catches_a_raise_over_a_drained_shard(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock, doubler: str
+) -> None:
+    with drained_kept():
+        must_fail(
+            aggregator.test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens,
+            limiter, table_name, clock, doubler,
         )  # fmt: skip

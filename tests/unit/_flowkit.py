@@ -172,14 +172,19 @@ def answered(
         return error, calls, slept
 
 
-def made_below(read: Call, missing: frozenset[int] = frozenset()) -> Result:
-    """The answer to a raise's read of the shards below the count: all of them made but
-    `missing` (flows/scaling/made.py)."""
+def made_below(
+    read: Call, missing: frozenset[int] = frozenset(), drained: frozenset[int] = frozenset()
+) -> Result:
+    """The answer to the read before a raise from n (flows/scaling/made.py: shards 1 ..
+    2n - 1, or 0 .. 2n - 1 with shard 0): every shard below n made, recording n, but
+    `missing`; of those at or above n, only `drained` (recording n: a merge drained it)."""
     request = read.params["RequestItems"][TABLE]
+    ids = [int(key[keys.PK]["S"].rsplit("#", 1)[1]) for key in request["Keys"]]
+    count = (max(ids) + 1) // 2
     found = [
-        dict(key)
-        for key in request["Keys"]
-        if int(key[keys.PK]["S"].rsplit("#", 1)[1]) not in missing
+        {**key, keys.A_SHARD_COUNT: keys.n(count)}
+        for shard, key in zip(ids, request["Keys"], strict=True)
+        if (shard < count and shard not in missing) or shard in drained
     ]
     return Result({"Responses": {TABLE: found}})
 

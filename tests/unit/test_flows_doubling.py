@@ -69,11 +69,14 @@ def test_a_throttle_on_a_shard_at_its_partition_limit_doubles_and_tries_another(
     after = item(T0, {"rpm": 9000, "tpm": 900_000}, shard_count=2)
     outcome, log = run(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), Result({"Item": before}), ok(after), Result({"Item": after}), ok(after)],
-    )
+        [throttle(), Result({"Responses": {TABLE: [before]}}), ok(after), Result({"Item": after}),
+         ok(after)],
+    )  # fmt: skip
     assert isinstance(outcome, Taken) and outcome.shard_id == 1
-    # the client's view may be seconds old: shard 0 is read (not written) to confirm
-    assert log[1].op == "get_item" and log[1].params["ConsistentRead"]
+    # the client's view may be seconds old: shard 0 is read (not written) to confirm, with
+    # shard 1 (no shard a merge drained may stand where the raise makes room)
+    read = log[1].params["RequestItems"][TABLE]
+    assert log[1].op == "batch_get_item" and read["ConsistentRead"] and len(read["Keys"]) == 2
     double = log[2].params
     assert double["ExpressionAttributeValues"][":new_shards"] == {"N": "2"}
     # the evidence cited is the window the client saw, so shard 0 can refuse it if stale
@@ -101,8 +104,9 @@ def test_a_throttled_client_that_missed_a_doubling_learns_it_by_reading() -> Non
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED), answer
     )
     assert isinstance(outcome, Taken) and outcome.shard_id in (1, 2, 3)
-    # The shard it never wrote is read first: alone, or with its donors if it may be unmade.
-    assert [c.op for c in log][:2] == ["update_item", "get_item"]
+    # Shard 0 is read to confirm (with shard 1, which the raise would make room for); then
+    # the shard it never wrote is read first: alone, or with its donors if it may be unmade.
+    assert [c.op for c in log][:2] == ["update_item", "batch_get_item"]
     assert log[2].op in ("get_item", "batch_get_item") and log[3].op == "update_item"
     assert state.shard_count("e1", "gpt") == 4
 
@@ -113,10 +117,11 @@ def test_evidence_older_than_shard_zeros_last_doubling_writes_nothing() -> None:
     recent["sd"] = {"N": str(T0 - 1000)}  # doubled (and merged back) after the window began
     outcome, log = run(
         take_any_shard(state, make_level(), T0, True, NOT_FETCHED),
-        [throttle(), Result({"Item": recent}), Result({"Item": recent}), ok(recent)],
-    )
+        [throttle(), Result({"Responses": {TABLE: [recent]}}), Result({"Item": recent}),
+         ok(recent)],
+    )  # fmt: skip
     assert isinstance(outcome, Taken)
-    assert [c.op for c in log] == ["update_item", "get_item", "get_item", "update_item"]
+    assert [c.op for c in log] == ["update_item", "batch_get_item", "get_item", "update_item"]
     # Not a doubling. Shard 1, merged back, records the count it was drained to (1, at or
     # below its id): the probe's take goes to its receiver, shard 0 (flows/write/take.py).
     assert log[2].params["Key"]["PK"]["S"].endswith("#1")
@@ -245,9 +250,62 @@ def test_no_raise_while_a_shard_below_the_count_is_unmade() -> None:
     flow = double(state, "e1", "gpt", T0, T0 - 2100, False, ["rpm"])
     read = next(flow)
     assert read.op == "batch_get_item"
-    assert len(read.params["RequestItems"][TABLE]["Keys"]) == 3
+    assert len(read.params["RequestItems"][TABLE]["Keys"]) == 7  # 1..3, and 4..7 above
     with pytest.raises(StopIteration):
         flow.send(made_below(read, missing=frozenset({3})))
+
+
+def _doubling_of_two(state: RepoState | None = None) -> Any:
+    state = state or make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shards.counts["gpt"] = 2
+    return double(state, "e1", "gpt", T0, T0 - 2100, False, ["rpm"])
+
+
+def test_a_raise_deletes_a_drained_shard_it_makes_room_for_first() -> None:
+    """Issue 35: a 4 -> 2 merge left shard 2 as an item recording 2 (its freeze over, it
+    refilled). The raise back to 4 deletes it first, fenced on what the read showed, so
+    it is made again from its donor's snapshot instead of counted as it stands."""
+    flow = _doubling_of_two()
+    read = next(flow)
+    assert len(read.params["RequestItems"][TABLE]["Keys"]) == 3  # shards 1, 2 and 3
+    answer = made_below(read, drained=frozenset({2}))
+    drained = next(i for i in answer.response["Responses"][TABLE] if i["PK"]["S"].endswith("#2"))
+    drained["b_rpm_fa"] = keys.n(T0 - 5)
+    delete = flow.send(answer)
+    assert delete.op == "delete_item" and delete.params["Key"]["PK"]["S"].endswith("#2")
+    condition = delete.params["ConditionExpression"]
+    values = delete.params["ExpressionAttributeValues"]
+    assert "#shards = :shards" in condition and values[":shards"] == keys.n(2)
+    assert "#full_at_0 = :full_at_0" in condition and values[":full_at_0"] == keys.n(T0 - 5)
+    raised = flow.send(Result({}))
+    assert raised.op == "update_item" and raised.params["Key"]["PK"]["S"].endswith("#0")
+    assert raised.params["ExpressionAttributeValues"][":new_shards"] == keys.n(4)
+
+
+@pytest.mark.parametrize("deleted", [Result({}, ok=False), throttle()], ids=["moved", "throttled"])
+def test_no_raise_when_a_drained_shard_could_not_be_deleted(deleted: Any) -> None:
+    """A write that landed on the drained shard since the read fails the delete (nothing
+    it wrote is removed unseen); so does a throttle. The raise waits for a later try."""
+    flow = _doubling_of_two()
+    read = next(flow)
+    delete = flow.send(made_below(read, drained=frozenset({3})))
+    assert delete.op == "delete_item"
+    with pytest.raises(StopIteration):
+        flow.throw(deleted) if isinstance(deleted, BaseException) else flow.send(deleted)
+
+
+def test_a_shard_a_missed_raise_made_is_not_deleted() -> None:
+    """A client whose count is stale (2, shard 0 says 4) finds shard 3 made, recording 4
+    (above its id): no drained shard. Its raise is sent, and fails on shard 0's count."""
+    flow = _doubling_of_two()
+    read = next(flow)
+    answer = made_below(read, drained=frozenset({3}))
+    for found in answer.response["Responses"][TABLE]:
+        found[keys.A_SHARD_COUNT] = keys.n(4)
+    raised = flow.send(answer)
+    assert raised.op == "update_item"
 
 
 def test_a_hot_window_doubles_a_single_shard_entity_on_its_own() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.unit._flowkit import (
     T0,
+    TABLE,
     answered,
     item,
     limit_part,
@@ -128,9 +129,10 @@ def test_a_throttled_reserve_write_counts_toward_doubling(reserve: bool) -> None
         level = level.__class__(**{**_fields(level), "hold_milli": {"rpm": 5000}})
     before = item(T0 - 5000, FULL)
     after = item(T0, FULL, shard_count=2)
-    answers = iter(
-        [throttle(), Result({"Item": before}), ok(after), Result({"Item": after}), ok(after)]
-    )
+    answers = iter(  # shard 0 read to confirm, with shard 1 (no drained shard there)
+        [throttle(), Result({"Responses": {TABLE: [before]}}), ok(after), Result({"Item": after}),
+         ok(after)]
+    )  # fmt: skip
     outcome, calls, _slept = answered(
         take_any_shard(state, level, T0, True, NOT_FETCHED), lambda _c: next(answers)
     )

@@ -21,6 +21,7 @@ from tests.unit._flowkit import (
     make_level,
     make_state,
     ok,
+    shards_answer,
     two_shards,
 )
 from zae_limiter.errors import (
@@ -73,6 +74,8 @@ def run_once_throttled(state: RepoState, error: RateLimiterUnavailable) -> tuple
     def answer(call: Call) -> Any:
         if call.op == "get_item":
             return Result({"Item": before})
+        if call.op == "batch_get_item":  # shard 0 confirmed, shard 1 never made
+            return shards_answer(call, {0: before})
         if first[0]:
             first[0] = False
             return error

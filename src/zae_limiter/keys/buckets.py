@@ -276,25 +276,6 @@ def partition_wcu(item: Mapping[str, Any], default: int = _WCU_UNRECORDED) -> in
     return get_n(item, A_WCU_LIMIT, default) or default
 
 
-def shards_below(
-    table: str, ns: str, entity_id: str, resource: str, count: int
-) -> dict[str, Any]:
-    """A consistent BatchGetItem of the keys of shards 1 .. `count` - 1 (keys only): which
-    of them are made. A count is raised only once every shard below it is
-    (flows/scaling/made.py)."""
-    wanted = [bucket_key(ns, entity_id, resource, i) for i in range(1, count)]
-    return {
-        "RequestItems": {
-            table: {
-                "Keys": wanted,
-                "ConsistentRead": True,
-                "ProjectionExpression": "#pk",
-                "ExpressionAttributeNames": {"#pk": PK},
-            }
-        }
-    }
-
-
 def shards_read(
     table: str, ns: str, entity_id: str, resource: str, shard_ids: Sequence[int]
 ) -> dict[str, Any]:
@@ -488,7 +469,6 @@ __all__ = [
     "mark_deleting",
     "new_bucket_item",
     "partition_wcu",
-    "shards_below",
     "shards_read",
     "snapshot_parts",
     "window_parts",

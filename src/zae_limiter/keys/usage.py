@@ -19,6 +19,7 @@ from zae_limiter.keys.core import (
     A_KIND,
     A_RESOURCE,
     A_SHARD_COUNT,
+    BUCKET_PREFIX,
     GSI2,
     GSI2PK,
     GSI2SK,
@@ -31,6 +32,7 @@ from zae_limiter.keys.core import (
     Item,
     entity_pk,
     get_n,
+    item_key,
     key,
     limit_attr,
     n,
@@ -210,6 +212,34 @@ def batch_get_consistent(table: str, item_keys: list[Item]) -> dict[str, Any]:
     return {"RequestItems": {table: {"Keys": item_keys, "ConsistentRead": True}}}
 
 
+#: The full-at attribute of a limit (`b_{name}_fa`), by its suffix.
+_FULL_AT_SUFFIX = "_fa"
+
+
+def delete_drained(table: str, item: Item) -> dict[str, Any]:
+    """A shard a merge drained, deleted before a count raise makes room for it again
+    (flows/scaling/made.py), only as it was read: its count (at most its id) and every
+    limit's full-at time. A write that landed since fails the delete instead of being
+    removed with the item unseen."""
+    names = {"#shards": A_SHARD_COUNT}
+    values = {":shards": item[A_SHARD_COUNT]}
+    conds = ["#shards = :shards"]
+    fenced = sorted(
+        a for a in item if a.startswith(BUCKET_PREFIX) and a.endswith(_FULL_AT_SUFFIX)
+    )
+    for i, attr in enumerate(fenced):
+        names[f"#full_at_{i}"] = attr
+        values[f":full_at_{i}"] = item[attr]
+        conds.append(f"#full_at_{i} = :full_at_{i}")
+    return {
+        "TableName": table,
+        "Key": item_key(item),
+        "ConditionExpression": " AND ".join(conds),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
 def propagate_shard_count(
     table: str,
     bucket_item_key: Item,
@@ -373,6 +403,7 @@ __all__ = [
     "batch_get_consistent",
     "clear_quiet",
     "decode_usage",
+    "delete_drained",
     "mark_quiet",
     "merge_transaction",
     "merge_update",

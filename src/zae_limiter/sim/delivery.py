@@ -173,8 +173,8 @@ class Delivery(Machine):
         for request in requests:
             pk = str(request.get("DeleteRequest", {}).get("Key", {}).get(keys.PK, {}).get("S"))
             item = self.peek(pk) if keys.is_bucket_pk(pk) else None
-            if item is None:
-                continue
+            if item is None or _drained(pk, item):
+                continue  # a raise deletes a shard a merge drained: the entity stays
             held = out.setdefault(_entity_of(pk), {})
             for name, counts in keys.decode_reserved(item).items():
                 held[name] = held.get(name, 0) + sum(v for v in counts.values() if v > 0)
@@ -363,6 +363,11 @@ def _entity_of(pk: str) -> str:
 
 def _count(item: Any) -> int:
     return keys.get_n(item, keys.A_SHARD_COUNT, 1)
+
+
+def _drained(pk: str, item: Any) -> bool:
+    """A shard a merge retired: it records a count at or below its id."""
+    return _count(item) <= keys.parse_bucket_pk(pk)[3]
 
 
 def _throttle(table: str, reasons: bool) -> RateLimiterUnavailable:

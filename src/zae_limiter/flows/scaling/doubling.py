@@ -122,15 +122,12 @@ def double(
     meta.shards.try_doubling(resource, now_ms)
     key = keys.bucket_key(state.namespace, entity_id, resource, 0)
     where = (state.table, state.namespace, entity_id, resource, count)
-    # A raise over an unmade shard would overwrite the snapshot its share sits in.
-    if confirm and count > 1:
-        # Shard 0 and the keys below the count in one read (was a GetItem, then a batch).
-        zero, all_made = yield from made.with_shard0(*where)
-        if not (_due(state, zero, resource, count, measured_since) and all_made):
-            return
-    elif confirm:  # one shard: none below it to be made
-        read = yield from one(Call("get_item", keys.get_consistent(state.table, key)))
-        if not _due(state, read.item, resource, count, measured_since):
+    # A raise over an unmade shard would overwrite the snapshot its share sits in, and one
+    # over a drained shard would count what it refilled since (flows/scaling/made.py).
+    if confirm:
+        # Shard 0 and the shards the check reads in one read (was a GetItem, then a batch).
+        zero, ready = yield from made.with_shard0(*where)
+        if not (_due(state, zero, resource, count, measured_since) and ready):
             return
     elif not (yield from made.all_made(*where)):
         return

@@ -1,4 +1,4 @@
-"""A count is raised only once every shard below it is made.
+"""A count is raised only once every shard below it is made, and none it makes room for is.
 
 A shard a doubling made room for is not an item until its first acquire makes it: until
 then its share sits in its donor's split snapshot (`sf`, shard 0's when the donor was
@@ -10,46 +10,106 @@ it after as well (tokens created; the fault simulator's seed 10367). Once every 
 below `n` is made, each snapshot stands for the one shard the raise that took it made
 room for, and is copied before the donor's count can rise again.
 
-A made shard stays made while shard 0 says `n` (a merge changes the count, a deletion
-removes shard 0 last, and a shard a merge drained keeps its item), so a read first and a
-raise conditioned on the count are enough. Doublings are rare and judged on a hot
-partition, whose traffic spread over `n` shards makes them all within a few acquires.
+The shards a raise from `n` makes room for (`n` .. 2`n` - 1) must be unmade too. A merge
+to `n` leaves the shards it drained as items recording `n` (at most their id), so that a
+client with a stale count is turned away there and learns the new one; once their freeze
+is over they refill like any bucket. Raised over, such a shard is counted as it stands: a
+whole refilled share, while shard 0 keeps only half of what it held (tokens created; issue
+35, found by the simulator's `shards` focus). So the raise deletes each first, fenced on
+its count and full-at times as read: its share went to its receiver at the merge, and
+what the delete removes is exactly the image judged drained (a write that landed since
+fails the delete, and the raise waits for a later try). The raise then makes room for
+absent shards, each made from its donor's snapshot like any other. A deletion counts no
+usage (the aggregator sums `tc` deltas of new images) and a drained shard holds no
+reserves (a merge waits for them to go).
+
+A made shard below `n` stays made while shard 0 says `n` (a merge changes the count, a
+deletion removes shard 0 last, and a raise deletes only shards at or above its count),
+and nothing makes a shard at or above `n` while shard 0 says `n` (split.py refuses), so a
+read first and a raise conditioned on the count are enough. Doublings are rare and
+judged on a hot partition, whose traffic spread over `n` shards makes them all within a
+few acquires. The read costs a consistent read of each of the 2`n` - 1 keys.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.flows import Call, Flow, one
+from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.flows import Call, Flow, Result, one, together
 
 #: The most keys one BatchGetItem reads.
 MAX_BATCH = 100
 
 
 def all_made(table: str, ns: str, entity_id: str, resource: str, count: int) -> Flow[bool]:
-    """Whether shards 1 .. `count` - 1 of the bucket are all made (one consistent
-    BatchGetItem of their keys; none for a count of 1)."""
-    if count < 2:
-        return True
-    params = keys.shards_below(table, ns, entity_id, resource, count)
-    result = yield from one(Call("batch_get_item", params))
-    if result.response.get("UnprocessedKeys"):
+    """Whether a raise from `count` to twice that may go now: shards 1 .. `count` - 1 are
+    all made, and the drained shards of `count` .. 2`count` - 1 are deleted (one
+    consistent read of them, and one delete each; False when one moved meanwhile)."""
+    read = yield from _read(table, ns, entity_id, resource, range(1, count * 2))
+    if read is None:
         return False  # not known now: the next try reads again
-    found = result.response.get("Responses", {}).get(table, [])
-    return len(found) == count - 1
+    return (yield from _ready(table, ns, entity_id, resource, count, read))
 
 
 def with_shard0(table: str, ns: str, entity_id: str, resource: str, count: int) -> Flow[Any]:
-    """(shard 0's item, None when absent or not read; whether shards 1 .. `count` - 1 are
-    all made): one consistent BatchGetItem of the whole items for a client that reads
-    shard 0 before doubling it (`doubling.double`), instead of a GetItem and `all_made`."""
-    ids = range(min(count, MAX_BATCH))
-    params = keys.shards_read(table, ns, entity_id, resource, ids)
-    result = yield from one(Call("batch_get_item", params))
-    found = result.response.get("Responses", {}).get(table, [])
-    zero_key = keys.key_id(keys.bucket_key(ns, entity_id, resource, 0))
-    zero = next((item for item in found if keys.key_id(item) == zero_key), None)
-    if result.response.get("UnprocessedKeys"):
-        return zero, False  # not known now: the next try reads again
-    return zero, count <= MAX_BATCH and len(found) == count
+    """(shard 0's item, None when absent or not read; whether the raise may go, as
+    `all_made` says): one consistent read of shards 0 .. 2`count` - 1, for a client that
+    reads shard 0 before doubling it (`doubling.double`), instead of a GetItem and
+    `all_made`."""
+    read = yield from _read(table, ns, entity_id, resource, range(count * 2))
+    if read is None:
+        return None, False
+    zero = read.pop(0, None)
+    if zero is None:
+        return None, False
+    return zero, (yield from _ready(table, ns, entity_id, resource, count, read))
+
+
+def _read(
+    table: str, ns: str, entity_id: str, resource: str, ids: Sequence[int]
+) -> Flow[dict[int, Any] | None]:
+    """The items of shards `ids` by shard id (absent ones left out), in one round trip of
+    as many BatchGetItems as it takes; None when part was not read."""
+    calls = [
+        Call("batch_get_item", keys.shards_read(table, ns, entity_id, resource, part))
+        for part in (ids[i : i + MAX_BATCH] for i in range(0, len(ids), MAX_BATCH))
+    ]
+    found: dict[int, Any] = {}
+    for result in (yield from _at_once(calls)):
+        if result.response.get("UnprocessedKeys"):
+            return None
+        for item in result.response.get("Responses", {}).get(table, []):
+            found[keys.parse_bucket_pk(keys.pk_of(item))[3]] = item
+    return found
+
+
+def _ready(
+    table: str, ns: str, entity_id: str, resource: str, count: int, read: Mapping[int, Any]
+) -> Flow[bool]:
+    if any(i not in read for i in range(1, count)):
+        return False
+    # A shard at or above the count that records a count above its id was made by a raise
+    # this client missed (the raise from `count` then fails on shard 0's count): not ours.
+    drained = [
+        item
+        for i, item in sorted(read.items())
+        if i >= count and keys.get_n(item, keys.A_SHARD_COUNT, 1) <= i
+    ]
+    if not drained:
+        return True
+    deletes = [Call("delete_item", keys.delete_drained(table, item)) for item in drained]
+    try:
+        results = yield from _at_once(deletes)
+    except RateLimiterUnavailable:
+        return False  # throttled: a later try reads again
+    return all(result.ok for result in results)
+
+
+def _at_once(calls: Sequence[Call]) -> Flow[tuple[Result, ...]]:
+    """The calls in one round trip; a single one as itself, as every other lone call is."""
+    if len(calls) == 1:
+        return ((yield from one(calls[0])),)
+    return (yield from together(*calls))
