@@ -2,7 +2,12 @@
 overwrites the split snapshot the unmade shard's share sits in, and the shard, made
 later, copies its donor's state of the second raise (the simulator's seed 10367). The
 directed test on moto catches it (tests/integration/test_raise_when_made.py); the simulator
-finds it too (tests/sim/sim_mutants.py, "raise-over-unmade-shards")."""
+finds it too (tests/sim/sim_mutants.py, "raise-over-unmade-shards").
+
+Also: the read before a raise letting a throttle out (its `except` reverted). A client
+checks after a good write, so the error failed an acquire whose tokens were taken (the
+simulator's seed 3733 once the check read at one shard too); the unit test catches it,
+and the simulator finds it (tests/sim/sim_mutants.py, "throttled-check-raises")."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 
 from tests.conftest import Clock
 from tests.integration import test_raise_when_made as raises
+from tests.unit import test_flows_take as takes
 from tests.mutants import must_fail, mutant
 from zae_limiter import SyncRateLimiter
 from zae_limiter.flows import Flow
@@ -34,3 +40,16 @@ def test_count_raise_test_catches_a_raise_over_an_unmade_shard(
 ) -> None:
     with assumes_all_made():
         must_fail(raises.test_no_raise_over_a_shard_not_made_yet, limiter, table_name, clock)
+
+
+class _Unthrown(Exception):
+    """Caught in place of a throttle: no throttle is."""
+
+
+def throttled_check_raises() -> AbstractContextManager[Any]:
+    return mutant(made_module, "RateLimiterUnavailable", _Unthrown)
+
+
+def test_the_take_test_catches_a_throttled_check_that_fails_the_acquire() -> None:
+    with throttled_check_raises():
+        must_fail(takes.test_a_throttled_check_before_a_doubling_leaves_the_take_taken)

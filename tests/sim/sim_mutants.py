@@ -222,6 +222,11 @@ MUTANTS: Mapping[str, Mutant] = {
     # A take that finds its shard drained by a merge (count at or below its id) taken
     # from anyway, at the count it records (the fix of seeds 7808 and 8545 reverted).
     "drained-shard-taken": lambda: mutant(take_module, "_drained", lambda *_: False),
+    # Issue 35's fix reverted: a raise back over a shard a merge drained leaves it as an
+    # item (flows/scaling/made.py without its deletion), counted as it refilled.
+    "raise-over-a-drained-shard": merges.drained_kept,
+    # The read before a raise letting a throttle out after a good write (seed 3733).
+    "throttled-check-raises": when_made.throttled_check_raises,
 }
 #: Mutants of quotas, searched in quota worlds (`run_schedule(..., quotas=True)`).
 QUOTA_WORLDS = frozenset(

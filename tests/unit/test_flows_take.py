@@ -16,6 +16,7 @@ from tests.unit._flowkit import (
     RPM,
     T0,
     TABLE,
+    answered,
     drive,
     failed,
     item,
@@ -231,6 +232,22 @@ def test_a_hot_partition_asks_shard_zero_to_double() -> None:
     # at most one try per client per window
     _, log = drive(take(state, make_level(), T0 + 100, True), [ok(hot)])
     assert len(log) == 1
+
+
+def test_a_throttled_check_before_a_doubling_leaves_the_take_taken() -> None:
+    """The read before a raise (flows/scaling/made.py) follows a good write: throttled, it
+    is a check that did not pass, and the acquire keeps what it took. Raised, it failed
+    that acquire after its tokens were taken, and a retry took them again (the
+    simulator's seed 3733: tokens lost)."""
+    state = make_state()
+    hot = _window(1800, 2000)
+    throttled = RateLimiterUnavailable("throttled", code="ProvisionedThroughputExceededException")
+    answers = iter([ok(hot), throttled])
+    outcome, calls, _slept = answered(
+        take(state, make_level(), T0, True), lambda _call: next(answers)
+    )
+    assert isinstance(outcome, Taken)
+    assert [c.op for c in calls] == ["update_item", "batch_get_item"]
 
 
 @pytest.mark.parametrize(
