@@ -16,8 +16,8 @@ from typing import Any
 
 from tests.conftest import Clock
 from tests.integration import test_raise_when_made as raises
-from tests.unit import test_flows_take as takes
 from tests.mutants import must_fail, mutant
+from tests.unit import test_flows_take as takes
 from zae_limiter import SyncRateLimiter
 from zae_limiter.flows import Flow
 from zae_limiter.flows.scaling import made as made_module
