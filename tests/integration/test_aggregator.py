@@ -353,7 +353,7 @@ def test_merge_skips_a_shard_its_count_has_not_reached(
 
 
 def _raise_back(limiter: SyncRateLimiter, table_name: str, doubler: str, now: int) -> None:
-    """A raise from one shard to two, sent as `doubler` sends it, each after its check
+    """A raise from one shard to two, tried as `doubler` tries it, each after its check
     (flows/scaling/made.py): the aggregator's (a batch that proves the partition hot), or a
     client's after a good write, or after a throttle (which reads shard 0 first)."""
     if doubler == "aggregator":
@@ -368,6 +368,10 @@ def _raise_back(limiter: SyncRateLimiter, table_name: str, doubler: str, now: in
     limiter.repository.run(double(state, "hot", "api", now, now - 1000, confirm, ["rpm"]))
 
 
+def _count(limiter: SyncRateLimiter) -> int:
+    return keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT)
+
+
 @pytest.mark.parametrize("doubler", ["aggregator", "client", "throttled client"])
 def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
     limiter: SyncRateLimiter, table_name: str, clock: Clock, doubler: str
@@ -375,9 +379,10 @@ def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
     """The simulator's shards focus (issue 35): a 2 -> 1 merge drains shard 1, which
     refills once its freeze is over. A doubling back that counted it as it stood would
     count its whole share while shard 0 keeps half of what it holds, so a partly spent
-    entity would offer more than it held (100 held, 350 offered). The raise deletes it
-    first: shard 1 is then made from shard 0's snapshot, as any shard a raise makes room
-    for."""
+    entity would offer more than it held (100 held, 350 offered). The aggregator's raise
+    deletes it first: shard 1 is then made from shard 0's snapshot, as any shard a raise
+    makes room for. A client may not delete (least privilege): it does not raise, and
+    the aggregator's raise follows."""
     limit = Limit.per_minute("rpm", 600)
     limiter.set_limits("hot", [limit], resource="api")
     client = limiter.repository._runner.client
@@ -400,10 +405,14 @@ def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
     )  # fmt: skip
     clock.advance((later - now) / 1000)
     before = limiter.available("hot", "api", limits=[limit])
-    _raise_back(limiter, table_name, doubler, later)
-    assert keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT) == 2
-    assert limiter.available("hot", "api", limits=[limit]) == before == {"rpm": 100}
     key1 = keys.bucket_key("default", "hot", "api", 1)
+    _raise_back(limiter, table_name, doubler, later)
+    assert limiter.available("hot", "api", limits=[limit]) == before == {"rpm": 100}
+    if doubler != "aggregator":
+        assert _count(limiter) == 1 and "Item" in client.get_item(TableName=table_name, Key=key1)
+        _raise_back(limiter, table_name, "aggregator", later)
+    assert _count(limiter) == 2
+    assert limiter.available("hot", "api", limits=[limit]) == before
     assert "Item" not in client.get_item(TableName=table_name, Key=key1)
     # Made again by its first acquire, from shard 0's snapshot: still no token more.
     for _ in range(20):

@@ -43,9 +43,11 @@ from zae_limiter import (
     schema,
 )
 from zae_limiter.aggregator import handler as aggregator_handler
+from zae_limiter.aggregator import shards as shards_module
+from zae_limiter.aggregator.apply import execute
 from zae_limiter.aggregator.archive import S3Archive
 from zae_limiter.aggregator.merge import merge
-from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate
+from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, StreamPlan
 from zae_limiter.aggregator.poller import StreamPoller
 from zae_limiter.infra import Aws, StackNotFoundError, policy
 from zae_limiter.infra.archive import archive_bucket
@@ -245,7 +247,10 @@ def aggregator_role(rec: Recorder, monkeypatch: pytest.MonkeyPatch, bucket: str)
         assert aggregator_handler.handler({"Records": records}) == {"batchItemFailures": []}
         run = aggregator_handler.sync_runner("policy").run
         config = AggregatorConfig(table="policy", merge_quiet_ms=0)
-        run(merge(config, MergeCandidate("default", "hot", "api", 2, "1"), 0))
+        assert run(merge(config, MergeCandidate("default", "hot", "api", 2, "1"), 0))
+        # A raise back: it deletes the shard the merge drained first (flows/scaling/made.py).
+        raise_back = shards_module._double(("default", "hot", "api"), 1, config, 1, 0, (), ["rpm"])
+        assert run(execute(StreamPlan(writes=[raise_back]), config, 1)) == []
     assert records, "the poller read no stream records"
 
 

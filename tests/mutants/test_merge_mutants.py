@@ -73,7 +73,7 @@ def counts_unchecked() -> AbstractContextManager[Any]:
 def _drained_kept(*args: Any) -> Flow[bool]:
     """The check before a raise as it was: every shard below the count made, and the
     shards above it not looked at."""
-    count, read = args[-2], args[-1]
+    _table, _ns, _entity, _resource, count, read, _delete = args
     yield from ()
     return all(i in read for i in range(1, count))
 

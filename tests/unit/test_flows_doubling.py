@@ -27,6 +27,7 @@ from zae_limiter import keys
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling import made
 from zae_limiter.flows.scaling.any_shard import take_any_shard
 from zae_limiter.flows.scaling.doubling import AVERAGE_SHARE, double
 from zae_limiter.flows.scaling.evidence import EVIDENCE_READ_MS, THROTTLE_EVIDENCE_AGE_MS
@@ -263,13 +264,25 @@ def _doubling_of_two(state: RepoState | None = None) -> Any:
     return double(state, "e1", "gpt", T0, T0 - 2100, False, ["rpm"])
 
 
-def test_a_raise_deletes_a_drained_shard_it_makes_room_for_first() -> None:
-    """Issue 35: a 4 -> 2 merge left shard 2 as an item recording 2 (its freeze over, it
-    refilled). The raise back to 4 deletes it first, fenced on what the read showed, so
-    it is made again from its donor's snapshot instead of counted as it stands."""
+def _aggregators_check() -> Any:
+    return made.all_made(TABLE, "ns", "e1", "gpt", 2, delete=True)
+
+
+def test_a_client_leaves_a_raise_over_a_drained_shard_to_the_aggregator() -> None:
+    """Issue 35: a 4 -> 2 merge left shard 2 as an item recording 2. A client may not
+    delete (least privilege): it does not raise over it."""
     flow = _doubling_of_two()
     read = next(flow)
     assert len(read.params["RequestItems"][TABLE]["Keys"]) == 3  # shards 1, 2 and 3
+    with pytest.raises(StopIteration):
+        flow.send(made_below(read, drained=frozenset({2})))
+
+
+def test_the_aggregators_raise_deletes_a_drained_shard_it_makes_room_for_first() -> None:
+    """The aggregator deletes it first, fenced on what the read showed, so it is made
+    again from its donor's snapshot instead of counted as it stands (refilled)."""
+    flow = _aggregators_check()
+    read = next(flow)
     answer = made_below(read, drained=frozenset({2}))
     drained = next(i for i in answer.response["Responses"][TABLE] if i["PK"]["S"].endswith("#2"))
     drained["b_rpm_fa"] = keys.n(T0 - 5)
@@ -279,25 +292,26 @@ def test_a_raise_deletes_a_drained_shard_it_makes_room_for_first() -> None:
     values = delete.params["ExpressionAttributeValues"]
     assert "#shards = :shards" in condition and values[":shards"] == keys.n(2)
     assert "#full_at_0 = :full_at_0" in condition and values[":full_at_0"] == keys.n(T0 - 5)
-    raised = flow.send(Result({}))
-    assert raised.op == "update_item" and raised.params["Key"]["PK"]["S"].endswith("#0")
-    assert raised.params["ExpressionAttributeValues"][":new_shards"] == keys.n(4)
+    with pytest.raises(StopIteration) as done:
+        flow.send(Result({}))
+    assert done.value.value is True
 
 
 @pytest.mark.parametrize("deleted", [Result({}, ok=False), throttle()], ids=["moved", "throttled"])
 def test_no_raise_when_a_drained_shard_could_not_be_deleted(deleted: Any) -> None:
     """A write that landed on the drained shard since the read fails the delete (nothing
     it wrote is removed unseen); so does a throttle. The raise waits for a later try."""
-    flow = _doubling_of_two()
+    flow = _aggregators_check()
     read = next(flow)
     delete = flow.send(made_below(read, drained=frozenset({3})))
     assert delete.op == "delete_item"
-    with pytest.raises(StopIteration):
+    with pytest.raises(StopIteration) as done:
         flow.throw(deleted) if isinstance(deleted, BaseException) else flow.send(deleted)
+    assert done.value.value is False
 
 
 def test_a_shard_a_missed_raise_made_is_not_deleted() -> None:
-    """A client whose count is stale (2, shard 0 says 4) finds shard 3 made, recording 4
+    """A reader whose count is stale (2, shard 0 says 4) finds shard 3 made, recording 4
     (above its id): no drained shard. Its raise is sent, and fails on shard 0's count."""
     flow = _doubling_of_two()
     read = next(flow)

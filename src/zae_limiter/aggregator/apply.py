@@ -64,7 +64,7 @@ def _raise(write: Write, table: str) -> Flow[list[str]]:
     assert write.raises is not None
     ns, entity_id, resource, count = write.raises
     try:
-        if not (yield from made.all_made(table, ns, entity_id, resource, count)):
+        if not (yield from made.all_made(table, ns, entity_id, resource, count, delete=True)):
             return []
     except ZaeLimiterError as error:
         log.warning("%s read failed: %s", write.kind, error)

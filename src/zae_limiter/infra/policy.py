@@ -148,11 +148,17 @@ GRANTS: Mapping[str, tuple[Grant, ...]] = {
     "aggregator": (
         Grant(
             "Table",
-            ("dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:UpdateItem"),
+            (
+                "dynamodb:BatchGetItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:DescribeTable",
+                "dynamodb:UpdateItem",
+            ),
             (TABLE,),
             "usage snapshots and shard counts (UpdateItem), a merge's consistent read of "
-            "the shards (BatchGetItem) and its transaction of Update parts; the local "
-            "poller (`aggregator run`) finds the stream (DescribeTable)",
+            "the shards (BatchGetItem) and its transaction of Update parts, a raise's "
+            "deletion of the shards a merge drained where it makes room (DeleteItem); the "
+            "local poller (`aggregator run`) finds the stream (DescribeTable)",
         ),
         Grant(
             "AuditArchive",

@@ -15,13 +15,16 @@ to `n` leaves the shards it drained as items recording `n` (at most their id), s
 client with a stale count is turned away there and learns the new one; once their freeze
 is over they refill like any bucket. Raised over, such a shard is counted as it stands: a
 whole refilled share, while shard 0 keeps only half of what it held (tokens created; issue
-35, found by the simulator's `shards` focus). So the raise deletes each first, fenced on
-its count and full-at times as read: its share went to its receiver at the merge, and
-what the delete removes is exactly the image judged drained (a write that landed since
-fails the delete, and the raise waits for a later try). The raise then makes room for
-absent shards, each made from its donor's snapshot like any other. A deletion counts no
-usage (the aggregator sums `tc` deltas of new images) and a drained shard holds no
-reserves (a merge waits for them to go).
+35, found by the simulator's `shards` focus). So the aggregator's raise deletes each
+first, fenced on its count and full-at times as read: its share went to its receiver at
+the merge, and what the delete removes is exactly the image judged drained (a write that
+landed since fails the delete, and the raise waits for a later try). The raise then
+makes room for absent shards, each made from its donor's snapshot like any other. A
+deletion counts no usage (the aggregator sums `tc` deltas of new images) and a drained
+shard holds no reserves (a merge waits for them to go). Clients may not delete (least
+privilege: infra/policy.py), and only the aggregator merges: a client that finds a
+drained shard where its raise would make room does not raise, and leaves the raise to
+the aggregator, which raises on the same evidence.
 
 A made shard below `n` stays made while shard 0 says `n` (a merge changes the count, a
 deletion removes shard 0 last, and a raise deletes only shards at or above its count),
@@ -44,14 +47,17 @@ from zae_limiter.flows import Call, Flow, Result, one, together
 MAX_BATCH = 100
 
 
-def all_made(table: str, ns: str, entity_id: str, resource: str, count: int) -> Flow[bool]:
+def all_made(
+    table: str, ns: str, entity_id: str, resource: str, count: int, delete: bool = False
+) -> Flow[bool]:
     """Whether a raise from `count` to twice that may go now: shards 1 .. `count` - 1 are
-    all made, and the drained shards of `count` .. 2`count` - 1 are deleted (one
-    consistent read of them, and one delete each; False when one moved meanwhile)."""
+    all made, and no shard a merge drained stands at `count` .. 2`count` - 1 (one
+    consistent read of them). With `delete` (the aggregator's raise) each drained one is
+    deleted first, one delete each (False when one moved meanwhile)."""
     read = yield from _read(table, ns, entity_id, resource, range(1, count * 2))
     if read is None:
         return False  # not known now: the next try reads again
-    return (yield from _ready(table, ns, entity_id, resource, count, read))
+    return (yield from _ready(table, ns, entity_id, resource, count, read, delete))
 
 
 def with_shard0(table: str, ns: str, entity_id: str, resource: str, count: int) -> Flow[Any]:
@@ -65,7 +71,7 @@ def with_shard0(table: str, ns: str, entity_id: str, resource: str, count: int) 
     zero = read.pop(0, None)
     if zero is None:
         return None, False
-    return zero, (yield from _ready(table, ns, entity_id, resource, count, read))
+    return zero, (yield from _ready(table, ns, entity_id, resource, count, read, False))
 
 
 def _read(
@@ -96,12 +102,18 @@ def _read(
 
 
 def _ready(
-    table: str, ns: str, entity_id: str, resource: str, count: int, read: Mapping[int, Any]
+    table: str,
+    ns: str,
+    entity_id: str,
+    resource: str,
+    count: int,
+    read: Mapping[int, Any],
+    delete: bool,
 ) -> Flow[bool]:
     if any(i not in read for i in range(1, count)):
         return False
     # A shard at or above the count that records a count above its id was made by a raise
-    # this client missed (the raise from `count` then fails on shard 0's count): not ours.
+    # this reader missed (the raise from `count` then fails on shard 0's count): not ours.
     drained = [
         item
         for i, item in sorted(read.items())
@@ -109,6 +121,8 @@ def _ready(
     ]
     if not drained:
         return True
+    if not delete:
+        return False  # clients may not delete (least privilege): the aggregator raises
     deletes = [Call("delete_item", keys.delete_drained(table, item)) for item in drained]
     try:
         results = yield from _at_once(deletes)
