@@ -39,6 +39,7 @@ from zae_limiter import (
     RateLimitExceeded,
     SyncRateLimiter,
     SyncRepository,
+    keys,
     migrations,
     schema,
 )
@@ -49,11 +50,14 @@ from zae_limiter.aggregator.archive import S3Archive
 from zae_limiter.aggregator.merge import merge
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, StreamPlan
 from zae_limiter.aggregator.poller import StreamPoller
+from zae_limiter.bucket import LimitState
 from zae_limiter.infra import Aws, StackNotFoundError, policy
 from zae_limiter.infra.archive import archive_bucket
+from zae_limiter.models import BucketState
 from zae_limiter.top.reader import open_reader
 
 LIMITS = [Limit.per_minute("rpm", 100)]
+RPM = {"capacity_milli": 100_000, "refill_amount_milli": 100_000, "refill_period_ms": 60_000}
 Needed = set[tuple[str, str]]  # (IAM action, resource kind)
 
 _TRANSACT_PARTS = {
@@ -247,9 +251,15 @@ def aggregator_role(rec: Recorder, monkeypatch: pytest.MonkeyPatch, bucket: str)
         assert aggregator_handler.handler({"Records": records}) == {"batchItemFailures": []}
         run = aggregator_handler.sync_runner("policy").run
         config = AggregatorConfig(table="policy", merge_quiet_ms=0)
-        assert run(merge(config, MergeCandidate("default", "hot", "api", 2, "1"), 0))
-        # A raise back: it deletes the shard the merge drained first (flows/scaling/made.py).
-        raise_back = shards_module._double(("default", "hot", "api"), 1, config, 1, 0, (), ["rpm"])
+        run(merge(config, MergeCandidate("default", "hot", "api", 2, "1"), 0))
+    # A raise back over a shard a merge drained deletes it first (flows/scaling/made.py).
+    table = boto3.client("dynamodb")
+    for shard in (0, 1):  # shard 1 drained to one shard
+        limits = {"rpm": LimitState(**RPM, full_at=10)}
+        shard_state = BucketState("back", "api", shard, 1, 0, limits)
+        table.put_item(TableName="policy", Item=keys.new_bucket_item("default", shard_state, 0))
+    with rec.acting("aggregator"):
+        raise_back = shards_module._double(("default", "back", "api"), 1, config, 1, 0, (), ["rpm"])
         assert run(execute(StreamPlan(writes=[raise_back]), config, 1)) == []
     assert records, "the poller read no stream records"
 
