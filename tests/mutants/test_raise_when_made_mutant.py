@@ -25,7 +25,7 @@ from zae_limiter.flows.scaling import made as made_module
 limiter = raises.limiter
 
 
-def _all_made_unread(*_args: Any) -> Flow[bool]:
+def _all_made_unread(*_args: Any, **_kwargs: Any) -> Flow[bool]:
     """Every shard taken as made, none read: the raise goes at once."""
     yield from ()
     return True
