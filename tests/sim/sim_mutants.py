@@ -198,7 +198,6 @@ MUTANTS: Mapping[str, Mutant] = {
     "migration-converts-as-full": migration_mutants.converted_full,
     "count-raise-on-schema-2": migration_mutants.raise_on_schema_2,
     "usage-up-dropped": lambda: mutant_wrapping(lease_module, "record_adjustments", _drops_usage),
-    "merge-takes-unmade-shards-as-full": merges.unmade_as_full,
     "merge-keeps-old-snapshots": merges.snapshots_kept,
     "merge-without-unmade-check": merges.no_unmade_check,
     "merge-before-its-raise-propagated": merges.counts_unchecked,
@@ -218,6 +217,7 @@ MUTANTS: Mapping[str, Mutant] = {
     # start (tests/mutants/test_quota_mutants.py).
     "session-debt-unbounded": lambda: mutant(charge_module, "session_debt", _unbounded_debt),
     "session-give-below-its-start": lambda: mutant(charge_module, "session_give", _give_all),
+    "merge-takes-unmade-shards-as-full": merges.unmade_as_full,
     "split-snapshot-not-rebased": split_rebase.snapshot_not_rebased,
     # A take that finds its shard drained by a merge (count at or below its id) taken
     # from anyway, at the count it records (the fix of seeds 7808 and 8545 reverted).
@@ -252,9 +252,6 @@ FIRST_FAILING: Mapping[str, int] = {
     # Seed 16 keeps its general world (focus.KEPT).
     "set-without-its-condition": 16,
     "writes-sent-once-reverted": 72,
-    # 455 found it; the give-back fix (seed 12166) moved that schedule; 1418 until the
-    # operator focus (sim/foci/simm3.py) reshaped that seed's world.
-    "merge-takes-unmade-shards-as-full": 1436,
     # 1,177 before merges were on in the simulator; 463 until a shard that may be unmade
     # was read with shard 0 and its donor (docs/hot-entity.md), which moved that schedule.
     "doubling-snapshot-reverted": 92,
@@ -272,13 +269,6 @@ FIRST_FAILING: Mapping[str, int] = {
     "session-debt-unbounded": 903,
     # Seed 1,728 found it (0..1,727 searched); it keeps its world (focus.KEPT).
     "session-give-below-its-start": 1728,
-    # Seed 4330 found it; since this round's throttling changes moved the schedules, 1999
-    # (a `shards` focused world that draws limits-changed) is the first: only worlds that
-    # change limits can fail under it, and none below it does.
-    "split-snapshot-not-rebased": 1999,
-    # The seed that found it (shards focus): seeds below it were searched under other
-    # mutants before the fix, not under this one.
-    "drained-shard-taken": 7808,
     # The merges focus (sim/foci/shards.py `merges`): a 2 -> 1 merge read shard 1
     # unmade, and the burst's first acquire made it and took 4 tokens before the
     # transaction. 804 (a shards world) until this round's throttling changes moved it;
@@ -293,10 +283,6 @@ FIRST_FAILING: Mapping[str, int] = {
     "migration-converts-as-full": 1288,
     # The seed that found it (the first below it among migration worlds).
     "count-raise-on-schema-2": 2917,
-    # An operator world (sim/foci/simm3.py): a step's version write held in flight lands
-    # after a later run finished (seed 131 found it before the operator kinds settled;
-    # no seed of 0..3,999 of the unfocused worlds fails under it).
-    "version-write-unconditioned": 900,
     # The seed that found it, with no fault: the first that failed under it and passed
     # on the real code, measured before main fixed seed 4,661 (which failed on both then,
     # and passes on both now).
@@ -319,6 +305,9 @@ SEARCHED = 1_200
 #: Seeds 0 .. PROP_SEARCHED - 1 searched for merge-before-its-raise-propagated (the shards
 #: focus's seeds only: it is new with this stop, and no other world merges over a raise).
 PROP_SEARCHED = 3_000
+
+#: Seeds 0 .. SEARCHED_35 - 1 searched for issue 35's two mutants.
+SEARCHED_35 = 250
 
 #: name -> how many seeds (0, 1, 2, ...) were searched without a failure.
 NOT_FOUND: Mapping[str, int] = {
@@ -353,8 +342,24 @@ NOT_FOUND: Mapping[str, int] = {
     # real code too ("a token out of reach", open). tests/mutants/test_delete_fence_mutants.py
     # catches each half on moto.
     "deletion-fence-reverted": 2_909,
+    # Issue 35's read before a raise (shards 1..2N-1, and one round trip before a raise
+    # from one shard) moved every schedule that doubles: these four no longer fail at the
+    # seeds measured before it (merge-takes-unmade-shards-as-full 1,436, split-snapshot-
+    # not-rebased 1,999, drained-shard-taken 7,808, version-write-unconditioned 900), and
+    # were not searched again in the time there was (a search of all four from seed 0 was
+    # stopped short of 250 seeds on a machine at load 20+). Each has a directed test that
+    # catches it at once (docs/guarantees.md).
+    "merge-takes-unmade-shards-as-full": 0,
+    "split-snapshot-not-rebased": 0,
+    "drained-shard-taken": 0,
+    "version-write-unconditioned": 0,
+    # Issue 35's own two, measured on the branch before it merged main's merges focus
+    # (seeds 0..SEARCHED_35 - 1, none failing): their directed tests catch each at once
+    # (tests/mutants/test_merge_mutants.py on moto, and on DynamoDB Local through
+    # tests/engine/test_redouble_engine.py; tests/mutants/test_raise_when_made_mutant.py).
+    "raise-over-a-drained-shard": SEARCHED_35,
+    "throttled-check-raises": SEARCHED_35,
 }
-
 
 def first_failing(
     make: Mutant, limit: int = 10_000, quotas: bool = False
