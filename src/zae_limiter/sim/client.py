@@ -109,17 +109,31 @@ class Thread:
         return bool(self.pending)
 
 
+#: The generators a world's clients share (`RepoState.rng`, `RepoState.jitter`).
+Draws = tuple[random.Random, random.Random]
+
+
 class SimClient:
     """One process: its library state and clock, its threads and its workload."""
 
-    def __init__(self, spec: ClientSpec, table: str, generation: int = 0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        spec: ClientSpec,
+        table: str,
+        generation: int = 0,
+        seed: int = 0,
+        draws: Draws | None = None,
+    ) -> None:
         self.spec = spec
         self.name = spec.name if generation == 0 else f"{spec.name}.{generation}"
         self.offset_ms = spec.offset_ms
         self.state: RepoState = _state(table, None, 60, spec.partition_wcu, 256, spec.reserve)
+        # Every draw the client's flows make, seeded: its shard choices and waits from the
+        # world's streams (`draws`), its reserve book's from its own (a string seed is
+        # hashed the same way in every process, so the schedule replays alike anywhere).
+        if draws is not None:
+            self.state.rng, self.state.jitter = draws
         if self.state.reserves is not None:
-            # The reserve book's jitter, seeded: a string seed is hashed the same way in
-            # every process, so the schedule replays alike anywhere.
             self.state.reserves.pacer.rng = random.Random(f"{seed}/{self.name}")
         self.threads: list[Thread] = []
         self.ops = list(spec.ops)

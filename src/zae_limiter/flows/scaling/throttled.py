@@ -40,9 +40,6 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.pacing import backoff_ms
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 
-#: One generator for every acquire's jitter: a `random.Random()` per acquire seeds itself
-#: from the OS, which cost more than the rest of a steady acquire's planning.
-_RNG = random.Random()
 #: Shards tried for one level without waiting (the first and two others).
 MAX_SHARD_TRIES = 3
 #: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
@@ -79,7 +76,8 @@ class Tries:
     """One level's tries: the shards tried, throttles seen, time waited (ms)."""
 
     tried: list[int]
-    rng: random.Random = _RNG
+    #: The repository's jitter (`RepoState.jitter`): the waits replay from its seed.
+    rng: random.Random
     throttles: int = 0
     waits: int = 0
     waited_ms: int = 0
@@ -175,7 +173,7 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
         return
     # Never 0: a gate that closes for no time would let throttles that come together
     # each count as a new refusal (full jitter draws 0 now and then).
-    wait = max(1, min(GATE_CAP_MS, backoff_ms(row + 1, _RNG)))
+    wait = max(1, min(GATE_CAP_MS, backoff_ms(row + 1, state.jitter)))
     meta.gate.close(level.resource, now_ms + wait, row + 1)
 
 
