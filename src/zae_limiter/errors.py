@@ -142,6 +142,10 @@ CONCURRENT_CHANGE = "ConcurrentChange"
 SHARD_NOT_FOUND = "ShardNotFound"
 #: Every conditional write of a take lost its race: none of them was applied.
 CONTENDED = "Contended"
+#: A client without reserves whose writes to the bucket DynamoDB refused again and again
+#: just now failed the acquire without sending it (flows/scaling/throttled.py `sheds`).
+#: Its own code, not DynamoDB's throttle: nothing was refused, and `throttled` is False.
+SHED = "Shed"
 
 #: The limit type of a ThrottlingReason that names one partition (a hot key range); the
 #: others (ProvisionedThroughputExceeded, AccountLimitExceeded,

@@ -12,7 +12,13 @@ from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import CONTENDED, SHARD_NOT_FOUND, RateLimiterUnavailable, ValidationError
+from zae_limiter.errors import (
+    CONTENDED,
+    SHARD_NOT_FOUND,
+    SHED,
+    RateLimiterUnavailable,
+    ValidationError,
+)
 from zae_limiter.flows import Call, Flow, Result
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.book import Key, Reserve
@@ -80,7 +86,7 @@ def preferred_shard(state: RepoState, level: Level) -> int | None:
 
 #: Failures that prove no write was applied: refused before it was sent, or every
 #: conditional write failed.
-NOT_SENT_CODES = frozenset({"CapacityExhausted", CONTENDED, SHARD_NOT_FOUND})
+NOT_SENT_CODES = frozenset({"CapacityExhausted", CONTENDED, SHARD_NOT_FOUND, SHED})
 
 
 def _not_applied(outcome: object) -> bool:

@@ -34,7 +34,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from zae_limiter.errors import PROVISIONED_THROUGHPUT_EXCEEDED, RateLimiterUnavailable
+from zae_limiter.errors import SHED, RateLimiterUnavailable
 from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.pacing import backoff_ms
@@ -259,12 +259,14 @@ def sheds(state: RepoState, level: Level, now_ms: int) -> bool:
 
 
 def shed(level: Level) -> RateLimiterUnavailable:
-    """The error of an acquire `sheds` fails: throttled, as the write it did not send
-    would most likely have been (`AdaptiveRate` and callers see a throttle)."""
+    """The error of an acquire `sheds` fails: `RateLimiterUnavailable` with the code SHED.
+    Not DynamoDB's throttle code: no request was sent, so nothing was refused (the
+    request counts, a capacity meter, `AdaptiveRate` see none), and a caller or a
+    dashboard can tell the client holding back from the table refusing."""
     return RateLimiterUnavailable(
         f"{level.entity_id}/{level.resource}: this client's writes to the bucket were refused "
         "again and again just now, so this acquire was not sent; try again shortly",
-        code=PROVISIONED_THROUGHPUT_EXCEEDED,
+        code=SHED,
     )
 
 
