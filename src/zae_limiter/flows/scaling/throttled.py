@@ -259,9 +259,9 @@ def sheds(state: RepoState, level: Level, now_ms: int) -> bool:
 
 
 def shed(level: Level) -> RateLimiterUnavailable:
-    """The error of an acquire `sheds` fails: `RateLimiterUnavailable` with the code SHED.
-    Not DynamoDB's throttle code: no request was sent, so nothing was refused (the
-    request counts, a capacity meter, `AdaptiveRate` see none), and a caller or a
+    """The error of an acquire `sheds` fails: `RateLimiterUnavailable` with the code SHED
+    (`throttled` True). Not DynamoDB's throttle code: no request was sent, so nothing
+    was refused (the capacity meter and `AdaptiveRate` count none), and a caller or a
     dashboard can tell the client holding back from the table refusing."""
     return RateLimiterUnavailable(
         f"{level.entity_id}/{level.resource}: this client's writes to the bucket were refused "
