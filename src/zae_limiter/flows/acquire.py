@@ -195,7 +195,8 @@ def acquire(
         levels += yield from _parent_levels(state, asked, found)
     if state.shares is not None:
         has_global = _has_global(levels)
-        settled = meta is not None and meta.facts.settled(resources)
+        # `settled` is True for facts from the record: asked of the field first.
+        settled = meta is not None and (meta.facts.record or meta.facts.settled(resources))
         if has_global or not (parent_known or settled):
             return (yield from _shared(state, asked, levels, found, (has_global, speculative)))
     return (

@@ -67,11 +67,21 @@ def learn(
     if not attributes:
         return None
     count, cascade, parent, bypass, window_start = keys.written_facts(attributes)
-    meta = state.entities.learn(level.entity_id, cascade, parent, of=level.resource, bypass=bypass)
+    meta = state.entities.get(level.entity_id)
+    # A bucket teaches facts only when they are not known (`Entities.learn`): asked of
+    # the facts first, so a steady write makes no call for them.
+    if meta is None or not (meta.facts.record or level.resource in meta.facts.cascade_for):
+        meta = state.entities.learn(
+            level.entity_id, cascade, parent, of=level.resource, bypass=bypass
+        )
     if parent is not None and meta.facts.parent_id is not None:  # a move to follow?
         follow_move(meta, level, cascade, parent)
     where = (level.resource, level.shard_id)
-    meta.shards.written(where, count, window_start)
+    shards = meta.shards
+    # What the owner would write, unless it holds it already (a steady write: the same
+    # count, within the same window).
+    if shards.counts.get(level.resource) != count or shards.starts.get(where) != window_start:
+        shards.written(where, count, window_start)
     meta.images.keep(where, attributes, now_ms)
     if state.exhausted:
         state.exhausted.pop((level.entity_id, level.resource), None)
