@@ -4,10 +4,11 @@ a request, the entity facts and shard counts items carry."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.errors import RateLimitExceeded
 from zae_limiter.flows.context import EntityState, RepoState
 from zae_limiter.flows.write import plan
 from zae_limiter.flows.write.levels import Level, Rejected
@@ -130,3 +131,18 @@ def follow_move(meta: EntityState, level: Level, cascade: bool, parent: str | No
     known = meta.facts.parent_id
     if known is not None and parent is not None and known != parent and level.shard_id == 0:
         meta.moved(parent, level.resource, cascade)
+
+
+def raise_if_known_exhausted(state: RepoState, levels: Sequence[Level], now_ms: int) -> None:
+    rejections = []
+    for lv in levels:
+        rejected = local_rejection(state, lv, now_ms)
+        if rejected is not None:
+            rejections.append(rejected)
+    if rejections:
+        raise exceeded(rejections)
+
+
+def exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
+    violations = [v for r in rejections for v in r.violations]
+    return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
