@@ -180,3 +180,27 @@ class RepoState:
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)
         return 1 if meta is None else meta.shards.counts.get(resource, 1)
+
+    def parent_of(self, entity_id: str, resource: str) -> str | None:
+        """The parent an acquire of `resource` takes from too, as far as known."""
+        meta = self.entities.get(entity_id)
+        if meta is None:
+            return None
+        facts = meta.facts
+        return facts.parent_id if facts.cascades(resource) else None
+
+    def parent_known(self, entity_id: str) -> bool:
+        """Whether this client knows the entity has a parent (without one, no resource
+        cascades, and an acquire asks no more about parents)."""
+        meta = self.entities.get(entity_id)
+        return meta is not None and meta.facts.parent_id is not None
+
+    def known_parents(self, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:
+        """(parent, resource) to take from together with the entity, when it is known."""
+        more = []
+        if self.parent_known(entity_id):
+            for r in resources:
+                p = self.parent_of(entity_id, r)
+                if p is not None:
+                    more.append((p, r))
+        return more

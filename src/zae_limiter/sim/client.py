@@ -19,8 +19,7 @@ from typing import Any
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow, Request
 from zae_limiter.flows import acquire as acquire_flow
-from zae_limiter.flows.acquire import Acquired
-from zae_limiter.flows.asked import validate_amounts
+from zae_limiter.flows.acquire import Acquired, validate_amounts
 from zae_limiter.flows.context import RepoState
 from zae_limiter.lease import _Held
 from zae_limiter.repository import _state
@@ -212,7 +211,7 @@ def acquire_program(client: SimClient, op: OpSpec, hold_ms: int, on: Any) -> Pro
 
 def _noted(flow: Flow[Any], note: Callable[[], None]) -> Flow[Any]:
     """`flow`, with `note()` called once its first step ran: a lease's end settles what
-    it can in the client's reserve before its first request (`flows.acquire.compensate`,
+    it can in the client's reserve before its first request (`flows.reserves.ops.compensate`,
     `record_adjustments`), and no other thread runs in between."""
     try:
         request = flow.send(None)
