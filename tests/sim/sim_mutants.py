@@ -338,7 +338,7 @@ NOT_FOUND: Mapping[str, int] = {
     # catches each half on moto.
     "deletion-fence-reverted": 2_909,
     # Issue 35's read before a raise (shards 1..2N-1, and one round trip before a raise
-    # from one shard) moved every schedule that doubles: these four (and the next one) no longer fail at the
+    # from one shard) moved every schedule that doubles: these four no longer fail at the
     # seeds measured before it (merge-takes-unmade-shards-as-full 1,436, split-snapshot-
     # not-rebased 1,999, drained-shard-taken 7,808, version-write-unconditioned 900), and
     # were not searched again in the time there was (a search of all four from seed 0 was
