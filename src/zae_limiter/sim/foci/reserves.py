@@ -111,20 +111,23 @@ def stale_reserve(spec: WorldSpec, c: Choices) -> WorldSpec:
     # The fleet's workload first, then a bucket it nearly uses up (a daily budget): its
     # late bursts meet a bucket near empty, where a grant is half of what is left (as
     # much again stays behind), so reserves are a large part of it. A watcher's calls
-    # are large (a gateway's requests of many tokens): a tenth to a third of the bucket.
+    # are large (a gateway's requests of many tokens): a tenth to half of the bucket.
     sizes = [(c.between(6, 15), c.between(2, 8)) for _ in range(fleet)]
     demand = sum(count * (most + 1) // 2 for count, most in sizes)
     capacity = max(30, demand * c.between(60, 110) // 100)
-    sizes += [(c.between(8, 20), capacity // 3) for _ in range(watchers)]
+    watched = [c.between(8, 20) for _ in range(watchers)]
     # Nearly never refilling, or slowly (a client refused waits minutes, not a year, and
     # comes back to a bucket near empty).
     period = c.pick([YEAR_S, 600, 3600])
     amount = 1 if period == YEAR_S else capacity
     limits = _as_drawn(spec, (Limit.custom("rpm", capacity, amount, period),))
+    # Of the limit as drawn: a quota world's quota holds a third of it.
+    room = limits[0].capacity
+    sizes += [(count, room // 2) for count in watched]
     clients: list[ClientSpec] = []
     for i, (count, most) in enumerate(sizes):
         holder = i < fleet
-        least = 1 if holder else max(1, capacity // 10)
+        least = 1 if holder else max(1, room // 10)
         ops = tuple(_op(c, leaves, limits, most, 100, least) for _ in range(count))
         reserve = _fleet_settings(c) if holder else False
         client = _client(c, i, reserve, ops, spec, c.between(1, 2) if holder else 1)
