@@ -1,0 +1,118 @@
+"""The `sessions` focus (sim/focus.py): a session quota kept busy across many of its
+sessions, by clients on token reserves, on an entity that may be sharded while a session
+is open.
+
+Two things a session quota must get right only show when a session ends under load: a
+reserve taken in a session and held at its end is never spent in the next one (the
+client asks again, and the next session counts it), and a shard k >= 1 joins the session
+shard 0 opened instead of opening its own (docs/quotas.md, "Session quotas"). In a world
+drawn at random the quota is small, sessions are long against a schedule's few seconds,
+and few entities are sharded, so neither happens often enough to be judged.
+
+Here a quota world (`--quotas`; its calendar quotas become sessions too) gets a session
+quota of 10-40 that lasts 5 or 20 seconds, and two to four clients hammering one entity
+at a brisk tempo (`spec.TEMPOS`), so that each session is spent and the next opens soon
+after it ends. One of two families is drawn per world:
+
+- a holder: the first client takes reserves as a user tunes them for a hot bucket (a
+  larger share, sized for a longer period), so that it holds tokens the others are then
+  refused, still holds some when the session ends, and goes on acquiring while the
+  others open the next session and spend it;
+- hot partitions: the clients' partitions take one or two writes a second and
+  throttles name the partition, so that the entity doubles within its first session
+  and its shards are taken in the sessions after.
+
+Faults are those of one request or one process, rare (no request is held in flight in
+the holder's worlds: a late write widens the checker's allowance by what it takes);
+adjustments only give back (a charge with reserves out widens it too). General worlds
+of this band keep their draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from zae_limiter.flows.reserves.settings import ReserveSettings
+from zae_limiter.limits import Limit
+from zae_limiter.sim.choices import Choices
+from zae_limiter.sim.spec import (
+    CRASH,
+    LATE,
+    LOST,
+    PAUSE,
+    THROTTLED,
+    THROTTLED_BARE,
+    UNSENT,
+    ClientSpec,
+    FaultRates,
+    OpSpec,
+    WorldSpec,
+)
+
+#: Session lengths (ms): several sessions within a schedule, and one a reserve outlives
+#: only now and then (a reserve lives up to a minute, `ReserveSettings.max_age_ms`).
+LENGTHS_MS = (5_000, 5_000, 20_000)
+#: Faults kept, each at most `FAULT_RATE` per thousand: one request's or one process's.
+#: A throttle that names the partition doubles the entity like a hot partition does.
+KEPT = frozenset({LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE})
+HOLDER_KEPT = KEPT - {THROTTLED, LATE}
+FAULT_RATE = 30
+#: Per-thousand rates of the holder's worlds' pauses (`spec.PAUSE`: 0.5-50 s).
+PAUSE_RATES = (80, 200)
+
+
+def sessions(spec: WorldSpec, c: Choices) -> WorldSpec:
+    if not any(limit.window is not None for limit in spec.limits):
+        return spec
+    length = timedelta(milliseconds=c.pick(LENGTHS_MS))
+    quota = Limit.quota(spec.limits[0].name, c.between(10, 40), reset_after=length)
+    limits = (quota, *spec.limits[1:])
+    hot = c.chance(500)  # partitions that take a write or two a second: it shards
+    clients = tuple(_client(c, i, limits, hot) for i in range(c.between(2, 4)))
+    kept = KEPT if hot else HOLDER_KEPT
+    rates = {k: min(v, FAULT_RATE) for k, v in spec.faults.rates.items() if k in kept}
+    if hot:
+        rates[THROTTLED] = FAULT_RATE
+    else:  # a holder frozen for seconds wakes past its session's end with its reserve
+        rates[PAUSE] = c.pick(PAUSE_RATES)
+    return replace(spec, limits=limits, entities={"e1": None}, clients=clients,
+                   faults=FaultRates(rates), skew_ms=0, tempo="brisk")  # fmt: skip
+
+
+def _client(c: Choices, i: int, limits: tuple[Limit, ...], hot: bool) -> ClientSpec:
+    reserve: bool | ReserveSettings = i == 0 or not c.chance(300)
+    light = i == 0 and not hot  # the holder's calls take one token each: it holds longer
+    if light:
+        reserve = _holder(c)
+    return ClientSpec(
+        name=f"c{i}",
+        reserve=reserve,
+        speculative=not c.chance(150),
+        retries=c.chance(200),
+        offset_ms=0,
+        partition_wcu=c.pick([1, 2]) if hot else 1000,
+        threads=c.between(1, 2),
+        ops=tuple(_op(c, limits, light) for _ in range(c.between(40, 80))),
+        inline_limits=c.chance(300),
+    )
+
+
+def _holder(c: Choices) -> ReserveSettings:
+    """A hot bucket's tuning (docs/reserves.md): reserves taken sooner, sized for a
+    longer period, allowed a larger share of the bucket."""
+    return ReserveSettings(
+        writes_per_second=c.pick([1.0, 0.5, 2.0]),
+        hot_rate=c.pick([2.0, 1.0, 4.0]),
+        max_share=c.pick([0.5, 0.25]),
+        idle_ms=c.pick([5_000, 2_000]),
+    )
+
+
+def _op(c: Choices, limits: tuple[Limit, ...], light: bool) -> OpSpec:
+    first = limits[0].name
+    consume = {first: 1 if light else c.between(1, 3)}
+    if len(limits) > 1 and c.chance(500):
+        consume[limits[1].name] = c.between(0, min(8, limits[1].capacity))
+    adjust = {first: -c.between(1, consume[first])} if c.chance(100) else {}
+    return OpSpec("e1", consume, adjust, rollback=c.chance(100))
