@@ -58,26 +58,28 @@ LENGTHS_MS = (5_000, 5_000, 20_000)
 KEPT = frozenset({LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE})
 HOLDER_KEPT = KEPT - {THROTTLED, LATE}
 FAULT_RATE = 30
-#: Per-thousand rates of the holder's worlds' pauses (`spec.PAUSE`: 0.5-50 s).
-PAUSE_RATES = (80, 200)
 
 
 def sessions(spec: WorldSpec, c: Choices) -> WorldSpec:
     if not any(limit.window is not None for limit in spec.limits):
         return spec
     length = timedelta(milliseconds=c.pick(LENGTHS_MS))
-    quota = Limit.quota(spec.limits[0].name, c.between(10, 40), reset_after=length)
-    limits = (quota, *spec.limits[1:])
+    amount = c.between(10, 40)
     hot = c.chance(500)  # partitions that take a write or two a second: it shards
+    if not hot:
+        # A holder's session is about what its clients ask in one, so that it is not
+        # spent long before its end: a reserve is then still out when it ends.
+        amount = c.between(40, 150)
+    quota = Limit.quota(spec.limits[0].name, amount, reset_after=length)
+    limits = (quota, *spec.limits[1:])
     clients = tuple(_client(c, i, limits, hot) for i in range(c.between(2, 4)))
     kept = KEPT if hot else HOLDER_KEPT
     rates = {k: min(v, FAULT_RATE) for k, v in spec.faults.rates.items() if k in kept}
     if hot:
         rates[THROTTLED] = FAULT_RATE
-    else:  # a holder frozen for seconds wakes past its session's end with its reserve
-        rates[PAUSE] = c.pick(PAUSE_RATES)
+    tempo = "brisk" if hot else "steady"
     return replace(spec, limits=limits, entities={"e1": None}, clients=clients,
-                   faults=FaultRates(rates), skew_ms=0, tempo="brisk")  # fmt: skip
+                   faults=FaultRates(rates), skew_ms=0, tempo=tempo)  # fmt: skip
 
 
 def _client(c: Choices, i: int, limits: tuple[Limit, ...], hot: bool) -> ClientSpec:
