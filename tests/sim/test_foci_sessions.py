@@ -10,7 +10,7 @@ from zae_limiter.flows.reserves.settings import ReserveSettings
 from zae_limiter.sim import focus
 from zae_limiter.sim.choices import Choices
 from zae_limiter.sim.foci import sessions
-from zae_limiter.sim.spec import LATE, PAUSE, THROTTLED, WorldSpec, draw_world
+from zae_limiter.sim.spec import LATE, THROTTLED, WorldSpec, draw_world
 
 
 def _seeds(n: int = 16) -> list[int]:
@@ -46,8 +46,8 @@ def test_a_quota_world_becomes_a_busy_short_session() -> None:
         _drawn, spec = _worlds(seed, quotas=True)
         quota = spec.limits[0]
         assert quota.window is not None and quota.window.session_ms in sessions.LENGTHS_MS
-        assert 10 <= quota.capacity <= 40
-        assert spec.entities == {"e1": None} and spec.skew_ms == 0 and spec.tempo == "brisk"
+        assert 10 <= quota.capacity <= 150
+        assert spec.entities == {"e1": None} and spec.skew_ms == 0
         assert 2 <= len(spec.clients) <= 4 and spec.clients[0].reserve
         assert all(not any(v > 0 for v in op.adjust.values()) for cl in spec.clients
                    for op in cl.ops), "adjustments only give back"  # fmt: skip
@@ -55,7 +55,7 @@ def test_a_quota_world_becomes_a_busy_short_session() -> None:
 
 def test_both_families_are_drawn() -> None:
     """Hot partitions (the entity shards in a session) or a holder (a reserve tuned to
-    hold a larger share, whose process pauses across a session's end)."""
+    hold a larger share, beside busier clients, under a quota about their demand)."""
     hot = holder = 0
     for seed in _seeds(40):
         _drawn, spec = _worlds(seed, quotas=True)
@@ -63,9 +63,11 @@ def test_both_families_are_drawn() -> None:
         if spec.faults.of(THROTTLED):
             hot += 1
             assert {cl.partition_wcu for cl in spec.clients} <= {1, 2}
+            assert spec.tempo == "brisk" and spec.limits[0].capacity <= 40
         else:
             holder += 1
             assert isinstance(first.reserve, ReserveSettings) and first.reserve.max_share >= 0.25
             assert all(op.consume["rpm"] == 1 for op in first.ops)
-            assert spec.faults.of(PAUSE) in sessions.PAUSE_RATES and not spec.faults.of(LATE)
+            assert spec.tempo == "steady" and spec.limits[0].capacity >= 40
+            assert not spec.faults.of(LATE)
     assert hot and holder

@@ -10,17 +10,18 @@ drawn at random the quota is small, sessions are long against a schedule's few s
 and few entities are sharded, so neither happens often enough to be judged.
 
 Here a quota world (`--quotas`; its calendar quotas become sessions too) gets a session
-quota of 10-40 that lasts 5 or 20 seconds, and two to four clients hammering one entity
-at a brisk tempo (`spec.TEMPOS`), so that each session is spent and the next opens soon
-after it ends. One of two families is drawn per world:
+quota that lasts 5 or 20 seconds and two to four clients acquiring 40-80 times each on
+one entity. One of two families is drawn per world:
 
-- a holder: the first client takes reserves as a user tunes them for a hot bucket (a
-  larger share, sized for a longer period), so that it holds tokens the others are then
-  refused, still holds some when the session ends, and goes on acquiring while the
-  others open the next session and spend it;
-- hot partitions: the clients' partitions take one or two writes a second and
-  throttles name the partition, so that the entity doubles within its first session
-  and its shards are taken in the sessions after.
+- hot partitions: a quota of 10-40 at the brisk tempo (`spec.TEMPOS`), the clients'
+  partitions taking one or two writes a second and throttles naming the partition, so
+  that the entity doubles within its first session and its shards are taken in the
+  sessions after;
+- a holder: the first client takes reserves as a user tunes them for a hot bucket (up
+  to half of it, sized for a longer period, idle longer), one token a call, beside
+  busier clients, under a quota of 40-150 at the steady tempo (about what they ask in
+  a session), so that a session is not spent long before its end and a reserve is
+  still out when it ends, while the others open the next session and spend it.
 
 Faults are those of one request or one process, rare (no request is held in flight in
 the holder's worlds: a late write widens the checker's allowance by what it takes);
