@@ -68,8 +68,10 @@ class RateLimiterUnavailable(ZaeLimiterError):
 
     @property
     def throttled(self) -> bool:
-        """DynamoDB refused the write for capacity (a partition or the table is hot)."""
-        return self.code in THROTTLE_CODES
+        """DynamoDB refused the write for capacity (a partition or the table is hot), or
+        the client, refused again and again just before, did not send it (`SHED`): either
+        way, back off and try again shortly."""
+        return self.code in THROTTLE_CODES or self.code == SHED
 
     @property
     def partition_throttled(self) -> bool | None:
@@ -142,6 +144,11 @@ CONCURRENT_CHANGE = "ConcurrentChange"
 SHARD_NOT_FOUND = "ShardNotFound"
 #: Every conditional write of a take lost its race: none of them was applied.
 CONTENDED = "Contended"
+#: A client without reserves whose writes to the bucket DynamoDB refused again and again
+#: just now failed the acquire without sending it (flows/scaling/throttled.py `sheds`).
+#: Its own code, not DynamoDB's throttle code, since nothing was sent; `throttled` is
+#: True all the same (the caller's answer is the same: back off).
+SHED = "Shed"
 
 #: The limit type of a ThrottlingReason that names one partition (a hot key range); the
 #: others (ProvisionedThroughputExceeded, AccountLimitExceeded,

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Flow
-from zae_limiter.flows.acquire import Acquired, compensate, record_adjustments
-from zae_limiter.flows.asked import validate_amounts
+from zae_limiter.flows.acquire import Acquired, validate_amounts
 from zae_limiter.flows.regional_limits import end_lease, lease_changes
+from zae_limiter.flows.reserves.ops import compensate, record_adjustments
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
@@ -104,7 +104,7 @@ class _Held:
         if failed:
             flow = compensate(repo_state, acquired.taken, now_ms)
         else:
-            flow = record_adjustments(repo_state, acquired, held.pending, now_ms)
+            flow = record_adjustments(repo_state, acquired.taken, held.pending, now_ms)
         if not acquired.shared:
             return flow
         changes = lease_changes(acquired.shared, held.pending, failed)

@@ -15,8 +15,7 @@ from typing import Generic, TypeVar
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow
 from zae_limiter.flows import acquire as acquire_flow
-from zae_limiter.flows.acquire import Acquired
-from zae_limiter.flows.asked import validate_amounts
+from zae_limiter.flows.acquire import Acquired, validate_amounts
 from zae_limiter.flows.records.config import (
     FailurePolicy,
     check_failure_policy,

@@ -5,6 +5,7 @@ Both run the same flows; only the driver differs (aiobotocore or boto3).
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack, ExitStack
@@ -55,7 +56,10 @@ def _state(
     partition_wcu: int,
     max_shards: int,
     reserve: bool | ReserveSettings = True,
+    seed: int | str | None = None,
 ) -> RepoState:
+    """The state a repository's flows share; `seed` seeds its generators (shard choices,
+    and the jitter its reserve book draws from too; None: from the OS)."""
     keys.validate_id("table name", name)
     if isinstance(partition_wcu, bool) or not isinstance(partition_wcu, int) or partition_wcu < 1:
         raise ValidationError(
@@ -68,13 +72,16 @@ def _state(
             f"reserve must be True, False or a ReserveSettings(...), got {reserve!r}"
         )
     settings = ReserveSettings() if reserve is True else reserve or None
+    jitter = random.Random(None if seed is None else f"{seed}/jitter")
     return RepoState(
         table=name,
         namespace=keys.validate_namespace(namespace),
         config_cache=ConfigCache[tuple[Limit, ...]](config_cache_ttl),
         partition_wcu=partition_wcu,
         max_shards=max_shards,
-        reserves=None if settings is None else ReserveBook(settings),
+        reserves=None if settings is None else ReserveBook(settings, jitter),
+        rng=random.Random(seed),
+        jitter=jitter,
     )
 
 

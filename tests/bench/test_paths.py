@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from benchmarks import paths
 
-#: Measured when the per-request path was cut again (docs/performance.md, "The
-#: per-request walk"): 90 functions in 29 files, a reserve hit 14 in 5. The traced acquire
-#: builds its expression when its shape is new (the epochs its condition watches change
-#: every 20 s): 7 functions and a file more then.
-PER_REQUEST_FUNCTIONS = 96
-PER_REQUEST_FILES = 30
+#: Measured after issue 37's third cut (docs/performance.md, "The per-request walk"):
+#: 85 functions in 25 files, a reserve hit 14 in 5. The traced acquire builds its
+#: expression when its shape is new (the epochs its condition watches change every
+#: 20 s): 7 functions and a file more then.
+PER_REQUEST_FUNCTIONS = 92
+PER_REQUEST_FILES = 26
 HIT_FUNCTIONS = 15
 HIT_FILES = 5
 

@@ -30,9 +30,8 @@ from zae_limiter import (
 )
 from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.reserve_keeper import AsyncKeeper, SyncKeeper
-from zae_limiter.wire.async_client import AsyncLeanClient
 from zae_limiter.wire.async_transport import AsyncTransport
-from zae_limiter.wire.sync_client import SyncLeanClient
+from zae_limiter.wire.client import AsyncLeanClient, SyncLeanClient
 from zae_limiter.wire.transport import SyncTransport
 
 # The async face's context manager methods and their sync names.

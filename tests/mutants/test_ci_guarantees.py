@@ -33,7 +33,7 @@ from zae_limiter.flows.records import audit as audit_flows
 from zae_limiter.flows.records import entities as entity_flows
 from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
-from zae_limiter.wire.base import LeanBase
+from zae_limiter.wire.client import LeanBase
 
 
 def _untimed(timeout: float | None) -> dict[str, Any]:

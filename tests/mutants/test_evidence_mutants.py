@@ -9,6 +9,8 @@ tests/unit/test_flows_doubling.py):
 - an evidence read that is not kept as the shard's image (the next write reads again);
 - one hot shard of a multi-shard entity enough to double it;
 - many shards doubled on two windows, however quiet the average shard;
+- the average counting each window's first write (a write too many in every window);
+- a client refused over and over held back by windows a fleet not yet spread keeps quiet;
 - a throttle's reasons ignored (tests/unit/test_throttling_reasons.py): a partition's
   refusal no proof, a table's refusal no bar to a doubling; a refusal taken as proof on
   an entity of many shards.
@@ -143,3 +145,29 @@ def test_the_image_test_catches_an_evidence_read_that_is_not_kept() -> None:
 
     with mutant_wrapping(evidence, "learn", counts_only):
         must_fail(body)
+
+
+def _first_write_counted(meta: Any, resource: str, count: int, now_ms: int) -> bool:
+    """`busy_on_average` as it was: each window's rate counts the write that restarted it."""
+    rates = []
+    for (name, _shard), seen in meta.shards.seen.items():
+        stretch = evidence.measured(seen)
+        if name != resource or seen.shard_count != count or stretch is None:
+            continue
+        rates.append(max(0, stretch[1] - 1) * 1000 / stretch[2] / seen.partition_wcu)
+    return len(rates) >= 2 and sum(rates) / len(rates) >= doubling.AVERAGE_SHARE
+
+
+def test_the_average_test_catches_a_windows_first_write_counted() -> None:
+    body = doubling_tests.test_a_windows_first_write_is_not_counted_in_the_average
+    body()
+    with mutant(doubling, "busy_on_average", _first_write_counted):
+        must_fail(body)
+
+
+def test_the_refusal_row_test_catches_a_saturated_client_held_back_by_its_windows() -> None:
+    body = doubling_tests.test_a_client_refused_over_and_over_doubles_on_windows_that_average_low
+    row = doubling.SATURATED_ROW
+    body(row)
+    with mutant(doubling, "refused_over_and_over", lambda *_a: False):
+        must_fail(body, row)

@@ -1,4 +1,4 @@
-"""flows/asked.py: what an acquire may be asked. A call shape validated once (entity,
+"""flows/acquire.py: what an acquire may be asked. A call shape validated once (entity,
 resource, the limits passed) is remembered, so a hot key skips the checks of its ids and
 limits; what varies per call (the amounts, the limits in force now) is checked on every
 call, and a new shape is validated in full."""
@@ -12,7 +12,7 @@ import pytest
 from zae_limiter import Limit
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.errors import ValidationError
-from zae_limiter.flows.asked import ASKED_MAX, validate_acquire
+from zae_limiter.flows.acquire import ASKED_MAX, validate_acquire
 from zae_limiter.flows.context import RepoState
 
 RPM = Limit.per_minute("rpm", 100)

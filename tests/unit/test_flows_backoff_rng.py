@@ -1,17 +1,21 @@
 """The one backoff (flows/backoff.py), and flows drawing from the state's generator, so a
-run replays from a seed."""
+run replays from a seed; no flow draws from the `random` module's own generator."""
 
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
 
+import zae_limiter.flows
 from zae_limiter import Limit
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.flows.backoff import backoff_ms
-from zae_limiter.flows.context import RepoState, shared_rng
-from zae_limiter.flows.scaling import any_shard
+from zae_limiter.flows.context import RepoState
+from zae_limiter.flows.scaling import any_shard, throttled
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.flows.write.take import NOT_FETCHED
+from zae_limiter.repository import _state as repository_state
 
 
 def test_the_bound_doubles_from_the_first_wait_up_to_the_cap() -> None:
@@ -45,6 +49,58 @@ def test_the_first_shard_comes_from_the_state_generator() -> None:
     assert picks == [random.Random(s).randrange(8) for s in range(40)]
 
 
-def test_by_default_a_state_draws_from_what_random_seed_seeds() -> None:
-    # The simulator seeds `random` and replays: the default generator must follow it.
-    assert _state().rng is shared_rng() is getattr(random, "_inst")  # noqa: B009
+def test_a_repositorys_generators_are_seeded_by_its_maker() -> None:
+    """A repository's generators (shard choices; waits, its reserve book's too): the same
+    seed replays the same draws, and none is the `random` module's (which anything in the
+    process may draw from or seed)."""
+    state = repository_state("t", None, 60, 1000, 256, True, seed="run-7/client-a")
+    assert state.reserves is not None and state.reserves.pacer.rng is state.jitter
+    again = repository_state("t", None, 60, 1000, 256, False, seed="run-7/client-a")
+    for mine, theirs in ((state.rng, again.rng), (state.jitter, again.jitter)):
+        assert [mine.random() for _ in range(5)] == [theirs.random() for _ in range(5)]
+    module = getattr(random, "_inst")  # noqa: B009 - the module's generator
+    assert repository_state("t", None, 60, 1000, 256, False).rng is not module
+    assert _state().rng is not module
+
+
+def test_a_throttles_jitter_comes_from_the_state() -> None:
+    """The gate a throttle closes lasts a jittered backoff drawn from the state's jitter:
+    two states seeded alike close it alike, whatever the `random` module is seeded with."""
+    level = Level("e", "r", (Limit.per_second("rps", 10),), {"rps": 1000})
+
+    def gate(seed: int) -> int:
+        state = _state()
+        state.jitter = random.Random(seed)
+        state.entities.learn("e", False, None)
+        random.seed()  # the module's generator, from the OS: the gate must not follow it
+        throttled.note_throttle(state, level, 1000)
+        for _ in range(3):
+            throttled.note_throttle(state, level, throttled.gate_until(state, level))
+        return throttled.gate_until(state, level)
+
+    gates = [gate(s) for s in range(20)]
+    assert gates == [gate(s) for s in range(20)] and len(set(gates)) > 1
+
+
+#: A use of the `random` module's own functions or generator (`random.choice`, `random.seed`,
+#: `from random import ...`); `random.Random`, a generator a state owns, is what flows use.
+MODULE_RANDOM = re.compile(r"\brandom\.(?!Random\b)\w+|^\s*from\s+random\s+import\b", re.M)
+
+
+def test_no_flow_draws_from_the_random_module() -> None:
+    root = Path(zae_limiter.flows.__file__).parent
+    found = [
+        f"{path.relative_to(root)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)}"
+        for path in sorted(root.rglob("*.py"))
+        for text in [path.read_text()]
+        for m in MODULE_RANDOM.finditer(text)
+    ]
+    assert found == [], "flows draw from `random` itself; use the state's rng:\n" + "\n".join(found)
+
+
+def test_the_lint_sees_a_module_draw() -> None:
+    bad = "shard = random.randrange(count)\nfrom random import choice\nrng: random.Random\n"
+    assert [m.group(0).strip() for m in MODULE_RANDOM.finditer(bad)] == [
+        "random.randrange",
+        "from random import",
+    ]

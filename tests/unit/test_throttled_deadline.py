@@ -38,7 +38,7 @@ def test_the_wait_for_a_reserve_ends_at_the_runs_deadline(
     monkeypatch.setattr(drivers, "time", sim)
     state = make_state()
     state.reserves = ReserveBook()  # no reserve ever comes
-    flow = throttled.wait_for_reserve(state, make_level(), throttled.Tries([0]), T0)
+    flow = throttled.wait_for_reserve(state, make_level(), throttled.Tries([0], state.jitter), T0)
     runner = drivers.SyncRunner(None, CapacityMeter(), "table")
     assert throttled.RESERVE_WAIT_MS / 1000 > 0.2
     with pytest.raises(RateLimiterUnavailable) as raised:

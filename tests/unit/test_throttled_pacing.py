@@ -15,7 +15,7 @@ import pytest
 
 from tests.unit._flowkit import T0, TABLE, answered, item, make_level, ok, shards_answer
 from tests.unit.test_flows_throttled import FULL, shard_of, state_with, throttle
-from zae_limiter.errors import RateLimiterUnavailable
+from zae_limiter.errors import SHED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Result, Sleep
 from zae_limiter.flows.reserves.book import ReserveBook
 from zae_limiter.flows.scaling import throttled
@@ -187,7 +187,8 @@ def test_an_acquire_refused_by_its_own_gate_keeps_its_budget() -> None:
 
 def test_a_client_refused_over_and_over_sheds_while_its_gate_is_closed() -> None:
     """Its row of refusals at SATURATED_ROW and its gate closed by another acquire just
-    now: a fresh acquire fails as throttled without a write (it would wait for the gate
+    now: a fresh acquire fails without a write, with its own code (SHED: nothing was
+    sent; `throttled` all the same, a caller backs off as after one; it would wait for the gate
     and write once, refused most of the time: measured, 8 in 10). Below the row, with the
     gate open, or with reserves, it holds back and writes as before."""
     level = make_level()
@@ -205,7 +206,8 @@ def test_a_client_refused_over_and_over_sheds_while_its_gate_is_closed() -> None
             return error
 
     shed = first_step(SATURATED_ROW, T0 + 200)
-    assert isinstance(shed, RateLimiterUnavailable) and shed.throttled
+    assert isinstance(shed, RateLimiterUnavailable) and shed.code == SHED
+    assert shed.throttled and shed.partition_throttled is None
     assert isinstance(first_step(SATURATED_ROW - 1, T0 + 200), Sleep)  # holds back
     assert isinstance(first_step(SATURATED_ROW, T0 + 200, reserves=True), Sleep)
     opened = first_step(SATURATED_ROW, T0)  # the gate is open: it writes

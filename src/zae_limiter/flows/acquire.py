@@ -1,36 +1,33 @@
-"""acquire(): validate, resolve limits, take from the entity (and its parent), settle.
+"""acquire(): what was asked, validated (every check raises a `ValidationError` saying
+what was wrong, before anything is written); the levels; the take from the entity (and
+its parent), settled: on to flows/scaling/any_shard.py and flows/write/take.py.
 
 Cascade: the first acquire of a child learns `(cascade, parent_id)` and takes from the
 parent after the child; once the entity cache knows them, child and parent writes go
 out together in one round trip. If any level is rejected or fails, what the others took
-is given back, so no tokens are created or destroyed.
+is given back (flows/reserves/ops.py `compensate`): no tokens created or destroyed.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import RateLimitExceeded
+from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow, lockstep
-from zae_limiter.flows.asked import check_fits, validate_acquire
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
-from zae_limiter.flows.records.config import require_limits, resolve_and_fetch
+from zae_limiter.flows.records.config import Prefetched, Resolved, require_limits, resolve_levels
 from zae_limiter.flows.regional_limits import Wanted, learn_entity, split_global, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
+from zae_limiter.flows.reserves.ops import compensate
 from zae_limiter.flows.scaling.any_shard import take_any_shard
-from zae_limiter.flows.write.charge import charge_all
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
-from zae_limiter.flows.write.memory import image_of_age, local_rejection
+from zae_limiter.flows.write.memory import exceeded, local_rejection, raise_if_known_exhausted
 from zae_limiter.flows.write.take import NOT_FETCHED
-from zae_limiter.limits import Limit
+from zae_limiter.limits import MAX_TOKENS, RESERVED_LIMIT_NAMES, Limit, in_force, validate_limits
 from zae_limiter.models import ResolvedLimits
-
-log = logging.getLogger("zae_limiter")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,37 +68,120 @@ class Acquired:
         return frozenset(names | {limit.name for _e, _r, limit, _m in self.shared})
 
 
-#: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
-Prefetched = dict[tuple[str, str], Any]
-Resolved = dict[tuple[str, str], ResolvedLimits | None]
+def validate_amounts(what: str, amounts: object, *, allow_negative: bool = False) -> dict[str, int]:
+    """Token amounts by limit name, in millitokens."""
+    if not isinstance(amounts, Mapping):
+        raise ValidationError(f"{what} must be a mapping of limit name to whole tokens")
+    out: dict[str, int] = {}
+    for name, value in amounts.items():
+        if name in RESERVED_LIMIT_NAMES:
+            raise ValidationError(f"{what}: limit {name!r} is reserved and cannot be consumed")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(f"{what}[{name!r}] must be a whole number, got {value!r}")
+        if (value < 0 and not allow_negative) or abs(value) > MAX_TOKENS:
+            raise ValidationError(
+                f"{what}[{name!r}] must be between 0 and {MAX_TOKENS}, got {value}"
+            )
+        out[str(name)] = value * 1000
+    return out
+
+
+def check_fits(
+    amounts: Mapping[str, int], limits: Mapping[str, Sequence[Limit]], entity_id: str
+) -> None:
+    """Every consumed limit is configured for at least one of the resources (`limits`:
+    the entity's, by resource), and no amount exceeds a capacity it is taken from."""
+    for name, milli in amounts.items():
+        having = []
+        for r, ls in limits.items():
+            for lim in ls:
+                if lim.name == name:
+                    having.append((r, lim))
+        if not having:
+            where = " or ".join(repr(r) for r in limits)
+            configured = sorted({lim.name for ls in limits.values() for lim in ls})
+            raise ValidationError(
+                f"consume names limit {name!r}, which is not configured for entity "
+                f"{entity_id!r} on resource {where} (configured: {configured})"
+            )
+        for _resource, limit in having:
+            if milli > limit.capacity * 1000:  # `capacity_milli`, inline: every acquire
+                raise ValidationError(
+                    f"consume[{name!r}] = {milli // 1000} can never be granted: the limit's "
+                    f"capacity is {limit.capacity}"
+                )
+
+
+#: One acquire takes from at most this many resources: each is a write (two with
+#: cascade) in the acquire's one round trip.
+MAX_RESOURCES = 10
+
+
+def validate_resources(resource: object) -> tuple[str, ...]:
+    """One resource, or several distinct ones (a sequence of names), in the order given."""
+    if isinstance(resource, str):
+        return (keys.validate_resource(resource),)
+    if not isinstance(resource, (list, tuple)) or not resource:
+        raise ValidationError(
+            f"resource must be a name or a non-empty list of names, got {resource!r}"
+        )
+    if len(resource) > MAX_RESOURCES:
+        raise ValidationError(
+            f"an acquire takes from at most {MAX_RESOURCES} resources, got {len(resource)}"
+        )
+    names = tuple(keys.validate_resource(r) for r in resource)
+    if len(set(names)) != len(names):
+        raise ValidationError(f"resource names a resource twice: {list(names)}")
+    return names
+
+
+#: Call shapes this client has validated, at most this many: (entity, resource, the ids
+#: of the limits passed, or None) -> (resources, those limits, whether one is scheduled).
+#: A hot key asked again skips the checks of its ids and limits; the entry holds the
+#: limits, so their ids cannot be reused while it stands. Cleared whole when full.
+ASKED_MAX = 4096
+
+
+def validate_acquire(
+    state: RepoState,
+    entity_id: str,
+    resource: str | Sequence[str],
+    consume: Mapping[str, int],
+    limits: Sequence[Limit] | None,
+    now_ms: int,
+) -> tuple[tuple[str, ...], dict[str, int], tuple[Limit, ...] | None]:
+    """What an acquire asks, validated: its resources, its amounts in millitokens, and
+    the limits it passes (those in force at `now_ms`), or None (the stored ones apply)."""
+    shape: tuple[object, ...] | None = None
+    if type(entity_id) is str and type(resource) is str:
+        if limits is None:
+            shape = (entity_id, resource, None)
+        elif type(limits) is list or type(limits) is tuple:
+            shape = (entity_id, resource, *map(id, limits))
+    known = state.asked_shapes.get(shape) if shape is not None else None
+    if known is None:  # a new shape: checked in full, in the order errors are reported
+        keys.validate_id("entity_id", entity_id)
+        resources = validate_resources(resource)
+    amounts = validate_amounts("consume", consume)
+    if not any(amounts.values()):
+        raise ValidationError("consume must take at least one token of one limit")
+    if known is None:
+        given = validate_limits(limits) if limits is not None else None
+        scheduled = given is not None and any(limit.schedule for limit in given)
+        known = (resources, given, scheduled)
+        if shape is not None:
+            if len(state.asked_shapes) >= ASKED_MAX:
+                state.asked_shapes.clear()
+            state.asked_shapes[shape] = known
+    resources, override, scheduled = known
+    if scheduled and override is not None:
+        return resources, amounts, in_force(override, now_ms)
+    return resources, amounts, override
+
+
 #: What the call asked, validated: (entity, resources, amounts in millitokens, the limits
 #: it passes or None, now).
 _AskedFor = tuple[str, tuple[str, ...], dict[str, int], tuple[Limit, ...] | None, int]
-
-
-def _resolve_levels(
-    state: RepoState,
-    pairs: Sequence[tuple[str, str]],
-    override: tuple[Limit, ...] | None,
-    now_ms: int,
-) -> Flow[tuple[Resolved, Prefetched]]:
-    """Limits per (entity, resource); for buckets this client has no image of it may plan
-    from, the shard-0 item rides along in the config BatchGetItem, so the first write
-    needs no extra read."""
-    if override is not None:
-        return dict.fromkeys(pairs, ResolvedLimits(override, "call")), {}
-    only_global = state.shares.only_global if state.shares is not None else ()
-    unknown = []
-    for e, r in pairs:
-        if image_of_age(state, e, (r, 0), now_ms) is None and (e, r) not in only_global:
-            unknown.append((e, r))
-    bucket_keys = {(e, r): keys.bucket_key(state.namespace, e, r, 0) for e, r in unknown}
-    resolved, found = yield from resolve_and_fetch(state, pairs, now_ms, list(bucket_keys.values()))
-    prefetched: Prefetched = {}
-    if found or not bucket_keys:
-        for pair, k in bucket_keys.items():
-            prefetched[pair] = found.get((k[keys.PK]["S"], k[keys.SK]["S"]))
-    return {pair: resolved[pair] for pair in pairs}, prefetched
 
 
 def _level(
@@ -147,14 +227,6 @@ def _has_global(levels: Sequence[Level]) -> bool:
     return False
 
 
-def _parent_of(state: RepoState, entity_id: str, resource: str) -> str | None:
-    meta = state.entities.get(entity_id)
-    if meta is None:
-        return None
-    facts = meta.facts
-    return facts.parent_id if facts.cascades(resource) else None
-
-
 def acquire(
     state: RepoState,
     entity_id: str,
@@ -177,14 +249,14 @@ def acquire(
     for r in resources:
         pairs.append((entity_id, r))
     if meta is not None and meta.facts.parent_id is not None:  # its cascade parents too
-        pairs.extend(_known_parents(state, entity_id, resources))
+        pairs.extend(state.known_parents(entity_id, resources))
     if override is not None:
         found: tuple[Resolved, Prefetched] = (
             dict.fromkeys(pairs, ResolvedLimits(override, "call")),
             {},
         )
     else:
-        found = yield from _resolve_levels(state, pairs, None, now_ms)
+        found = yield from resolve_levels(state, pairs, None, now_ms)
     meta = state.entities.get(entity_id)  # learned from the record just read
     if meta is not None and meta.facts.bypass:
         return Acquired((), amounts, entity_id, bypassed=True)
@@ -195,7 +267,8 @@ def acquire(
         levels += yield from _parent_levels(state, asked, found)
     if state.shares is not None:
         has_global = _has_global(levels)
-        settled = meta is not None and meta.facts.settled(resources)
+        # `settled` is True for facts from the record: asked of the field first.
+        settled = meta is not None and (meta.facts.record or meta.facts.settled(resources))
         if has_global or not (parent_known or settled):
             return (yield from _shared(state, asked, levels, found, (has_global, speculative)))
     return (
@@ -226,11 +299,11 @@ def _shared(
             parents = yield from _parent_levels(state, asked, found)
             more, more_wanted = split_global(state, parents, entity_id)
             levels, wanted = [*levels, *more], [*wanted, *more_wanted]
-    late = not _parent_known(state, entity_id)  # a parent learned now is taken late
+    late = not state.parent_known(entity_id)  # a parent learned now is taken late
     acquired = yield from _take_all(
         state, entity_id, levels, (amounts, override), found[1], (now_ms, speculative)
     )
-    if late and _parent_known(state, entity_id):
+    if late and state.parent_known(entity_id):
         # The late parents' regional limits were taken (_take_parent); now their global ones.
         parents = yield from _parent_levels(state, asked, ({}, {}))
         wanted += split_global(state, parents, entity_id)[1]
@@ -249,10 +322,10 @@ def _parent_levels(
     """The levels of the entity's cascade parents this client knows of."""
     entity_id, resources, amounts, override, now_ms = asked
     resolved, prefetched = found
-    more = _known_parents(state, entity_id, resources)
+    more = state.known_parents(entity_id, resources)
     missing = [pair for pair in more if pair not in resolved]
     if missing:
-        extra, fetched = yield from _resolve_levels(state, missing, override, now_ms)
+        extra, fetched = yield from resolve_levels(state, missing, override, now_ms)
         resolved.update(extra)
         prefetched.update(fetched)
     levels = []
@@ -314,26 +387,6 @@ def _own_levels(
     return levels
 
 
-def _parent_known(state: RepoState, entity_id: str) -> bool:
-    """Whether this client knows the entity has a parent (without one, no resource
-    cascades, and an acquire asks no more about parents)."""
-    meta = state.entities.get(entity_id)
-    return meta is not None and meta.facts.parent_id is not None
-
-
-def _known_parents(
-    state: RepoState, entity_id: str, resources: Sequence[str]
-) -> list[tuple[str, str]]:
-    """(parent, resource) to take from together with the entity, when the entity is known."""
-    more = []
-    if _parent_known(state, entity_id):
-        for r in resources:
-            p = _parent_of(state, entity_id, r)
-            if p is not None:
-                more.append((p, r))
-    return more
-
-
 def _late_parents(
     state: RepoState,
     entity_id: str,
@@ -351,7 +404,7 @@ def _late_parents(
     with_parent = {lv.resource for lv in levels if lv.entity_id != entity_id}
     late: list[object] = []
     for lv in levels:
-        parent = _parent_of(state, entity_id, lv.resource)
+        parent = state.parent_of(entity_id, lv.resource)
         if lv.entity_id != entity_id or lv.resource in with_parent or parent is None:
             continue
         try:
@@ -376,7 +429,7 @@ def _take_levels(
     all in one round trip (a level known to be exhausted rejects them all locally)."""
     try:
         if state.exhausted:  # a shortage this client remembers may reject them all
-            _raise_if_known_exhausted(state, levels, now_ms)
+            raise_if_known_exhausted(state, levels, now_ms)
     except RateLimitExceeded:
         reserve_ops.keep(state, levels, [None] * len(levels), now_ms)  # nothing was written
         yield from compensate(state, served, now_ms)
@@ -403,7 +456,7 @@ def _take_parent(
     asked: tuple[Mapping[str, int], tuple[Limit, ...] | None, int, bool],
 ) -> Flow[Taken | Rejected | None]:
     amounts, override, now_ms, speculative = asked
-    resolved, prefetched = yield from _resolve_levels(state, [(parent, resource)], override, now_ms)
+    resolved, prefetched = yield from resolve_levels(state, [(parent, resource)], override, now_ms)
     parent_limits = resolved[(parent, resource)]
     if parent_limits is None:
         return None
@@ -420,21 +473,6 @@ def _take_parent(
 
 def _failed(outcome: object) -> bool:
     return isinstance(outcome, (Rejected, BaseException))
-
-
-def _raise_if_known_exhausted(state: RepoState, levels: Sequence[Level], now_ms: int) -> None:
-    rejections = []
-    for lv in levels:
-        rejected = local_rejection(state, lv, now_ms)
-        if rejected is not None:
-            rejections.append(rejected)
-    if rejections:
-        raise _exceeded(rejections)
-
-
-def _exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
-    violations = [v for r in rejections for v in r.violations]
-    return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)
 
 
 def _conclude(
@@ -456,43 +494,6 @@ def _conclude(
     yield from compensate(state, taken, now_ms)
     rejections = [o for o in outcomes if isinstance(o, Rejected)]
     if rejections:
-        raise _exceeded(rejections)
+        raise exceeded(rejections)
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     raise errors[0]
-
-
-def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[None]:
-    """Give back everything `taken` consumed: into this client's reserve of the bucket when
-    it holds one, else with one write per bucket, all at once."""
-    changes = []
-    for t in taken:
-        back = {n: -v for n, v in t.consumed_milli.items() if v}
-        rest = reserve_ops.change_locally(state, t, back, now_ms) if back else {}
-        if rest:
-            changes.append((t, rest))
-    if not changes:
-        return
-    try:
-        yield from charge_all(state, changes, now_ms)
-    except Exception:
-        log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
-
-
-def record_adjustments(
-    state: RepoState, acquired: Acquired, pending_milli: Mapping[str, int], now_ms: int
-) -> Flow[None]:
-    """Record a lease's adjustments: in this client's reserve of the bucket when it can
-    cover them, else with one write per bucket taken, all at once."""
-    changes = []
-    for t in acquired.taken:
-        names = {limit.name for limit in t.limits}
-        delta = {n: v for n, v in pending_milli.items() if v and n in names}
-        reserve_ops.note_adjustment(state, t, delta, now_ms)
-        rest = reserve_ops.change_locally(state, t, delta, now_ms) if delta else {}
-        if rest:
-            changes.append((t, rest))
-    if changes:
-        try:
-            yield from charge_all(state, changes, now_ms)
-        except Exception:
-            log.warning("could not record lease adjustments %s", dict(pending_milli))

@@ -12,7 +12,7 @@ import random
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from zae_limiter.bucket import LimitState
 from zae_limiter.config_cache import ConfigCache
@@ -144,11 +144,6 @@ class Exhausted:
     held: dict[str, int]
 
 
-def shared_rng() -> random.Random:
-    """The generator behind the `random` module's functions (seeded by `random.seed`)."""
-    return cast(random.Random, getattr(random, "_inst"))  # noqa: B009 - not in typeshed
-
-
 @dataclass(slots=True)
 class RepoState:
     table: str
@@ -161,10 +156,14 @@ class RepoState:
     exhausted: dict[tuple[str, str], Exhausted] = field(default_factory=dict)
     #: Token reserves of hot buckets (None: reserves off, one write per acquire).
     reserves: ReserveBook | None = None
-    #: Every random draw a flow makes (which shard, how long a backoff) comes from here:
-    #: give a `random.Random(seed)` to replay a run. The default is the process's shared
-    #: generator, the one `random.seed` seeds.
-    rng: random.Random = field(default_factory=lambda: shared_rng())
+    #: Every random draw a flow makes comes from the state, never from the `random`
+    #: module's own generator: which shard here (and a lost race's backoff), how long a
+    #: throttled write or a reserve waits in `jitter`. Two streams, so that a change in how
+    #: often a flow waits does not move the shard choices after it. Seeded from the OS
+    #: unless the state's maker gives a seed (repository.py `_state`; the simulator seeds
+    #: its world's), so a run replays.
+    rng: random.Random = field(default_factory=random.Random)
+    jitter: random.Random = field(default_factory=random.Random)
     #: Whether bucket writes carry a `ttl` (flows/expiry.py): only on a table at schema 5
     #: or later, whose clients all move it (flows/records/table.py learns it at open).
     bucket_expiry: bool = True
@@ -181,3 +180,27 @@ class RepoState:
     def shard_count(self, entity_id: str, resource: str) -> int:
         meta = self.entities.get(entity_id)
         return 1 if meta is None else meta.shards.counts.get(resource, 1)
+
+    def parent_of(self, entity_id: str, resource: str) -> str | None:
+        """The parent an acquire of `resource` takes from too, as far as known."""
+        meta = self.entities.get(entity_id)
+        if meta is None:
+            return None
+        facts = meta.facts
+        return facts.parent_id if facts.cascades(resource) else None
+
+    def parent_known(self, entity_id: str) -> bool:
+        """Whether this client knows the entity has a parent (without one, no resource
+        cascades, and an acquire asks no more about parents)."""
+        meta = self.entities.get(entity_id)
+        return meta is not None and meta.facts.parent_id is not None
+
+    def known_parents(self, entity_id: str, resources: Sequence[str]) -> list[tuple[str, str]]:
+        """(parent, resource) to take from together with the entity, when it is known."""
+        more = []
+        if self.parent_known(entity_id):
+            for r in resources:
+                p = self.parent_of(entity_id, r)
+                if p is not None:
+                    more.append((p, r))
+        return more

@@ -19,8 +19,7 @@ from typing import Any
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
 from zae_limiter.flows import Flow, Request
 from zae_limiter.flows import acquire as acquire_flow
-from zae_limiter.flows.acquire import Acquired
-from zae_limiter.flows.asked import validate_amounts
+from zae_limiter.flows.acquire import Acquired, validate_amounts
 from zae_limiter.flows.context import RepoState
 from zae_limiter.lease import _Held
 from zae_limiter.repository import _state
@@ -109,17 +108,31 @@ class Thread:
         return bool(self.pending)
 
 
+#: The generators a world's clients share (`RepoState.rng`, `RepoState.jitter`).
+Draws = tuple[random.Random, random.Random]
+
+
 class SimClient:
     """One process: its library state and clock, its threads and its workload."""
 
-    def __init__(self, spec: ClientSpec, table: str, generation: int = 0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        spec: ClientSpec,
+        table: str,
+        generation: int = 0,
+        seed: int = 0,
+        draws: Draws | None = None,
+    ) -> None:
         self.spec = spec
         self.name = spec.name if generation == 0 else f"{spec.name}.{generation}"
         self.offset_ms = spec.offset_ms
         self.state: RepoState = _state(table, None, 60, spec.partition_wcu, 256, spec.reserve)
+        # Every draw the client's flows make, seeded: its shard choices and waits from the
+        # world's streams (`draws`), its reserve book's from its own (a string seed is
+        # hashed the same way in every process, so the schedule replays alike anywhere).
+        if draws is not None:
+            self.state.rng, self.state.jitter = draws
         if self.state.reserves is not None:
-            # The reserve book's jitter, seeded: a string seed is hashed the same way in
-            # every process, so the schedule replays alike anywhere.
             self.state.reserves.pacer.rng = random.Random(f"{seed}/{self.name}")
         self.threads: list[Thread] = []
         self.ops = list(spec.ops)
@@ -198,7 +211,7 @@ def acquire_program(client: SimClient, op: OpSpec, hold_ms: int, on: Any) -> Pro
 
 def _noted(flow: Flow[Any], note: Callable[[], None]) -> Flow[Any]:
     """`flow`, with `note()` called once its first step ran: a lease's end settles what
-    it can in the client's reserve before its first request (`flows.acquire.compensate`,
+    it can in the client's reserve before its first request (`flows.reserves.ops.compensate`,
     `record_adjustments`), and no other thread runs in between."""
     try:
         request = flow.send(None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +12,6 @@ from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.offpath import read
 from zae_limiter.flows.records.table import open_table
 from zae_limiter.flows.records.version import write_version
-from zae_limiter.flows.scaling import throttled
 from zae_limiter.flows.write.shares import capacity_of, read_shares, tokens_now
 from zae_limiter.operations import Operations
 from zae_limiter.repository import _state
@@ -87,9 +85,6 @@ def run_schedule(
     regions: tuple[str, ...] = (),
     active: tuple[str, ...] = (),
 ) -> Outcome:
-    # The library's own jitter draws from `random`: seeded, the schedule replays exactly.
-    random.seed(seed)
-    throttled._RNG.seed(seed)
     choices = Choices(seed, prefix)
     spec = focus.apply(
         draw_world(choices, kinds, quotas, regions, active), choices, focus.focus_of(seed)
@@ -109,6 +104,7 @@ def run_schedule(
         world.replication.lag_ms = spec.lag_ms
     if backend.tell_time is not None:
         backend.tell_time(spec.start_ms)
+    admin_state.rng, admin_state.jitter = world.draws  # the operator's draws: the world's
     _setup(world, admin_state)
     world.run(MAX_STEPS)
     if not checker.violations:

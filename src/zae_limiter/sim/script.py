@@ -48,6 +48,7 @@ class Script:
             spec, Choices(0, ()), made.call, made.peek, self.checker, self.trace, table
         )
         self.world.faults_on = False
+        admin.rng, admin.jitter = self.world.draws
         _setup(self.world, admin)
         self.clients = {c.name: c for c in self.world.clients}
 

@@ -6,6 +6,7 @@ user's code; the world answers its requests (`sim.delivery`) and wakes it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from zae_limiter.sim.checker import Checker
 from zae_limiter.sim.choices import Choices
 from zae_limiter.sim.client import (
     TIMEOUT_MS,
+    Draws,
     Hold,
     Pending,
     Run,
@@ -107,7 +109,10 @@ class Machine:
         self.trace = trace
         self.table = table
         self.true_ms = spec.start_ms
-        self.clients = [SimClient(s, table, seed=spec.start_ms) for s in spec.clients]
+        #: The library's draws in this world (shard choices; waits), one stream each for
+        #: every client, seeded by the run's seed: the schedule replays exactly.
+        self.draws: Draws = (random.Random(choices.seed), random.Random(choices.seed))
+        self.clients = [SimClient(s, table, 0, spec.start_ms, self.draws) for s in spec.clients]
         self.orphans: list[Orphan] = []
         self.counts = Counts()
         self.faults_on = True

@@ -171,7 +171,7 @@ class World(Delivery):
         mine = [cl for cl in self.clients if cl.spec is spec]
         live = [cl for cl in mine if cl.alive]
         if not mine:
-            live = [SimClient(spec, self.table, seed=self.spec.start_ms)]
+            live = [SimClient(spec, self.table, 0, self.spec.start_ms, self.draws)]
             live[0].true_now = self.true_ms
             self.clients.append(live[0])
         if not live:
@@ -281,9 +281,8 @@ class World(Delivery):
                     self.orphans.append(Orphan(client.name, p.call, thread.tid, p.serial,
                                                p.what, thread.run_clock))  # fmt: skip
         self.trace.note(self.true_ms, f"{client.name} CRASHES (reserves and memory lost)")
-        reborn = SimClient(
-            client.spec, self.table, client_generation(client) + 1, self.spec.start_ms
-        )
+        generation = client_generation(client) + 1
+        reborn = SimClient(client.spec, self.table, generation, self.spec.start_ms, self.draws)
         reborn.ops = client.ops
         reborn.true_now = self.true_ms
         self.clients.append(reborn)

@@ -19,17 +19,11 @@ def lean_client(client: Any, *, asynchronous: bool) -> Any:
     """A lean stand-in for `client`'s hot operations, or None when it cannot be built."""
     # Imported here, not with the package: botocore's HTTP parts bring urllib3's ssl module,
     # which must not be loaded before a gevent monkey-patch (Locust) when the library is.
-    from zae_limiter.wire.base import borrowable
+    from zae_limiter.wire.client import AsyncLeanClient, SyncLeanClient, borrowable
 
     if not borrowable(client):
         return None
-    if asynchronous:
-        from zae_limiter.wire.async_client import AsyncLeanClient
-
-        return AsyncLeanClient(client)
-    from zae_limiter.wire.sync_client import SyncLeanClient
-
-    return SyncLeanClient(client)
+    return AsyncLeanClient(client) if asynchronous else SyncLeanClient(client)
 
 
 __all__ = ["LEAN_OPS", "OPERATIONS", "lean_client"]

@@ -9,7 +9,7 @@ from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
-from zae_limiter.flows.asked import validate_amounts
+from zae_limiter.flows.acquire import validate_amounts
 from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.records.config import require_limits, resolve

@@ -18,6 +18,7 @@ from zae_limiter.flows.batch import batch_get
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.records.audit import Auditor, audited_change, limits_json
 from zae_limiter.flows.records.version import read_version
+from zae_limiter.flows.write.memory import image_of_age
 from zae_limiter.limits import Limit, in_force, validate_limits
 from zae_limiter.models import LimitSource, ResolvedLimits
 
@@ -366,3 +367,33 @@ def require_limits(
             "or store them with set_limits(), set_resource_defaults() or set_system_defaults()"
         )
     return resolved
+
+
+#: (entity, resource) -> its shard-0 bucket item as read with the config (None: absent).
+Prefetched = dict[tuple[str, str], Any]
+Resolved = dict[tuple[str, str], ResolvedLimits | None]
+
+
+def resolve_levels(
+    state: RepoState,
+    pairs: Sequence[tuple[str, str]],
+    override: tuple[Limit, ...] | None,
+    now_ms: int,
+) -> Flow[tuple[Resolved, Prefetched]]:
+    """Limits per (entity, resource); for buckets this client has no image of it may plan
+    from, the shard-0 item rides along in the config BatchGetItem, so the first write
+    needs no extra read."""
+    if override is not None:
+        return dict.fromkeys(pairs, ResolvedLimits(override, "call")), {}
+    only_global = state.shares.only_global if state.shares is not None else ()
+    unknown = []
+    for e, r in pairs:
+        if image_of_age(state, e, (r, 0), now_ms) is None and (e, r) not in only_global:
+            unknown.append((e, r))
+    bucket_keys = {(e, r): keys.bucket_key(state.namespace, e, r, 0) for e, r in unknown}
+    resolved, found = yield from resolve_and_fetch(state, pairs, now_ms, list(bucket_keys.values()))
+    prefetched: Prefetched = {}
+    if found or not bucket_keys:
+        for pair, k in bucket_keys.items():
+            prefetched[pair] = found.get((k[keys.PK]["S"], k[keys.SK]["S"]))
+    return {pair: resolved[pair] for pair in pairs}, prefetched

@@ -12,11 +12,17 @@ from dataclasses import replace
 from typing import Any
 
 from zae_limiter import keys
-from zae_limiter.errors import CONTENDED, SHARD_NOT_FOUND, RateLimiterUnavailable, ValidationError
+from zae_limiter.errors import (
+    CONTENDED,
+    SHARD_NOT_FOUND,
+    SHED,
+    RateLimiterUnavailable,
+    ValidationError,
+)
 from zae_limiter.flows import Call, Flow, Result
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.book import Key, Reserve
-from zae_limiter.flows.write.charge import charge_write, image_of, resend_on_old
+from zae_limiter.flows.write.charge import charge_all, charge_write, image_of, resend_on_old
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.shares import current
 
@@ -80,7 +86,7 @@ def preferred_shard(state: RepoState, level: Level) -> int | None:
 
 #: Failures that prove no write was applied: refused before it was sent, or every
 #: conditional write failed.
-NOT_SENT_CODES = frozenset({"CapacityExhausted", CONTENDED, SHARD_NOT_FOUND})
+NOT_SENT_CODES = frozenset({"CapacityExhausted", CONTENDED, SHARD_NOT_FOUND, SHED})
 
 
 def _not_applied(outcome: object) -> bool:
@@ -245,3 +251,40 @@ def give_back_reserves(
             book.returned(back)
     if again:
         book.retry_later(again, now_ms)
+
+
+def compensate(state: RepoState, taken: Sequence[Taken], now_ms: int) -> Flow[None]:
+    """Give back everything `taken` consumed: into this client's reserve of the bucket when
+    it holds one, else with one write per bucket, all at once."""
+    changes = []
+    for t in taken:
+        back = {n: -v for n, v in t.consumed_milli.items() if v}
+        rest = change_locally(state, t, back, now_ms) if back else {}
+        if rest:
+            changes.append((t, rest))
+    if not changes:
+        return
+    try:
+        yield from charge_all(state, changes, now_ms)
+    except Exception:
+        log.warning("could not give back tokens for %s", [t.entity_id for t in taken])
+
+
+def record_adjustments(
+    state: RepoState, taken: Sequence[Taken], pending_milli: Mapping[str, int], now_ms: int
+) -> Flow[None]:
+    """Record a lease's adjustments: in this client's reserve of the bucket when it can
+    cover them, else with one write per bucket taken, all at once."""
+    changes = []
+    for t in taken:
+        names = {limit.name for limit in t.limits}
+        delta = {n: v for n, v in pending_milli.items() if v and n in names}
+        note_adjustment(state, t, delta, now_ms)
+        rest = change_locally(state, t, delta, now_ms) if delta else {}
+        if rest:
+            changes.append((t, rest))
+    if changes:
+        try:
+            yield from charge_all(state, changes, now_ms)
+        except Exception:
+            log.warning("could not record lease adjustments %s", dict(pending_milli))

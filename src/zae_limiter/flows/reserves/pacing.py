@@ -75,7 +75,7 @@ class Pacer:
 
     def __init__(self, writes_per_second: float, rng: random.Random | None = None) -> None:
         self.rate_per_ms = BUDGET_MULTIPLE * writes_per_second / 1000
-        self.rng = rng or random.Random()
+        self.rng = random.Random() if rng is None else rng
         self._budgets: dict[Hashable, _Budget] = {}
         self._retries: dict[Hashable, _Retry] = {}
         #: Writes refused by a throttle and scheduled again (for reports).

@@ -39,7 +39,7 @@ def take_any_shard(
         shard, preferred = 0, None  # one shard, no reserve to top up or renew
     else:
         shard, preferred = _first_shard(state, level, prefetched)
-    tries = throttled.Tries([shard])
+    tries = throttled.Tries([shard], state.jitter)
     meta = state.entities.get(level.entity_id)
     # The gate and recent refusals, asked only of a bucket that has any: a steady
     # acquire's entity has neither.

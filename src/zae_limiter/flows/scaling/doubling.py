@@ -26,14 +26,16 @@ from zae_limiter.flows.scaling.evidence import (
     partition_bound,
     window_seen,
 )
+from zae_limiter.flows.scaling.throttled import SATURATED_ROW
 from zae_limiter.flows.write.levels import Level
 
 #: After a throttled doubling try, this client may try again this soon (not a full window).
 THROTTLED_DOUBLING_RETRY_MS = 250
 #: From this many shards on, a doubling also needs the shards' windows this client saw to
-#: average this share of their write limit (`busy_on_average`).
+#: carry, pooled, the share of their write limit that a doubling is for (DOUBLING_THRESHOLD),
+#: or this client to be refused over and over (`busy_on_average`).
 AVERAGE_FROM_COUNT = 4
-AVERAGE_SHARE = 0.4
+AVERAGE_SHARE = DOUBLING_THRESHOLD
 
 
 def scale_after_write(
@@ -162,29 +164,51 @@ def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> 
 
 def busy_on_average(meta: EntityState, resource: str, count: int, now_ms: int) -> bool:
     """Whether the shards' windows this client saw lately (under `count`, at least two)
-    average at least AVERAGE_SHARE of their write limit, not counting the write that
-    brought each back (as `partition_bound` does not: it is there because someone looked).
+    carry, pooled (all their writes over all their time), AVERAGE_SHARE of their write
+    limit or more; or this client is refused over and over (`refused_over_and_over`).
 
     Each doubling is judged on one or two shards' windows, and on an entity of many
     shards, with a throttle now and then from a burst on one of them, such a test passes
-    by chance sooner or later (measured: `reserve=False` at 8x one partition went past
-    the 32 shards it settles on to 64 or 128, in 2 runs of 17). A count that is too low
-    shows on the average shard; shards that average well below their limit are enough,
-    and one more doubling would only spread the bursts thinner."""
-    if count < AVERAGE_FROM_COUNT:
+    by chance sooner or later. A count that is too low shows on the average shard.
+
+    Neither end of a window is a write of the load's rate: the write that restarted it
+    (it counts itself: keys `window_parts`) and the one that brought it back (there
+    because someone looked). Counting the first, as `partition_bound` does, adds a write
+    to every window of a second or two: measured at 16 shards of 8x a partition (50%
+    each), windows averaged that way read 0.69, and with a bar at 0.4 the count went to
+    32 on the next burst; counted without both ends, the same windows read 0.55. (A
+    window a raise restarted begins with no write and reads a write low, which only
+    holds a doubling back while the count is new.)"""
+    if count < AVERAGE_FROM_COUNT or refused_over_and_over(meta, resource):
         return True
-    rates: list[float] = []
+    writes = 0
+    capacity = 0.0  # the writes the windows' partitions could take in their spans
+    windows = 0
     for (name, _shard), seen in meta.shards.seen.items():
         if name != resource or seen.shard_count != count:
             continue
         stretch = measured(seen)
         if stretch is None or now_ms - seen.seen_ms > THROTTLE_EVIDENCE_AGE_MS:
             continue
-        _start, writes, span_ms = stretch
-        rates.append(max(0, writes - 1) * 1000 / span_ms / seen.partition_wcu)
+        _start, counted, span_ms = stretch
+        writes += max(0, counted - 2)
+        capacity += span_ms * seen.partition_wcu / 1000
+        windows += 1
     # Fewer than two: a doubling judged on two windows has them, so this is a client
     # whose windows are from before the last doubling (restarted since, or too young).
-    return len(rates) >= 2 and sum(rates) / len(rates) >= AVERAGE_SHARE
+    return windows >= 2 and writes >= AVERAGE_SHARE * capacity
+
+
+def refused_over_and_over(meta: EntityState, resource: str) -> bool:
+    """Whether this client's writes to the bucket were refused SATURATED_ROW times in a row
+    (flows/scaling/throttled.py: a write through unwinds one). Then the count is too low
+    whatever the windows average: while a fleet spreads over a count just raised, the new
+    shards are quiet (a client that knew the old count writes the old shards, a new shard
+    is made by its first take) and the old ones full, and the average of the windows reads
+    0.6 while one partition's worth of the load gets through (measured: 4 shards, 8x a
+    partition, fixed window, 4-7 admitted a second of 40; the pooled windows 0.62-0.64).
+    On a count the load needs, a throttle is a burst, and a write through soon follows."""
+    return meta.gate.state(resource)[1] >= SATURATED_ROW
 
 
 def _due(state: RepoState, item: Any, resource: str, count: int, since: int) -> bool:

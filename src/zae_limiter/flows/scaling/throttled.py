@@ -34,15 +34,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from zae_limiter.errors import PROVISIONED_THROUGHPUT_EXCEEDED, RateLimiterUnavailable
+from zae_limiter.errors import SHED, RateLimiterUnavailable
 from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves.pacing import backoff_ms
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 
-#: One generator for every acquire's jitter: a `random.Random()` per acquire seeds itself
-#: from the OS, which cost more than the rest of a steady acquire's planning.
-_RNG = random.Random()
 #: Shards tried for one level without waiting (the first and two others).
 MAX_SHARD_TRIES = 3
 #: The most one acquire waits, in all, for throttled writes (ms), and how many waits.
@@ -79,7 +76,8 @@ class Tries:
     """One level's tries: the shards tried, throttles seen, time waited (ms)."""
 
     tried: list[int]
-    rng: random.Random = _RNG
+    #: The repository's jitter (`RepoState.jitter`): the waits replay from its seed.
+    rng: random.Random
     throttles: int = 0
     waits: int = 0
     waited_ms: int = 0
@@ -175,7 +173,7 @@ def note_throttle(state: RepoState, level: Level, now_ms: int) -> None:
         return
     # Never 0: a gate that closes for no time would let throttles that come together
     # each count as a new refusal (full jitter draws 0 now and then).
-    wait = max(1, min(GATE_CAP_MS, backoff_ms(row + 1, _RNG)))
+    wait = max(1, min(GATE_CAP_MS, backoff_ms(row + 1, state.jitter)))
     meta.gate.close(level.resource, now_ms + wait, row + 1)
 
 
@@ -261,12 +259,14 @@ def sheds(state: RepoState, level: Level, now_ms: int) -> bool:
 
 
 def shed(level: Level) -> RateLimiterUnavailable:
-    """The error of an acquire `sheds` fails: throttled, as the write it did not send
-    would most likely have been (`AdaptiveRate` and callers see a throttle)."""
+    """The error of an acquire `sheds` fails: `RateLimiterUnavailable` with the code SHED
+    (`throttled` True). Not DynamoDB's throttle code: no request was sent, so nothing
+    was refused (the capacity meter and `AdaptiveRate` count none), and a caller or a
+    dashboard can tell the client holding back from the table refusing."""
     return RateLimiterUnavailable(
         f"{level.entity_id}/{level.resource}: this client's writes to the bucket were refused "
         "again and again just now, so this acquire was not sent; try again shortly",
-        code=PROVISIONED_THROUGHPUT_EXCEEDED,
+        code=SHED,
     )
 
 

@@ -4,10 +4,11 @@ a request, the entity facts and shard counts items carry."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zae_limiter import keys
+from zae_limiter.errors import RateLimitExceeded
 from zae_limiter.flows.context import EntityState, RepoState
 from zae_limiter.flows.write import plan
 from zae_limiter.flows.write.levels import Level, Rejected
@@ -67,11 +68,21 @@ def learn(
     if not attributes:
         return None
     count, cascade, parent, bypass, window_start = keys.written_facts(attributes)
-    meta = state.entities.learn(level.entity_id, cascade, parent, of=level.resource, bypass=bypass)
+    meta = state.entities.get(level.entity_id)
+    # A bucket teaches facts only when they are not known (`Entities.learn`): asked of
+    # the facts first, so a steady write makes no call for them.
+    if meta is None or not (meta.facts.record or level.resource in meta.facts.cascade_for):
+        meta = state.entities.learn(
+            level.entity_id, cascade, parent, of=level.resource, bypass=bypass
+        )
     if parent is not None and meta.facts.parent_id is not None:  # a move to follow?
         follow_move(meta, level, cascade, parent)
     where = (level.resource, level.shard_id)
-    meta.shards.written(where, count, window_start)
+    shards = meta.shards
+    # What the owner would write, unless it holds it already (a steady write: the same
+    # count, within the same window).
+    if shards.counts.get(level.resource) != count or shards.starts.get(where) != window_start:
+        shards.written(where, count, window_start)
     meta.images.keep(where, attributes, now_ms)
     if state.exhausted:
         state.exhausted.pop((level.entity_id, level.resource), None)
@@ -120,3 +131,18 @@ def follow_move(meta: EntityState, level: Level, cascade: bool, parent: str | No
     known = meta.facts.parent_id
     if known is not None and parent is not None and known != parent and level.shard_id == 0:
         meta.moved(parent, level.resource, cascade)
+
+
+def raise_if_known_exhausted(state: RepoState, levels: Sequence[Level], now_ms: int) -> None:
+    rejections = []
+    for lv in levels:
+        rejected = local_rejection(state, lv, now_ms)
+        if rejected is not None:
+            rejections.append(rejected)
+    if rejections:
+        raise exceeded(rejections)
+
+
+def exceeded(rejections: Sequence[Rejected]) -> RateLimitExceeded:
+    violations = [v for r in rejections for v in r.violations]
+    return RateLimitExceeded(violations, max(r.retry_after_ms for r in rejections) / 1000)

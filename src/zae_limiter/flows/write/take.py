@@ -135,7 +135,16 @@ def _write(
     this client's memory), and when it was taken."""
     confirmed, since = seen
     meta = state.entities.get(level.entity_id)
-    reset = meta is not None and meta.shards.needs_reset((level.resource, level.shard_id), now_ms)
+    where = (level.resource, level.shard_id)
+    start = None if meta is None else meta.shards.starts.get(where)
+    # A window younger than WINDOW_MS is never restarted (`needs_reset`): asked of its
+    # start first, since nearly every write lands in a young window.
+    reset = (
+        meta is not None
+        and start is not None
+        and now_ms - start >= keys.WINDOW_MS
+        and meta.shards.needs_reset(where, now_ms)
+    )
     wanted = _pending_doubling(state, level) if meta is not None and meta.shards.wanted else None
     # The first write from memory is a guess; the ones after it come from DynamoDB.
     for attempt in range(MAX_WRITE_ATTEMPTS + (0 if confirmed else 1)):
@@ -157,7 +166,8 @@ def _write(
             level = _with_shard_count(level, bucket)
         elif meta is not None and meta.shards.counts.get(level.resource, 1) > bucket.shard_count:
             bucket = _at_known_count(state, level, bucket)  # a doubling this client knows of
-        needed = sessions.unjoined(level, bucket, now_ms)
+        # Only a shard k >= 1 joins shard 0's sessions (`sessions.unjoined`).
+        needed = sessions.unjoined(level, bucket, now_ms) if level.shard_id else ()
         if needed:
             joining = yield from sessions.joined(state, level, needed, now_ms)
             if joining is None:  # no session open: shard 0 opens it with this take

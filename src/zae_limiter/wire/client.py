@@ -1,4 +1,4 @@
-"""What the sync and the async lean client share: building and reading one call.
+"""The lean clients, sync and async, and what they share: building and reading one call.
 
 Both borrow from the regular client they stand in for: its endpoint, region, credentials
 (the same object, so refreshing and every source of botocore's chain work), its HTTP
@@ -7,10 +7,17 @@ timeouts, proxies, TLS verification and CA bundle), its event system and its exc
 classes. What they skip is the generic machinery: user-agent assembly, parameter
 validation and model-driven serialization and parsing, the retry handler (the library
 makes one attempt per call anyway) and the signer's generic canonicalisation.
+
+`SyncLeanClient` (boto3: our keep-alive sockets, or the client's urllib3 session when a
+proxy applies) and `AsyncLeanClient` (aiobotocore: our asyncio connections, or the
+client's aiohttp session) are twins that differ where one awaits, and in the async
+call's `deadline`; `tests/integration/test_faces.py` holds them to the same methods.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
 from collections.abc import Collection
 from typing import Any
@@ -22,8 +29,9 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.handlers import add_recursion_detection_header, inject_api_version_header_if_needed
 
 from zae_limiter.wire import protocol
+from zae_limiter.wire.async_transport import AsyncTransport
 from zae_limiter.wire.protocol import Credentials, Signer, amz_date
-from zae_limiter.wire.transport import Endpoint
+from zae_limiter.wire.transport import Endpoint, SyncTransport
 
 SERVICE = "dynamodb"
 
@@ -124,8 +132,7 @@ class LeanBase:
         self._service_model = model
         #: operation -> its request headers, copied for each call (handlers may add some)
         self.headers = {
-            op: protocol.request_headers(op, self.user_agent)
-            for op in protocol.OPERATIONS.values()
+            op: protocol.request_headers(op, self.user_agent) for op in protocol.OPERATIONS.values()
         }
 
     def endpoint(self, connect: float | None, read: float | None) -> Endpoint:
@@ -204,3 +211,171 @@ class LeanResponse:
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", "replace")
+
+
+class SyncLeanClient(LeanBase):
+    """`update_item`, `put_item`, `get_item`, `batch_get_item` with boto3's results and
+    errors; `before-call`, `before-send` and `after-call` handlers fire as on the client."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        timeout = self.session._timeout
+        endpoint = self.endpoint(timeout.connect_timeout, timeout.read_timeout)
+        self.transport = SyncTransport(endpoint) if endpoint.direct else None
+
+    def send(self, prepared: Any) -> Any:
+        if self.transport is None:
+            return self.session.send(prepared)
+        status, headers, content = self.transport.send(prepared.headers, prepared.body)
+        return LeanResponse(self.url, status, headers, content)
+
+    def before_call(self, operation: str, request: dict[str, Any]) -> Any:
+        """Run `before-call`; a handler's answer `(http, parsed)`, or None."""
+        name = self.event_names[operation][0]
+        kwargs = {"model": self.models[operation], "params": request, "request_signer": None}
+        direct = self.hooks.direct(name)
+        if direct is None:
+            return self.events.emit_until_response(name, context=request["context"], **kwargs)[1]
+        for handler in direct:  # botocore's defaults: they never answer
+            handler(event_name=name, context=request["context"], **kwargs)
+        return None
+
+    def exchange(self, operation: str, request: dict[str, Any]) -> tuple[int, Any, dict[str, Any]]:
+        """Sign and send; the status, the HTTP response (None when no `after-call`
+        handler needs one) and the parsed body."""
+        headers = self.sign(request, self.credentials.get_frozen_credentials())
+        _, before_send, after_call = self.event_names[operation]
+        hooks = self.hooks
+        if self.transport is not None and hooks.silent(before_send):
+            status, got, content = self.transport.send(headers, request["body"])
+            parsed = self.read_own(status, got, content)
+            if hooks.silent(after_call):
+                return status, None, parsed
+            return status, LeanResponse(self.url, status, got, content), parsed
+        prepared = self.prepared(headers, request["body"])
+        _, http = self.events.emit_until_response(before_send, request=prepared)
+        if http is None:
+            http = self.send(prepared)
+        return http.status_code, http, self.read(http.status_code, http.headers, http.content)
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        request = self.build(operation, params)
+        answer = self.before_call(operation, request)
+        if answer is not None:  # a handler answered instead of DynamoDB
+            http, parsed = answer
+            status = http.status_code
+        else:
+            status, http, parsed = self.exchange(operation, request)
+            if http is None:  # `result` of an answer that is no error, without the call
+                return parsed if status < 300 else self.result(operation, status, parsed)
+        self.events.emit(
+            self.event_names[operation][2],
+            http_response=http,
+            parsed=parsed,
+            model=self.models[operation],
+            context=request["context"],
+        )
+        return parsed if status < 300 else self.result(operation, status, parsed)
+
+    def update_item(self, **params: Any) -> dict[str, Any]:
+        return self.call("UpdateItem", params)
+
+    def put_item(self, **params: Any) -> dict[str, Any]:
+        return self.call("PutItem", params)
+
+    def get_item(self, **params: Any) -> dict[str, Any]:
+        return self.call("GetItem", params)
+
+    def batch_get_item(self, **params: Any) -> dict[str, Any]:
+        return self.call("BatchGetItem", params)
+
+
+class AsyncLeanClient(LeanBase):
+    """The async twin of `SyncLeanClient`, differing where it awaits, and in `deadline`."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        timeout = self.session._timeout  # aiohttp.ClientTimeout
+        endpoint = self.endpoint(timeout.sock_connect, timeout.sock_read)
+        self.transport = AsyncTransport(endpoint) if endpoint.direct else None
+
+    async def send(self, prepared: Any) -> Any:
+        if self.transport is None:
+            return await self.session.send(prepared)
+        status, headers, content = await self.transport.send(prepared.headers, prepared.body)
+        return LeanResponse(self.url, status, headers, content)
+
+    async def before_call(self, operation: str, request: dict[str, Any]) -> Any:
+        """Run `before-call`; a handler's answer `(http, parsed)`, or None."""
+        name = self.event_names[operation][0]
+        kwargs = {"model": self.models[operation], "params": request, "request_signer": None}
+        direct = self.hooks.direct(name)
+        if direct is None:
+            _, answer = await self.events.emit_until_response(
+                name, context=request["context"], **kwargs
+            )
+            return answer
+        for handler in direct:  # botocore's defaults: plain functions that never answer
+            handler(event_name=name, context=request["context"], **kwargs)
+        return None
+
+    async def exchange(
+        self, operation: str, request: dict[str, Any], deadline: float | None
+    ) -> tuple[int, Any, dict[str, Any]]:
+        """Sign and send; the status, the HTTP response (None when no `after-call`
+        handler needs one) and the parsed body. `deadline`: loop time, or None."""
+        headers = self.sign(request, await self.credentials.get_frozen_credentials())
+        _, before_send, after_call = self.event_names[operation]
+        hooks = self.hooks
+        if self.transport is not None and hooks.silent(before_send):
+            status, got, content = await self.transport.send(headers, request["body"], deadline)
+            parsed = self.read_own(status, got, content)
+            if hooks.silent(after_call):
+                return status, None, parsed
+            return status, LeanResponse(self.url, status, got, content), parsed
+        prepared = self.prepared(headers, request["body"])
+        async with asyncio.timeout_at(deadline):  # handlers and the session: not our timer
+            _, http = await self.events.emit_until_response(before_send, request=prepared)
+            if http is None:
+                http = await self.send(prepared)
+            content = http.content
+            if inspect.isawaitable(content):
+                content = await content
+        return http.status_code, http, self.read(http.status_code, http.headers, content)
+
+    async def call(
+        self, operation: str, params: dict[str, Any], deadline: float | None = None
+    ) -> dict[str, Any]:
+        """One call. `deadline`: seconds from now by which it must end, else the builtin
+        `TimeoutError` (the connection it used is closed); the client's read timeout
+        still raises botocore's `ReadTimeoutError`."""
+        at = None if deadline is None else asyncio.get_running_loop().time() + deadline
+        request = self.build(operation, params)
+        answer = await self.before_call(operation, request)
+        if answer is not None:  # a handler answered instead of DynamoDB
+            http, parsed = answer
+            status = http.status_code
+        else:
+            status, http, parsed = await self.exchange(operation, request, at)
+            if http is None:  # `result` of an answer that is no error, without the call
+                return parsed if status < 300 else self.result(operation, status, parsed)
+        await self.events.emit(
+            self.event_names[operation][2],
+            http_response=http,
+            parsed=parsed,
+            model=self.models[operation],
+            context=request["context"],
+        )
+        return parsed if status < 300 else self.result(operation, status, parsed)
+
+    async def update_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("UpdateItem", params)
+
+    async def put_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("PutItem", params)
+
+    async def get_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("GetItem", params)
+
+    async def batch_get_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("BatchGetItem", params)
