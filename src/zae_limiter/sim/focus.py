@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.foci import reserves, simm3
+from zae_limiter.sim.foci import reserves, sessions, simm3
 from zae_limiter.sim.foci.shards import merges, shards
 from zae_limiter.sim.spec import WorldSpec
 
@@ -30,6 +30,7 @@ BANDS: dict[str, tuple[int, int]] = {
     "quota-reset": (27, 34),
     "stale-reserve": (0, 6),
     "give-back": (6, 10),
+    "sessions": (34, 40),  # sim/foci/sessions.py
 }
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
@@ -41,6 +42,7 @@ SHAPERS: dict[str, Shaper] = {
     "quota-reset": simm3.quota_reset,
     "stale-reserve": reserves.stale_reserve,
     "give-back": reserves.give_back,
+    "sessions": sessions.sessions,
 }
 
 
