@@ -35,6 +35,25 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
 
+class Tables:
+    """Where a test's tables live: in-process moto (no endpoint, inside `mock_aws`) or an
+    engine on loopback, so one test body runs on both (the `tables` fixture; an engine
+    module overrides it with its endpoint)."""
+
+    def __init__(self, endpoint_url: str | None) -> None:
+        self.endpoint_url = endpoint_url
+
+    def open(self, name: str, **kwargs: Any) -> Any:
+        from zae_limiter import SyncRepository
+
+        return SyncRepository.open(name=name, endpoint_url=self.endpoint_url, **kwargs)
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("dynamodb", region_name="us-east-1", endpoint_url=self.endpoint_url)
+
+
 class Clock:
     """Milliseconds that only move when a test says so."""
 
@@ -74,6 +93,15 @@ def moto_http() -> Iterator[str]:
 @pytest.fixture
 def table_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def tables() -> Iterator[Tables]:
+    """Tables in in-process moto; `tests/engine/` modules override it with DynamoDB Local."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield Tables(None)
 
 
 class Api:

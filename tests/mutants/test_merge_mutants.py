@@ -1,7 +1,8 @@
 """Mutants of the aggregator's merge (aggregator/merge.py): each breaks one rule of how
 a halving counts the shards a doubling made room for and no acquire has made yet, and
 shows the guarantee's test (tests/integration/test_aggregator.py, on moto) fails on it.
-The simulator finds the first two as well (tests/sim/sim_mutants.py).
+The simulator finds the first and the third as well (tests/sim/sim_mutants.py;
+the second no schedule can reach, docs/guarantees.md).
 
 - an unmade shard counted as full (seed 455: the merge created tokens);
 - the receivers' split snapshots left as they were: read at the halved count, a

@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from tests.conftest import Api, Clock
+from tests.conftest import Api, Clock, Tables
 from tests.integration import test_quota_boundary as boundary
 from tests.integration import test_quota_reserves as quota_reserves
 from tests.integration import test_quota_reset as quota_reset
@@ -249,10 +249,14 @@ def test_session_shard_test_catches_a_shard_that_opens_its_own_session(
         must_fail(session_shards.test_every_shard_shares_the_session_the_first_take_opened, sharded)
 
 
-def test_split_session_test_catches_fractions_left_where_they_fall(table_name: str) -> None:
+def test_split_session_test_catches_fractions_left_where_they_fall(
+    table_name: str, tables: Tables
+) -> None:
     with mutant(fractions_module, "fractions_of", lambda *args: {}), _without_gather():
         must_fail(
-            session_shards.test_a_split_session_quota_admits_exactly_its_allowance, table_name
+            session_shards.test_a_split_session_quota_admits_exactly_its_allowance,
+            table_name,
+            tables,
         )
 
 
@@ -281,18 +285,23 @@ def full_at_now(stored: Any, _count: int, now_ms: int) -> int:
     return int(now_ms * stored.refill_amount_milli)
 
 
-def test_reset_test_catches_a_calendar_quota_reset_as_a_rate(table_name: str) -> None:
+def test_reset_test_catches_a_calendar_quota_reset_as_a_rate(
+    table_name: str, tables: Tables
+) -> None:
     with mutant(controls_module, "full_now", full_at_now):
-        must_fail(quota_reset.test_a_reset_calendar_quota_is_whole_until_its_window_ends,
-                  table_name)  # fmt: skip
+        must_fail(
+            quota_reset.test_a_reset_calendar_quota_is_whole_until_its_window_ends,
+            table_name,
+            tables,
+        )
 
 
-def test_reset_test_catches_a_session_opened_by_a_reset(table_name: str) -> None:
-    with mutant(controls_module, "full_now", full_at_now), mock_aws():
+def test_reset_test_catches_a_session_opened_by_a_reset(table_name: str, tables: Tables) -> None:
+    with mutant(controls_module, "full_now", full_at_now):
         clock = Clock(quota_reset.T0)
-        limiter = quota_reset.make_limiter(table_name, clock, quota_reset.SESSION)
+        limiter = quota_reset.make_limiter(tables, table_name, clock, quota_reset.SESSION)
         clock.now_ms = quota_reset.T0 + 1_000
-        quota_reset.made_on_four_shards(limiter, table_name)
+        quota_reset.made_on_four_shards(tables, limiter, table_name)
         try:
             must_fail(
                 quota_reset.test_a_reset_session_quota_has_no_session_until_the_next_take,

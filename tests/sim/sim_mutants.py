@@ -274,6 +274,11 @@ FIRST_FAILING: Mapping[str, int] = {
     # The seed that found it (shards focus): seeds below it were searched under other
     # mutants before the fix, not under this one.
     "drained-shard-taken": 7808,
+    # The merges focus (sim/foci/shards.py `merges`): a 2 -> 1 merge read shard 1
+    # unmade, and the burst's first acquire made it and took 4 tokens before the
+    # transaction. 804 (a shards world) until this round's throttling changes moved it;
+    # not found in 10,000 seeds from then until the merges focus.
+    "merge-without-unmade-check": 8126,
     # A quota-reset world (sim/foci/simm3.py): a reserve held at the reset, spent after
     # it, in a window that then binds (not found in 10,000 seeds before that focus).
     "reserve-survives-a-reset": 434,
@@ -318,33 +323,31 @@ NOT_FOUND: Mapping[str, int] = {
     # tests/mutants/test_exactness_mutants.py catches it on DynamoDB Local; not the
     # stale-reserve focused worlds of 0..9,999 either.
     "bound-keeps-nothing-behind": 10_000,
-    # Its moto test catches it (tests/mutants/test_merge_mutants.py): it needs an unmade
-    # shard below the halved count, which no schedule of the library makes since a count
-    # is raised only once every shard below it is made (flows/scaling/made.py), and a
-    # merge plans only from shards at its count (aggregator/merge.py `_all_at`): a
-    # receiver's old snapshot is then read by nothing before its next raise takes a new
-    # one. Before `_all_at`, only a merge that read a shard before its raise was
-    # propagated could tell (merge-before-its-raise-propagated).
+    # Unreachable by any schedule (docs/guarantees.md gives the argument): a receiver's
+    # snapshot is read only for an unmade shard below the count, and a merge from N
+    # leaves none below N/2, since N was raised only once every shard below N/2 was
+    # made (flows/scaling/made.py; raise-over-unmade-shards) and a merge drains, never
+    # deletes; every later raise re-snapshots the shards it reaches, and a merge waits
+    # for that (aggregator/merge.py `_all_at`). Its moto test builds the state directly.
     "merge-keeps-old-snapshots": SEARCHED,
     # The fix of a merge read before a raise reached a shard (aggregator/merge.py
     # `_all_at`) reverted: its directed test on moto catches it; the shards focus showed
-    # the interleaving in a draft world's trace. Searched: the focus's seeds below this.
+    # the interleaving in a draft world's trace. Searched: the shards focus's seeds below
+    # this, and the 188 merges-focus seeds of 0..9,999 (docs/guarantees.md: the shape
+    # came once in 200 merges worlds, and created under a token there).
     "merge-before-its-raise-propagated": PROP_SEARCHED,
-    # 804 in the shards focus (an acquire makes shard 1 while the aggregator stalls after
-    # its merge read) until this round's throttling changes (a maybe-unmade shard read
-    # with its donors) moved the schedules. Searched again: 0..7,807 before the
-    # drained-shard fix (7,808 failed on the real code then), 7,808..9,999 after it.
-    "merge-without-unmade-check": 10_000,
-    # In session quota worlds: 0..2,908 searched (seed 2,909, a calendar world, fails on
-    # the real code too: a fraction of a token left on a shard, docs/simulator.md). Their
+    # In session quota worlds: 0..2,908 searched (seed 2,909, a calendar world, failed on
+    # the real code too: fractions of a token left on shards, since gathered by a take,
+    # flows/scaling/gather.py; docs/simulator.md). Their
     # tests on moto catch each (tests/mutants/test_quota_mutants.py): a session on several
     # shards needs a doubling, and a reserve held at a session's end and spent after it.
     "shard-opens-its-own-session": 2_909,
     "reserve-blind-to-session-end": 2_909,
     # In quota worlds. Seed 5,427 failed under it until main's split fractions moved that
     # schedule. With the operator focus (sim/foci/simm3.py: deletions while clients shard,
-    # in quota worlds) no seed of 0..2,908 fails; 2,909 (an unfocused world) fails on the
-    # real code too ("a token out of reach", open). tests/mutants/test_delete_fence_mutants.py
+    # in quota worlds) no seed of 0..2,908 fails; 2,909 (an unfocused world) failed on the
+    # real code too ("a token out of reach": fixed, flows/scaling/gather.py; the search
+    # goes on from there). tests/mutants/test_delete_fence_mutants.py
     # catches each half on moto.
     "deletion-fence-reverted": 2_909,
 }

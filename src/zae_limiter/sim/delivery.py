@@ -85,7 +85,7 @@ class Delivery(Machine):
                 return
             self._answer(thread, p.index, _unavailable("read timeout", "ReadTimeoutError"))
             return
-        if self.spec.focus == "shards":
+        if self.spec.focus in shards_focus.STALLING:
             shards_focus.stall_after_read(self, thread, p.call)
         self._answer(thread, p.index, outcome)
 

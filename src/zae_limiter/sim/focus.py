@@ -19,12 +19,13 @@ from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
 from zae_limiter.sim.foci import reserves, simm3
-from zae_limiter.sim.foci.shards import shards
+from zae_limiter.sim.foci.shards import merges, shards
 from zae_limiter.sim.spec import WorldSpec
 
 #: Out of 100; a focus's band [low, high) of `focus_of`'s draw.
 BANDS: dict[str, tuple[int, int]] = {
-    "shards": (10, 20),  # sim/foci/shards.py
+    "shards": (10, 18),  # sim/foci/shards.py
+    "merges": (18, 20),  # sim/foci/shards.py
     "operator": (20, 27),
     "quota-reset": (27, 34),
     "stale-reserve": (0, 6),
@@ -35,6 +36,7 @@ BANDS: dict[str, tuple[int, int]] = {
 Shaper = Callable[[WorldSpec, Choices], WorldSpec]
 SHAPERS: dict[str, Shaper] = {
     "shards": shards,
+    "merges": merges,
     "operator": simm3.operator,
     "quota-reset": simm3.quota_reset,
     "stale-reserve": reserves.stale_reserve,

@@ -16,6 +16,9 @@ Two ways an entity comes to be sharded, one drawn per world:
 In both, the aggregator may stall between a read and the write it decides (a slow
 Lambda invocation; `stall_after_read`), so that acquires land in between: a shard made
 after a merge read it as unmade, a count propagated before the merge's transaction.
+
+The "merges" focus (`merges`, its own band) narrows this to the schedule a merge's
+check that unmade shards are still unmade exists for: see its docstring.
 """
 
 from __future__ import annotations
@@ -38,12 +41,27 @@ from zae_limiter.sim.spec import (
 #: Per thousand aggregator reads, and how long the stall lasts (ms).
 STALL_PER_MILLE = 700
 STALL_MS = (50, 300, 1500)
+#: In the "merges" focus: a read answered, then the write a few ms later (one round
+#: trip and the planning), during which a burst's next acquire or two land.
+MERGE_STALL_MS = (2, 5, 10, 20)
+#: The foci whose aggregator may stall after a read.
+STALLING = frozenset({"shards", "merges"})
 #: Faults that lose tokens by design (sim/run.py LOSING).
 LOSING = (kinds.LOST, kinds.LATE, kinds.CRASH, kinds.PAUSE)
+#: Faults that widen the checker's allowance or reset its ideal bucket: none in the
+#: "merges" focus.
+WIDENING = (*LOSING, kinds.JUMP, kinds.DELETE, kinds.LIMITS, kinds.MIGRATION)
 SHAPES: tuple[dict[str, str | None], ...] = (
     {"parent": None, "child": "parent"},
     {"parent": None, "c1": "parent", "c2": "parent"},
     {"e1": None, "e2": None, "e3": None},
+)
+#: The "merges" focus's entities: mostly one, so a burst's acquires meet the merge.
+MERGE_SHAPES: tuple[dict[str, str | None], ...] = (
+    {"e1": None},
+    {"e1": None},
+    {"e1": None, "e2": None},
+    {"parent": None, "child": "parent"},
 )
 
 
@@ -92,6 +110,38 @@ def shards(spec: WorldSpec, c: Choices) -> WorldSpec:
     return replace(spec, clients=clients, faults=FaultRates(rates), tempo=tempo)
 
 
+def merges(spec: WorldSpec, c: Choices) -> WorldSpec:
+    """The "merges" focus: mostly one entity, doubled by refusals (throttles that name
+    the partition), in bursts between idles, with the aggregator on every few records:
+    an entity is now and then left quiet with a shard its doubling made room for and no
+    acquire has made yet, and merged as the next burst starts, while the aggregator
+    takes a few ms between its read and its transaction (`stall_after_read`) and the
+    burst's first acquire makes that shard. One or two clients of one thread each (more
+    acquires at once would write the shards the merge read, which cancels it), no
+    reserves (they keep an entity from merging), a limit that does not refill, no
+    adjustments, and none of the faults that widen the checker's allowance or restart
+    its ideal bucket: a token counted twice shows."""
+    if spec.limits[0].window is not None:
+        # Quota worlds keep theirs (with the stalls): a merge leaves a quota alone.
+        return spec
+    entities = dict(c.pick(MERGE_SHAPES))
+    limit = Limit.custom("rpm", c.between(60, 240), 1, YEAR_S)
+    spec = replace(spec, limits=(limit,), entities=entities, skew_ms=0)
+    clients = []
+    for i in range(c.between(1, 2)):
+        base = spec.clients[i] if i < len(spec.clients) else spec.clients[0]
+        ops = tuple(
+            replace(draw_op(c, spec.leaves, spec.limits, True), adjust={})
+            for _ in range(c.between(30, 60))
+        )
+        clients.append(replace(base, name=f"c{i}", partition_wcu=1000, offset_ms=0,
+                               threads=1, ops=ops, reserve=False))  # fmt: skip
+    rates = {k: v for k, v in spec.faults.rates.items() if k not in WIDENING}
+    rates[kinds.THROTTLED] = 200
+    rates[kinds.AGGREGATE] = 1000
+    return replace(spec, clients=tuple(clients), faults=FaultRates(rates), tempo="bursty")
+
+
 def stall_after_read(world: Any, thread: Any, call: Any) -> None:
     """The aggregator stalls after a read is answered, before the write it decides: its
     process is frozen (`paused_until`) while the clients go on. Drawn only in this focus's
@@ -100,6 +150,6 @@ def stall_after_read(world: Any, thread: Any, call: Any) -> None:
         return
     if call.op != "batch_get_item" or not world.c.chance(STALL_PER_MILLE):
         return
-    ms = world.c.pick(STALL_MS)
+    ms = world.c.pick(STALL_MS if world.spec.focus == "shards" else MERGE_STALL_MS)
     thread.client.paused_until = world.true_ms + ms
     world.trace.note(world.true_ms, f"aggregator stalls {ms} ms after its read")
