@@ -12,8 +12,9 @@ from zae_limiter.flows.reserves.settings import ReserveSettings
 from zae_limiter.sim import focus
 from zae_limiter.sim.backends import engine_backend
 from zae_limiter.sim.choices import Choices
+from zae_limiter.sim.foci.reserves import WATCHER_HOLDS_MS
 from zae_limiter.sim.run import run_schedule
-from zae_limiter.sim.spec import OPERATOR_KINDS, YEAR_S, draw_world
+from zae_limiter.sim.spec import BACKGROUND_KINDS, OPERATOR_KINDS, YEAR_S, draw_world
 
 
 @pytest.fixture(autouse=True)
@@ -34,15 +35,25 @@ def test_each_focus_owns_its_band_of_seeds() -> None:
 @pytest.mark.parametrize("seed", _seeds("stale-reserve", 5))
 def test_a_stale_reserve_world_has_a_fleet_and_watchers(seed: int) -> None:
     spec = run_schedule(seed, engine_backend).spec
-    assert spec.focus == "stale-reserve" and spec.tempo == "lulls"
+    assert spec.focus == "stale-reserve" and spec.tempo == "bursts"
     (limit,) = spec.limits
     assert limit.refill_period_seconds in (YEAR_S, 600, 3600)
     fleet = [cl for cl in spec.clients if isinstance(cl.reserve, ReserveSettings)]
     watchers = [cl for cl in spec.clients if cl.reserve is False]
     assert 1 <= len(fleet) <= 2 and len(watchers) == 1
     assert all(cl.speculative for cl in spec.clients)
-    assert not set(spec.faults.rates) & set(OPERATOR_KINDS)
+    assert not set(spec.faults.rates) & {*OPERATOR_KINDS, *BACKGROUND_KINDS}
     assert all(rate <= 30 for rate in spec.faults.rates.values())
+    # A bucket the fleet nearly uses up (60-110% of what it asks for at most)...
+    asked = sum(sum(op.consume.values()) for cl in fleet for op in cl.ops)
+    assert 30 <= limit.capacity <= 8 * 15 * 2 * 1.1
+    assert asked <= 4 * limit.capacity  # never a small share of it
+    # ...and a watcher with large calls, at times long ones (it keeps its image).
+    (watcher,) = watchers
+    assert all(op.consume[limit.name] >= max(1, limit.capacity // 10) for op in watcher.ops)
+    assert all(op.consume[limit.name] <= max(1, limit.capacity // 2) for op in watcher.ops)
+    assert watcher.holds_ms == WATCHER_HOLDS_MS and max(watcher.holds_ms) >= 2 * 20_000
+    assert all(cl.holds_ms == () for cl in fleet)
 
 
 @pytest.mark.parametrize("seed", _seeds("give-back", 5))
@@ -59,6 +70,7 @@ def test_a_seed_outside_every_band_keeps_its_world() -> None:
     seed = next(s for s in range(100) if focus.focus_of(s) is None)
     drawn = draw_world(Choices(seed))
     assert run_schedule(seed, engine_backend).spec == drawn
+    assert all(cl.holds_ms == () for cl in drawn.clients)  # the world's own holds
 
 
 def test_a_focused_seed_replays_alike_from_its_stream() -> None:

@@ -101,6 +101,20 @@ def test_quota_seeds_of_a_fraction_not_moved_pass(seed: int) -> None:
     assert not outcome.failed, [str(v) for v in outcome.violations]
 
 
+#: Seed 2909 (quota worlds): fractions of a calendar quota left on several shards (a
+#: split's, moved to shard 0 by no one: the aggregator told the donors the count), which
+#: no single take could spend. A refusal now reads the siblings and moves what one shard
+#: lacks onto it (flows/scaling/gather.py); the checker probes that the last whole token
+#: over the shards is admitted (sim/reach.py).
+FRACTION_SEEDS = (2909,)
+
+
+@pytest.mark.parametrize("seed", FRACTION_SEEDS)
+def test_quota_seeds_of_fractions_out_of_reach_pass(seed: int) -> None:
+    outcome = run_schedule(seed, engine_backend, quotas=True)
+    assert not outcome.failed, [str(v) for v in outcome.violations]
+
+
 #: Seeds the wider search found (docs/simulator.md, "What it found"): 10367, a count
 #: raised over an unmade shard (fixed: flows/scaling/made.py); 7990, liveness judged
 #: before a drained shard counted again by a re-doubling could refill (the checker's

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.foci import reserves, simm3
+from zae_limiter.sim.foci import reserves, sessions, simm3
 from zae_limiter.sim.foci.shards import merges, shards
 from zae_limiter.sim.spec import WorldSpec
 
@@ -30,6 +30,7 @@ BANDS: dict[str, tuple[int, int]] = {
     "quota-reset": (27, 34),
     "stale-reserve": (0, 6),
     "give-back": (6, 10),
+    "sessions": (34, 40),  # sim/foci/sessions.py
 }
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
@@ -41,6 +42,7 @@ SHAPERS: dict[str, Shaper] = {
     "quota-reset": simm3.quota_reset,
     "stale-reserve": reserves.stale_reserve,
     "give-back": reserves.give_back,
+    "sessions": sessions.sessions,
 }
 
 
@@ -49,7 +51,7 @@ SHAPERS: dict[str, Shaper] = {
 #: their draw falls in.
 KEPT = frozenset(
     {0, 4, 16, 18, 29, 72, 74, 77, 92, 463, 534, 551, 903, 1065, 1288, 1418, 1547, 1728,
-     2917, 3208, 3746, 4330, 4661, 4869, 5427, 5740, 6522, 7990, 8069, 10367, 12166, 12877,
+     2909, 2917, 3208, 3746, 4330, 4661, 4869, 5427, 5740, 6522, 7990, 8069, 10367, 12166, 12877,
      13104, 13701}
 )  # fmt: skip
 

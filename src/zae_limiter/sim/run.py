@@ -19,6 +19,7 @@ from zae_limiter.sim import focus, operator
 from zae_limiter.sim.background import Admin, aggregator_config
 from zae_limiter.sim.checker import Checker, Violation
 from zae_limiter.sim.choices import Choices
+from zae_limiter.sim.reach import within_reach
 from zae_limiter.sim.regions import Replication
 from zae_limiter.sim.spec import (
     AGGREGATE,
@@ -203,6 +204,7 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
     checker = world.checker
     now = world.true_ms
     lossless = not recovered and not LOSING & set(world.counts.faults)
+    _tokens_at(world, state, recovered, now)
     for entity in world.spec.entities:
         shards = world.settle_all(read.read_shards(state, entity, RESOURCE))
         offered = world.settle_all(
@@ -225,6 +227,18 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
             if recovered and limit.refill_period_seconds != YEAR_S and limit.window is None \
                     and not changed:  # fmt: skip
                 _came_back(checker, entity, limit, shards, now)
+
+
+def _tokens_at(world: World, state: RepoState, recovered: bool, now: int) -> None:
+    """First, every calendar quota's last tokens are within reach (sim/reach.py), where
+    the limits are the world's (an operator's change is followed by the next write)."""
+    if recovered:
+        return
+    for entity in world.spec.entities:
+        for limit in world.spec.limits:
+            calendar = limit.window is not None and limit.window.cron is not None
+            if calendar and entity not in world.checker.changed:
+                within_reach(world, state, entity, limit, now)
 
 
 def _kept(shards: Any, limit: Any, now: int) -> int:

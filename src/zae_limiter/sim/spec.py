@@ -70,6 +70,9 @@ class ClientSpec:
     inline_limits: bool
     #: The region whose engine it talks to ("": the world's only or first one).
     region: str = ""
+    #: How long the user's code holds each lease (ms), one drawn per acquire; () for
+    #: the world's own (`HOLDS_MS`). A focus may give a client long calls (sim/foci).
+    holds_ms: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +126,14 @@ TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
     # left out expire) and end within a config cache's minute (clients come back
     # planning from their images).
     "lulls": ((65, 1, 20), (20, 2_000, 4_000), (15, 21_000, 55_000)),
+    # Focused worlds only (sim/foci/reserves.py): bursts between pauses of 2-4 s, never
+    # longer: held counts expire only where every client waits (`World.step`).
+    "bursts": ((70, 1, 20), (30, 2_000, 4_000)),
 }
+
+
+#: How long the user's code holds a lease (ms), drawn per acquire (`World._start`).
+HOLDS_MS = (0, 0, 5, 200, 2500)
 
 
 #: Session lengths a quota world may draw (ms): shorter than a schedule's idles, about a

@@ -102,7 +102,7 @@ class World(Delivery):
         op = client.next_op()
         if op is None:
             return
-        hold = self.c.pick([0, 0, 5, 200, 2500])
+        hold = self.c.pick(client.spec.holds_ms or kinds.HOLDS_MS)
         program = acquire_program(client, op, hold, _Observer(self, client))
         self._spawn(client, program, f"acquire {op.entity} {op.consume}")
 

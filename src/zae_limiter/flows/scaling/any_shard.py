@@ -13,7 +13,7 @@ from zae_limiter.errors import SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Flow, pause
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.reserves import ops as reserve_ops
-from zae_limiter.flows.scaling import throttled
+from zae_limiter.flows.scaling import gather, throttled
 from zae_limiter.flows.scaling.doubling import double, may_double
 from zae_limiter.flows.scaling.evidence import REFUSAL_PROOF_MS, entity_evidence, refusals_prove
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
@@ -102,6 +102,9 @@ def take_any_shard(
                 raise RateLimiterUnavailable(
                     f"no shard of {level.entity_id}/{level.resource} could take the request"
                 )
+            if isinstance(outcome, Rejected) and gather.may_gather(state, level, outcome):
+                # A quota's tokens spread over the shards: moved where one take covers them.
+                return (yield from gather.gather(state, level, outcome, now_ms))
             return outcome
         shard = state.rng.choice(others)
         tries.tried.append(shard)

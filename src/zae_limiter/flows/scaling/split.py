@@ -16,7 +16,7 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.errors import CONCURRENT_CHANGE, SHARD_NOT_FOUND, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.scaling import fractions
+from zae_limiter.flows.scaling import fractions, sessions
 from zae_limiter.flows.write.levels import Level
 from zae_limiter.flows.write.memory import learn
 from zae_limiter.flows.write.plan import new_bucket
@@ -219,7 +219,7 @@ def _split_off(
         except RateLimiterUnavailable as error:
             if not error.throttled:
                 raise
-            return {limit.name: _empty(limit, count, now_ms) for limit in level.limits}
+            return {limit.name: _empty(limit, count, now_ms, donor) for limit in level.limits}
         seen = moved.attributes if moved.ok else moved.old
         if not seen:
             return None
@@ -231,9 +231,14 @@ def _split_off(
     return {limit.name: split_full_at(donor, limit, now_ms) for limit in level.limits}
 
 
-def _empty(limit: Limit, count: int, now_ms: int) -> int:
+def _empty(limit: Limit, count: int, now_ms: int, donor: BucketState) -> int:
+    """Empty, as of `now_ms`; a session quota's empty in the session its donor is in
+    (shard 0's: every shard joins it), ending with it. Emptied from `now` it would open a
+    session of its own, still empty when shard 0's next one opens and whole again in
+    its middle (simulator seed 195 of the sessions focus: a token created)."""
     cfg = stored_config(limit)
-    return cfg.with_tokens(0, now_ms, count)
+    start = sessions.open_start(donor, limit, now_ms) if sessions.is_session(limit) else None
+    return cfg.with_tokens(0, now_ms if start is None else start, count)
 
 
 def _uncounted(bucket: BucketState, parts: dict[str, int]) -> dict[str, LimitState]:
