@@ -11,9 +11,10 @@ import random
 from typing import Any
 
 from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
-from zae_limiter.flows.acquire import acquire, compensate
+from zae_limiter.flows.acquire import acquire
 from zae_limiter.flows.context import RepoState
 from zae_limiter.flows.offpath import read
+from zae_limiter.flows.reserves.ops import compensate
 from zae_limiter.flows.write.shares import current
 from zae_limiter.repository import _state
 from zae_limiter.sim.spec import RESOURCE
