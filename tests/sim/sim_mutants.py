@@ -159,6 +159,15 @@ def _give_all(_stored: Any, window: int, amount: int) -> tuple[int, int]:
     return amount, window
 
 
+def _again_in_place(state: Any, taken: Any, delta: Any, now_ms: int, windows: Any) -> Any:
+    """A lease end's charge sent again to the shard it took from, drained or not (the fix
+    of seed 4098 reverted)."""
+    where = (taken.entity_id, taken.resource, taken.shard_id)
+    return lambda seen: charge_module.charge_write(
+        state, where, taken.limits, delta, now_ms, seen, windows=windows
+    )
+
+
 MUTANTS: Mapping[str, Mutant] = {
     "bound-keeps-nothing-behind": lambda: mutant_wrapping(
         plan_module, "_limit_write", exactness._bound_keeps_nothing_behind
@@ -224,6 +233,7 @@ MUTANTS: Mapping[str, Mutant] = {
     # A take that finds its shard drained by a merge (count at or below its id) taken
     # from anyway, at the count it records (the fix of seeds 7808 and 8545 reverted).
     "drained-shard-taken": lambda: mutant(take_module, "_drained", lambda *_: False),
+    "drained-shard-charged": lambda: mutant(charge_module, "_again", _again_in_place),
     # Issue 35's fix reverted: a raise back over a shard a merge drained leaves it as an
     # item (flows/scaling/made.py without its deletion), counted as it refilled.
     "raise-over-a-drained-shard": merges.drained_kept,
@@ -309,6 +319,24 @@ FIRST_FAILING: Mapping[str, int] = {
     # Quota worlds, `sessions` focus (sim/foci/sessions.py), hot partitions: a session
     # quota sharded within its first session, its shards taken in the sessions after.
     "shard-opens-its-own-session": 19,
+    # A `shards` focused world, the seed that found it on the real code: a lease taken
+    # from shard 1 of `c2` and `parent` ended with an adjustment up 51 s later, after a
+    # 2 -> 1 merge had drained both; its retry, planned from ALL_OLD, charged the drained
+    # and refilled shards (4 tokens ahead of the ideal bucket).
+    "drained-shard-charged": 4098,
+    # Re-measured after issue 35's read before a raise (one round trip more before a raise
+    # from one shard) moved every schedule that doubles; the real code run on each seed
+    # that failed under the mutant. Every seed searched: 804 (was 1,436); 4,135 (was 1,999;
+    # 4,098 failed on the real code then, the drained-shard charge).
+    "merge-takes-unmade-shards-as-full": 804,
+    "split-snapshot-not-rebased": 4135,
+    # The `shards` and `merges` foci's seeds searched (was 7,808).
+    "drained-shard-taken": 324,
+    # The `operator` focus's seeds searched (was 900).
+    "version-write-unconditioned": 707,
+    # The `merges` focus's seeds searched (was 8,126): a merge read shard 1 unmade and an
+    # acquire made it before the merge's transaction.
+    "merge-without-unmade-check": 9305,
 }
 #: Seeds 0 .. SEARCHED - 1 searched for the mutants measured last (the merge and the
 #: deletion fence), on a shared machine in the time there was.
@@ -316,6 +344,9 @@ SEARCHED = 1_200
 #: Seeds 0 .. PROP_SEARCHED - 1 searched for merge-before-its-raise-propagated (the shards
 #: focus's seeds only: it is new with this stop, and no other world merges over a raise).
 PROP_SEARCHED = 3_000
+
+#: Quota-world seeds 0 .. DELETION_SEARCHED - 1 searched for deletion-fence-reverted.
+DELETION_SEARCHED = 10_000
 
 #: Seeds 0 .. SEARCHED_35 - 1 searched for issue 35's two mutants.
 SEARCHED_35 = 250
@@ -347,34 +378,20 @@ NOT_FOUND: Mapping[str, int] = {
     # failed on it too; 5,532, a `shards` world, still does, "tokens created", open).
     # Its test on moto catches it (tests/mutants/test_quota_mutants.py).
     "reserve-blind-to-session-end": RESERVE_SEARCHED,
-    # Issue 35's read before a raise (shards 1..2N-1, and one round trip before a raise
-    # from one shard) moved every schedule that doubles: these four no longer fail at the
-    # seeds measured before it (merge-takes-unmade-shards-as-full 1,436, split-snapshot-
-    # not-rebased 1,999, drained-shard-taken 7,808, version-write-unconditioned 900), and
-    # were not searched again in the time there was (a search of all four from seed 0 was
-    # stopped short of 250 seeds on a machine at load 20+). Each has a directed test that
-    # catches it at once (docs/guarantees.md).
-    "merge-takes-unmade-shards-as-full": 0,
-    "split-snapshot-not-rebased": 0,
-    "drained-shard-taken": 0,
-    "version-write-unconditioned": 0,
-    # 8,126 on main (the merges focus, sim/foci/shards.py `merges`: a 2 -> 1 merge read
-    # shard 1 unmade, and the burst's first acquire made it and took 4 tokens before the
-    # transaction), found as issue 35's fix was merging: that read moved the schedule and
-    # the seed no longer fails under it; not searched again. Its moto test catches it.
-    "merge-without-unmade-check": 0,
-    # Quota worlds, measured on main as issue 35's fix was merging (deletion-fence-reverted
-    # 264, throttled-split-opens-a-session 195): its read before a raise moved those
-    # schedules and neither seed fails under its mutant now; not searched again. Their
-    # tests on moto catch each (tests/mutants/test_delete_fence_mutants.py, the session
-    # split's mutant test).
-    "deletion-fence-reverted": 0,
-    "throttled-split-opens-a-session": 0,
-    # Issue 35's own two, measured on the branch before it merged main's merges focus
-    # (seeds 0..SEARCHED_35 - 1, none failing): their directed tests catch each at once
-    # (tests/mutants/test_merge_mutants.py on moto, and on DynamoDB Local through
-    # tests/engine/test_redouble_engine.py; tests/mutants/test_raise_when_made_mutant.py).
-    "raise-over-a-drained-shard": SEARCHED_35,
+    # Quota worlds, `sessions` focus: none of its 597 worlds of 0..9,999 fails under it
+    # since issue 35's read before a raise moved the schedules (195 before). Its directed
+    # test catches it (tests/mutants/test_session_split_mutant.py).
+    "throttled-split-opens-a-session": 10_000,
+    # Quota worlds, every seed: searched again after issue 35's read moved 264, with the
+    # real code run on each failure (docs/simulator.md). Its moto tests catch each half.
+    "deletion-fence-reverted": DELETION_SEARCHED,
+    # The `shards` and `merges` foci's 928 worlds of 0..9,999 (seed 4,098 failed under it
+    # and on the real code then: the drained-shard charge, fixed since). Its directed test
+    # catches it (tests/mutants/test_merge_mutants.py on moto, DynamoDB Local through
+    # tests/engine/test_redouble_engine.py).
+    "raise-over-a-drained-shard": 10_000,
+    # Measured on its branch before it merged main's merges focus (seeds 0..SEARCHED_35 -
+    # 1, none failing); tests/mutants/test_raise_when_made_mutant.py catches it at once.
     "throttled-check-raises": SEARCHED_35,
 }
 

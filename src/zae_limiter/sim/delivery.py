@@ -5,6 +5,7 @@ held in flight; and what the table does that the checker must be told of.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -294,12 +295,29 @@ class Delivery(Machine):
     def _intended(self, tid: int, serial: int, key: str) -> None:
         """A write of a lease's end applied (maybe long after its run gave up on it)."""
         intents = self.intents.get((tid, serial))
-        intent = None if intents is None else intents.pop(key, None)
+        intent = None if intents is None else intents.pop(self._drained_from(key, intents), None)
         if intent is not None:
             self.checker.change(
                 intent.taken, intent.change, (self.true_ms, self.tick), intent.planned_ms
             )
             self.charged(key, intent.change)
+
+    def _drained_from(self, key: str, intents: Mapping[str, Any]) -> str:
+        """The intent a write to `key` carries: its own, or that of a shard a merge drained
+        into `key` since the lease's take (the charge follows the share to the receiver,
+        `flows/write/charge.py` `_again`)."""
+        if key in intents:
+            return key
+        ns, entity, resource, shard = keys.parse_bucket_pk(key)
+        for pk in intents:
+            other_ns, other, other_resource, drained = keys.parse_bucket_pk(pk)
+            if (other_ns, other, other_resource) != (ns, entity, resource) or drained <= shard:
+                continue
+            item = self.peek(pk)
+            count = keys.decode_bucket(item).shard_count if item else 0
+            if 1 <= count <= drained and drained % count == shard:
+                return pk
+        return key
 
     def _unmoved(self, key: str, made: Any, tid: int) -> None:
         """A shard k >= 1 made: its split sent a quota's fraction of a token to shard 0
