@@ -348,8 +348,6 @@ PROP_SEARCHED = 3_000
 #: Quota-world seeds 0 .. DELETION_SEARCHED - 1 searched for deletion-fence-reverted.
 DELETION_SEARCHED = 10_000
 
-#: Seeds 0 .. SEARCHED_35 - 1 searched for issue 35's two mutants.
-SEARCHED_35 = 250
 #: Seeds 0 .. RESERVE_SEARCHED - 1 of quota worlds searched for reserve-blind-to-session-end.
 RESERVE_SEARCHED = 6_000
 
@@ -390,9 +388,9 @@ NOT_FOUND: Mapping[str, int] = {
     # catches it (tests/mutants/test_merge_mutants.py on moto, DynamoDB Local through
     # tests/engine/test_redouble_engine.py).
     "raise-over-a-drained-shard": 10_000,
-    # Measured on its branch before it merged main's merges focus (seeds 0..SEARCHED_35 -
-    # 1, none failing); tests/mutants/test_raise_when_made_mutant.py catches it at once.
-    "throttled-check-raises": SEARCHED_35,
+    # Not in the `shards` and `merges` foci's 928 worlds of 0..9,999;
+    # tests/mutants/test_raise_when_made_mutant.py catches it at once.
+    "throttled-check-raises": 10_000,
 }
 
 def first_failing(
