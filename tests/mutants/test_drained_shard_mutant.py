@@ -14,3 +14,15 @@ from zae_limiter.flows.write import take as take_module
 def test_the_drained_shard_test_catches_a_take_on_the_drained_item() -> None:
     with mutant(take_module, "_drained", lambda *_: False):
         must_fail(takes.test_a_take_on_a_shard_a_merge_drained_goes_to_its_receiver)
+
+
+def test_the_drained_charge_test_catches_a_charge_on_the_drained_item() -> None:
+    """A lease end's charge sent again to the shard it took from after a merge drained
+    it (flows/write/charge.py `_again` reverted; the fault simulator's seed 4098, and
+    "drained-shard-charged" in tests/sim/sim_mutants.py)."""
+    from tests.sim.sim_mutants import _again_in_place
+    from tests.unit import test_flows_charge_drained as charges
+    from zae_limiter.flows.write import charge as charge_module
+
+    with mutant(charge_module, "_again", _again_in_place):
+        must_fail(charges.test_a_charge_on_a_shard_a_merge_drained_goes_to_its_receiver)
