@@ -35,7 +35,6 @@ from zae_limiter.bucket import LimitState
 from zae_limiter.errors import RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, one, pause
 from zae_limiter.flows.context import Exhausted, RepoState
-from zae_limiter.flows.scaling import sessions
 from zae_limiter.flows.write.charge import charge_write
 from zae_limiter.flows.write.levels import Level, Rejected, Taken
 from zae_limiter.flows.write.plan import enforces, plan_write
@@ -188,20 +187,12 @@ def plan_move(
 
 
 def _have(shards: Mapping[int, BucketState], limit: Limit, now_ms: int) -> dict[int, int]:
-    """Millitokens each shard can give of `limit` now: those in the window (for a session
-    quota, in the session shard 0 holds open), less reserves' held counts."""
-    zero = shards[0]
-    start = sessions.open_start(zero, limit, now_ms) if sessions.is_session(limit) else None
+    """Millitokens each shard can give of calendar quota `limit` now: those in the window,
+    less reserves' held counts (a shard under other numbers gives none)."""
     out = {}
     for shard_id, bucket in shards.items():
         state, held, rebase = current(bucket, limit, now_ms)
-        other_session = sessions.is_session(limit) and (
-            start is None or sessions.open_start(bucket, limit, now_ms) != start
-        )
-        if rebase or other_session:
-            out[shard_id] = 0  # another config, or another session: left where it is
-            continue
-        out[shard_id] = max(0, state.tokens(now_ms, bucket.shard_count, held))
+        out[shard_id] = 0 if rebase else max(0, state.tokens(now_ms, bucket.shard_count, held))
     return out
 
 
