@@ -49,17 +49,6 @@ class EntityFacts:
             return False
         return self.cascade_for.get(resource, self.cascade and self.record)
 
-    def settled(self, resources: Sequence[str]) -> bool:
-        """Whether a bucket write of these resources can teach nothing new (`Entities.learn`
-        keeps these facts): they come from the record, or each resource's bucket said.
-        Else the write may name a parent, whose levels an acquire then takes late."""
-        if self.record:
-            return True
-        for r in resources:  # noqa: SIM110 - a loop: a generator is a call of its own
-            if r not in self.cascade_for:
-                return False
-        return True
-
     def choosing(self, choices: Mapping[str, bool]) -> EntityFacts:
         """These facts with more per-resource choices (they win over the known ones)."""
         if not choices:
