@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow, lockstep
+from zae_limiter.flows.bucket_ttl import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.context import EntityFacts, RepoState
-from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.records.config import Prefetched, Resolved, require_limits, resolve_levels
 from zae_limiter.flows.regional_limits import Wanted, learn_entity, split_global, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops

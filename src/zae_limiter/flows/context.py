@@ -153,7 +153,7 @@ class RepoState:
     #: its world's), so a run replays.
     rng: random.Random = field(default_factory=random.Random)
     jitter: random.Random = field(default_factory=random.Random)
-    #: Whether bucket writes carry a `ttl` (flows/expiry.py): only on a table at schema 5
+    #: Whether bucket writes carry a `ttl` (flows/write/plan.py): only on a table at schema 5
     #: or later, whose clients all move it (flows/records/table.py learns it at open).
     bucket_expiry: bool = True
     #: The bucket TTL each config level stores (None: none), refreshed with its limits.

@@ -227,7 +227,7 @@ def double_shards(
     """
     snap_sets, snap_names, snap_values = snapshot_parts(limits)
     sets = ["#shards = :new_shards", "#doubled_at = :now_ms", "#window_at = :now_ms"]
-    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    # A sharded bucket never expires (flows/write/plan.py): the raise removes its ttl.
     return with_expiry(
         {
             "TableName": table,
