@@ -362,7 +362,9 @@ class _Acquiring(Generic[RepoT]):
             return None
         taken, amounts = served
         decisions.stats.record(resource, "admitted", (decisions.timer() - started) * 1000)
-        repo.tend_reserves()
+        keeper = repo._keeper  # one watching the book needs no call: asked of its field
+        if keeper is not None and not keeper.watching:
+            repo.tend_reserves()
         return Acquired((taken,), amounts, entity_id), amounts, None
 
     def _lease_parts(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
