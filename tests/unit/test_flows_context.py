@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import zae_limiter
-from zae_limiter.flows.acquire import settled
+from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.context import Entities
 
 PACKAGE = Path(zae_limiter.__file__).parent
@@ -56,13 +56,14 @@ def test_settled_facts_are_those_no_take_can_change() -> None:
     to make one) can name a parent, so the acquire looks for no parent taken late."""
     entities = Entities()
     known = entities.learn("k1", False, None, of="gpt")  # from a bucket: no parent there
-    assert settled(known.facts, ["gpt"]) and not settled(known.facts, ["gpt", "embed"])
+    assert acquire_flow.settled(known.facts, ["gpt"])
+    assert not acquire_flow.settled(known.facts, ["gpt", "embed"])
     entities.learn("k1", True, "org", of="gpt")  # that bucket again, now naming one
     assert known.facts.parent_id is None  # what is known stays
     entities.learn("k1", True, "org")  # the record, read to make the embed bucket
     assert known.facts.parent_id == "org"  # not settled for embed: a parent, learned late
     record = entities.learn("k2", False, None)
-    assert settled(record.facts, ["gpt", "embed"])  # the record read: nothing to learn
+    assert acquire_flow.settled(record.facts, ["gpt", "embed"])  # the record read: nothing to learn
     entities.learn("k2", True, "org", of="gpt")
     assert record.facts.parent_id is None
 
