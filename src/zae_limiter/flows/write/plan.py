@@ -274,7 +274,8 @@ def _limit_write(
         # A shard k >= 1 with no session open joins shard 0's (flows/scaling/sessions.py).
         base = start * state.refill_amount_milli
     unit = state.unit(count)
-    config = config_of(state)
+    # config_of(state), inline: every limit of every write
+    config = (state.capacity_milli, state.refill_amount_milli, state.refill_period_ms)
     watching: Sequence[int] = watched
     if charged_exactly:
         watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
