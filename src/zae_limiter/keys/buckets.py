@@ -87,22 +87,43 @@ def _limit_numbers(
     item, since this runs once per acquire (decode_reserved is the held counts alone)."""
     fields: dict[str, dict[str, int]] = {}
     reserved: dict[str, dict[int, int]] = {}
-    skip = len(BUCKET_PREFIX)
     for attr, value in item.items():
-        if not attr.startswith(BUCKET_PREFIX):
+        parsed = _PARSED.get(attr)
+        if parsed is None:
+            parsed = _parse_attr(attr)
+        name, field, epoch = parsed
+        if not name:
             continue
         number = value.get("N")
         if number is None:
             continue
-        name, _, field = attr[skip:].rpartition("_")
-        if not name:
-            continue
-        if field in FIELDS:
-            if name not in RESERVED_LIMIT_NAMES:
-                fields.setdefault(name, {})[field] = int(number)
-        elif (epoch := held_epoch(field)) is not None:
+        if field:
+            fields.setdefault(name, {})[field] = int(number)
+        else:
             reserved.setdefault(name, {})[epoch] = int(number)
     return fields, reserved
+
+
+#: What each attribute name says, parsed once: (limit, stored field, "") or (limit, "",
+#: held-count epoch), ("", "", 0) for any other attribute. Items share few names; the
+#: epochs in held counts make new ones as time passes, so the memo is bounded.
+_PARSED: dict[str, tuple[str, str, int]] = {}
+_PARSED_MAX = 4096
+
+
+def _parse_attr(attr: str) -> tuple[str, str, int]:
+    parsed = ("", "", 0)
+    if attr.startswith(BUCKET_PREFIX):
+        name, _, field = attr[len(BUCKET_PREFIX) :].rpartition("_")
+        if name and field in FIELDS:
+            if name not in RESERVED_LIMIT_NAMES:
+                parsed = (name, field, 0)
+        elif name and (epoch := held_epoch(field)) is not None:
+            parsed = (name, "", epoch)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[attr] = parsed
+    return parsed
 
 
 #: A refilling limit's period is whole seconds; a quota's stored period is 1 ms
