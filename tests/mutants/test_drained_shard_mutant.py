@@ -6,6 +6,9 @@ the simulator finds it too (tests/sim/sim_mutants.py, "drained-shard-taken")."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from typing import Any
+
 import pytest
 
 from tests.mutants import must_fail, mutant
@@ -16,6 +19,21 @@ from zae_limiter.flows.write import take as take_module
 def test_the_drained_shard_test_catches_a_take_on_the_drained_item() -> None:
     with mutant(take_module, "_drained", lambda *_: False):
         must_fail(takes.test_a_take_on_a_shard_a_merge_drained_goes_to_its_receiver)
+
+
+def remembered_drained_taken() -> AbstractContextManager[Any]:
+    """Only a drained shard read just now is left (the fix of seed 2439 reverted): one
+    this client remembers drained is planned and written from its image."""
+    return mutant(
+        take_module,
+        "_retired",
+        lambda level, bucket, confirmed: confirmed and take_module._drained(level, bucket),
+    )
+
+
+def test_the_remembered_drained_test_catches_a_take_planned_from_the_image() -> None:
+    with remembered_drained_taken():
+        must_fail(takes.test_a_remembered_drained_shard_is_not_taken_from_either)
 
 
 def test_the_drained_charge_test_catches_a_charge_on_the_drained_item() -> None:

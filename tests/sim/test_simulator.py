@@ -32,6 +32,7 @@ FIXES = (
     "give-back-whole-or-nothing",
     "raise-over-unmade-shards",
     "split-snapshot-not-rebased",
+    "remembered-drained-shard-taken",
 )
 
 
@@ -124,7 +125,10 @@ def test_quota_seeds_of_fractions_out_of_reach_pass(seed: int) -> None:
 #: over an unmade shard 1); 7808 and 8545 (`shards` focus), a client that still routed to
 #: a shard a merge drained took from it once it had refilled (fixed: flows/write/take.py,
 #: `_drained`).
-FOUND_SEEDS = (4098, 7808, 7990, 8069, 8545, 10367)
+#: 2439 and 3085 (`redouble` focus), a throttled client's doubling try, stopped by a
+#: drained shard, sent it back there, and it took from its remembered image of the
+#: refilled shard (fixed: flows/write/take.py, `_retired`; 995 is its mutant's seed).
+FOUND_SEEDS = (2439, 3085, 4098, 7808, 7990, 8069, 8545, 10367)
 
 
 @pytest.mark.parametrize("seed", FOUND_SEEDS)

@@ -519,3 +519,21 @@ def test_a_take_on_a_shard_a_merge_drained_goes_to_its_receiver() -> None:
     assert first.params["Key"]["PK"]["S"].endswith("#1")
     assert then.params["Key"]["PK"]["S"].endswith("#0")
     assert then.params["ExpressionAttributeValues"][":shards"] == {"N": "1"}
+
+
+def test_a_remembered_drained_shard_is_not_taken_from_either() -> None:
+    """A client whose own image of shard 1 shows it drained (count 1, at its id) and is
+    routed there again (a doubling it tried after a throttle, which that drained shard
+    stopped, still sends it to shard 1) plans from that image: once the merge's freeze is
+    over the shard has refilled, and a write planned there would pass its conditions.
+    The take goes to the receiver, with no write to shard 1 (fault simulator's `redouble`
+    focus, seed 2439: 1.9 tokens over)."""
+    state = make_state()
+    meta = state.entities["e1"]
+    drained = item(T0 - 70_000, {"rpm": 9000, "tpm": 900_000})  # count 1: a merge drained it
+    meta.images.items[("gpt", 1)], meta.images.at[("gpt", 1)] = drained, T0 - 10_000
+    meta.shards.counts["gpt"] = 2
+    level = replace(make_level(shard_count=2), shard_id=1)
+    outcome, log = drive(take(state, level, T0, True), [ok()])
+    assert isinstance(outcome, Taken) and outcome.shard_id == 0
+    assert [call.params["Key"]["PK"]["S"][-2:] for call in log] == ["#0"]

@@ -23,6 +23,7 @@ from zae_limiter.sim.client import (
     SimClient,
     Thread,
 )
+from zae_limiter.sim.foci import redouble
 from zae_limiter.sim.foci import shards as shards_focus
 from zae_limiter.sim.threads import (
     BOTOCORE_ATTEMPTS,
@@ -45,6 +46,8 @@ class Delivery(Machine):
     # ------------------------------------------------------------------ delivery
     def _deliver(self, thread: Thread, p: Pending) -> None:
         fault = self._fault() if self.faults_on else None
+        if self.spec.focus == redouble.NAME:
+            fault = redouble.on_reads(fault, p.call, self.spec)
         client = thread.client
         key = _pk(p.call)
         if key is not None and keys.is_bucket_pk(key) and keys.parse_bucket_pk(key)[3] == 0:
@@ -94,6 +97,8 @@ class Delivery(Machine):
             return
         if self.spec.focus in shards_focus.STALLING:
             shards_focus.stall_after_read(self, thread, p.call)
+        elif self.spec.focus == redouble.NAME:
+            redouble.stall_after_read(self, thread, p.call)
         self._answer(thread, p.index, outcome)
 
     def _may_lose(self, p: Pending) -> None:

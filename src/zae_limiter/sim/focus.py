@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zae_limiter.sim.choices import Choices
-from zae_limiter.sim.foci import reserves, sessions, simm3
+from zae_limiter.sim.foci import redouble, reserves, sessions, simm3
 from zae_limiter.sim.foci.shards import merges, shards
 from zae_limiter.sim.spec import WorldSpec
 
@@ -31,6 +31,7 @@ BANDS: dict[str, tuple[int, int]] = {
     "stale-reserve": (0, 6),
     "give-back": (6, 10),
     "sessions": (34, 40),  # sim/foci/sessions.py
+    "redouble": (46, 52),  # sim/foci/redouble.py
 }
 
 #: name -> how it reshapes a world (the world drawn for the seed, the schedule's choices).
@@ -43,6 +44,7 @@ SHAPERS: dict[str, Shaper] = {
     "stale-reserve": reserves.stale_reserve,
     "give-back": reserves.give_back,
     "sessions": sessions.sessions,
+    "redouble": redouble.redouble,
 }
 
 

@@ -129,6 +129,10 @@ TEMPOS: dict[str, tuple[tuple[int, int, int], ...]] = {
     # Focused worlds only (sim/foci/reserves.py): bursts between pauses of 2-4 s, never
     # longer: held counts expire only where every client waits (`World.step`).
     "bursts": ((70, 1, 20), (30, 2_000, 4_000)),
+    # Focused worlds only (sim/foci/redouble.py): seconds of steady acquires, pauses of a
+    # few seconds (an entity goes quiet and is merged) and lulls past a drained shard's
+    # freeze (a minute), after which the load comes back.
+    "swings": ((60, 5, 60), (25, 1_000, 4_000), (15, 20_000, 100_000)),
 }
 
 

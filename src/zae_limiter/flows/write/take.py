@@ -156,7 +156,7 @@ def _write(
                 return created
             continue
         bucket = keys.decode_bucket(item) if item else _unknown(level)
-        if confirmed and _drained(level, bucket):
+        if _retired(level, bucket, confirmed):
             # A shard a merge drained (its count at or below its id): once its freeze
             # ends it refills like any bucket, but its share went to its receiver. A
             # client that still routes here takes from the receiver instead.
@@ -374,6 +374,19 @@ def _create(
 def _drained(level: Level, bucket: BucketState) -> bool:
     """Whether the item read is a shard a merge retired (docs/aggregator.md)."""
     return level.shard_id >= bucket.shard_count
+
+
+def _retired(level: Level, bucket: BucketState, confirmed: bool) -> bool:
+    """Whether to take from the receiver instead: the image, read just now or remembered,
+    shows a drained shard. A remembered one counts too: a client routed back to a shard it
+    saw drained (a doubling it tried after a throttle, which the drained shard stopped,
+    still sends it to shard 1) would plan from its image, and once the freeze is over
+    the write passes its conditions on a refilled shard (the simulator's `redouble`
+    focus, seed 2439: tokens created). An image is at most as old as the drained state:
+    a shard at or above shard 0's count is made again only after a raise deleted it, and
+    the receiver is a shard that stands whatever came since."""
+    del confirmed  # either way (the fix of seed 2439)
+    return _drained(level, bucket)
 
 
 def _receiver(level: Level, bucket: BucketState) -> Level:
