@@ -533,7 +533,7 @@ def test_the_retry_quota_comes_back_after_a_lean_call_as_after_a_regular_one(
     lean.get_item(**params)  # the emitter looks the handlers up
     name = "after-call.dynamodb.GetItem"
     assert lean.hooks.direct(name) is not None  # the direct path is taken
-    handlers = client.meta.events._emitter._lookup_cache[name]
+    handlers = client.meta.events._emitter._handlers.prefix_search(name)
     checker = next(
         h.__self__ for h in handlers if isinstance(getattr(h, "__self__", None), RetryQuotaChecker)
     )
