@@ -60,13 +60,8 @@ def borrowable(client: Any) -> bool:
 #: `after-call` one gives retry quota back after a success; none answers and none is a
 #: coroutine, so calling them directly does what emitting the event does. Methods are
 #: matched by their function (a bound method is a new object each time it is read).
-DIRECT_HANDLERS = frozenset(
-    {
-        add_recursion_detection_header,
-        inject_api_version_header_if_needed,
-        RetryQuotaChecker.release_retry_quota,
-    }
-)
+_BEFORE_CALL = (add_recursion_detection_header, inject_api_version_header_if_needed)
+DIRECT_HANDLERS = frozenset({*_BEFORE_CALL, RetryQuotaChecker.release_retry_quota})
 
 
 def session_timeouts(session: Any) -> tuple[float | None, float | None]:
@@ -114,11 +109,8 @@ class Hooks:
         if seen is not None and seen[0] is found:
             return seen[1]
         handlers = tuple(found)
-        usable = (
-            handlers
-            if all(getattr(h, "__func__", h) in DIRECT_HANDLERS for h in handlers)
-            else None
-        )
+        plain = all(getattr(h, "__func__", h) in DIRECT_HANDLERS for h in handlers)
+        usable = handlers if plain else None
         self._seen[name] = (found, usable)  # holding the list keeps the identity check valid
         return usable
 

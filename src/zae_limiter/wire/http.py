@@ -144,4 +144,3 @@ def body_of(
             )
         return None
     return bytes(buffer[start:end]), end
-
