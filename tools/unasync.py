@@ -8,7 +8,8 @@ A module holds the pair between three marker lines:
     class SyncLease(...):        # written by this tool: never edit
     # unasync: end
 
-The generated part is the source with the rules below applied, word by word. Run
+The generated part is the source with the rules below applied, word by word, less the
+lines that end with `# unasync: async only` (what the async face alone has). Run
 `python -m tools.unasync` after changing a source part; `--check` (what
 tests/unit/test_unasync.py does) fails when a generated part is not what the source gives.
 """
@@ -30,11 +31,15 @@ FILES = (
     "regional.py",
     "repository.py",
     "reserve_keeper.py",
+    "wire/client.py",
 )
 
 SOURCE = "# unasync: source\n"
 GENERATED = "# unasync: generated from the source above by tools/unasync.py; do not edit\n"
 END = "# unasync: end\n"
+#: A source line ending with this is the async face's alone: the generated part drops it
+#: (the async lean call's `deadline`, which a blocking socket has no use for).
+ASYNC_ONLY = "# unasync: async only"
 
 #: (pattern, replacement), applied in order to the source part.
 RULES: tuple[tuple[str, str], ...] = (
@@ -50,7 +55,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"\basync_face\b", "sync_face"),
     (r"\basync_principal\b", "sync_principal"),
     (r"\b_Async", "_Sync"),
-    (r"\bAsync(Acquiring|Keeper|Runner)\b", r"Sync\1"),
+    (r"\bAsync(Acquiring|Keeper|Runner|LeanClient|Transport)\b", r"Sync\1"),
     (r"\b(RateLimiter|Repository|Lease|GlobalShares)\b", r"Sync\1"),
     (r"\bAsync\b", "Sync"),
     (r"\baiobotocore\b", "boto3"),
@@ -58,6 +63,8 @@ RULES: tuple[tuple[str, str], ...] = (
 
 
 def unasync(source: str) -> str:
+    lines = source.splitlines(keepends=True)
+    source = "".join(line for line in lines if not line.rstrip().endswith(ASYNC_ONLY))
     for pattern, replacement in RULES:
         source = re.sub(pattern, replacement, source)
     return source

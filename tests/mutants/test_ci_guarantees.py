@@ -33,7 +33,7 @@ from zae_limiter.flows.records import audit as audit_flows
 from zae_limiter.flows.records import entities as entity_flows
 from zae_limiter.migrations import v0002_pre_shard_buckets as v0002
 from zae_limiter.wire import protocol
-from zae_limiter.wire.client import LeanBase
+from zae_limiter.wire.client import Hooks, LeanBase
 
 
 def _untimed(timeout: float | None) -> dict[str, Any]:
@@ -203,6 +203,29 @@ def test_hook_test_catches_a_before_call_url_unlike_botocores() -> None:
     try:
         with mutant_wrapping(LeanBase, "build", _bare_url):
             body = wire_transport_tests.test_hooks_get_the_arguments_the_regular_client_passes
+            must_fail(body, server)
+    finally:
+        server.sock.close()
+
+
+# The retry quota comes back after a lean call (tests/unit/test_wire_transport.py): the
+# mutant calls none of the `after-call` handlers the lean client calls directly.
+
+
+def _after_call_skipped(original: Any) -> Any:
+    def direct(self: Any, name: str) -> Any:
+        return () if name.startswith("after-call.") else original(self, name)
+
+    return direct
+
+
+def test_retry_quota_test_catches_after_call_handlers_left_uncalled() -> None:
+    server = wire_transport_tests.Server(wire_transport_tests.keep)
+    try:
+        with mutant_wrapping(Hooks, "direct", _after_call_skipped):
+            body = (
+                wire_transport_tests.test_the_retry_quota_comes_back_after_a_lean_call_as_after_a_regular_one
+            )
             must_fail(body, server)
     finally:
         server.sock.close()

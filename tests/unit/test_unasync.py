@@ -34,3 +34,20 @@ def test_the_rules_turn_an_async_face_into_its_sync_twin() -> None:
         "    def __enter__(self) -> SyncLease:\n"
         "        return SyncLease(self._repo.run(flow), RateLimiterUnavailable)\n"
     )
+
+
+def test_a_line_only_the_async_face_has_is_left_out() -> None:
+    source = (
+        "    async def call(\n"
+        "        self,\n"
+        "        deadline: float | None = None,  # unasync: async only\n"
+        "    ) -> None:\n"
+        "        at = self._at(deadline)  # unasync: async only\n"
+        "        await self.exchange(at)  # unasync: async only (a comment that says more)\n"
+    )
+    assert unasync.unasync(source) == (
+        "    def call(\n"
+        "        self,\n"
+        "    ) -> None:\n"
+        "        self.exchange(at)  # unasync: async only (a comment that says more)\n"
+    )

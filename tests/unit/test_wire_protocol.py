@@ -89,3 +89,31 @@ def test_request_bytes_and_response_head() -> None:
     with pytest.raises(http.ProtocolError):
         http.parse_head(b"SSH-2.0-OpenSSH\r\n")
     assert http.chunk_size(b"1a;ext=1\r\n") == 26
+
+
+def test_a_response_read_in_pieces_is_parsed_once_whole() -> None:
+    """The head is parsed once; the body is waited for by its length, its chunks or the
+    end of the connection; bytes past the response are left for the caller."""
+    raw = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    assert http.split_head(raw[:20], False) is None
+    with pytest.raises(http.ProtocolError):
+        http.split_head(raw[:20], True)
+    buffer = bytearray(raw[:-2])
+    split = http.split_head(buffer, False)
+    assert split is not None
+    head, start = split
+    assert http.body_of(head, buffer, start, False) is None
+    with pytest.raises(http.ProtocolError):
+        http.body_of(head, buffer, start, True)
+    buffer += raw[-2:] + b"HTTP"
+    assert http.body_of(head, buffer, start, False) == (b"hello", len(raw))
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n0\r\n\r\n"
+    head, start = http.split_head(chunked, False) or (None, 0)
+    assert head is not None and http.body_of(head, chunked, start, False) == (b"he", len(chunked))
+    with pytest.raises(http.ProtocolError):
+        http.body_of(head, chunked[:-4], start, True)
+    unsized = b"HTTP/1.0 200 OK\r\n\r\nrest"
+    head, start = http.split_head(unsized, False) or (None, 0)
+    assert head is not None and http.body_of(head, unsized, start, False) is None
+    assert http.body_of(head, unsized, start, True) == (b"rest", len(unsized))
+    assert not head.keep_alive

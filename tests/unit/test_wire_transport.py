@@ -514,3 +514,32 @@ def test_tls_endpoints_keep_verified_keep_alive_connections(certificate: tuple[s
     with pytest.raises(EndpointConnectionError):
         asyncio.run(AsyncTransport(untrusting).send({}, b"{}"))
     server.sock.close()
+
+
+@pytest.mark.parametrize("server", [keep], indirect=True)
+def test_the_retry_quota_comes_back_after_a_lean_call_as_after_a_regular_one(
+    server: Server,
+) -> None:
+    """botocore's `after-call` handler (the retry quota) is called directly, not through
+    the emitter: it still gives quota back after a success."""
+    from botocore.retries.standard import RetryQuotaChecker
+
+    make: Any = boto3.session.Session().client
+    client = make("dynamodb", region_name="us-east-1", endpoint_url=server.endpoint().url,
+                  aws_access_key_id="a", aws_secret_access_key="b",
+                  config=Config(retries={"mode": "standard"}))  # fmt: skip
+    lean = lean_client(client, asynchronous=False)
+    params = {"TableName": "t", "Key": {}}
+    lean.get_item(**params)  # the emitter looks the handlers up
+    name = "after-call.dynamodb.GetItem"
+    assert lean.hooks.direct(name) is not None  # the direct path is taken
+    handlers = client.meta.events._emitter._handlers.prefix_search(name)
+    checker = next(
+        h.__self__ for h in handlers if isinstance(getattr(h, "__self__", None), RetryQuotaChecker)
+    )
+    quota = checker._quota
+    for call in (client.get_item, lean.get_item):
+        quota._available_capacity = quota._max_capacity - 5
+        call(**params)
+        assert quota.available_capacity == quota._max_capacity - 4, call
+    lean.close()

@@ -32,7 +32,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from zae_limiter.wire.http import Head, ProtocolError, parse_response, request_bytes
+from zae_limiter.wire.http import Head, ProtocolError, body_of, request_bytes, split_head
 from zae_limiter.wire.transport import MAX_IDLE, Endpoint, Response, ip_family
 
 CONNECT, READ, DEADLINE = "connect", "read", "deadline"
@@ -127,6 +127,8 @@ class _Receiver:
         self.buffer = bytearray()
         self.eof = False
         self.waiter: asyncio.Future[tuple[Head, bytes]] | None = None
+        #: The head of the response being received and where its body starts, once read.
+        self.split: tuple[Head, int] | None = None
 
     def received(self, data: bytes) -> None:
         self.buffer += data
@@ -140,15 +142,22 @@ class _Receiver:
         waiter = self.waiter
         if waiter is None or waiter.done():
             return
+        buffer, eof = self.buffer, self.eof
         try:
-            done = parse_response(self.buffer, self.eof)
+            split = self.split
+            if split is None:
+                split = self.split = split_head(buffer, eof)
+                if split is None:
+                    return
+            found = body_of(split[0], buffer, split[1], eof)
         except ProtocolError as error:
             waiter.set_exception(error)
             return
-        if done is not None:
-            head, content, used = done
-            del self.buffer[:used]
-            if self.buffer:
+        if found is not None:
+            head = split[0]
+            content, used = found
+            del buffer[:used]
+            if buffer:
                 head.keep_alive = False
             waiter.set_result((head, content))
 
@@ -165,6 +174,7 @@ class _Receiver:
 
     async def exchange(self, request: bytes, watch: _Watch) -> tuple[Head, bytes]:
         self.waiter = waiter = watch.wait()
+        self.split = None
         try:
             self.write(request)
             head, content = await waiter

@@ -8,10 +8,11 @@ classes. What they skip is the generic machinery: user-agent assembly, parameter
 validation and model-driven serialization and parsing, the retry handler (the library
 makes one attempt per call anyway) and the signer's generic canonicalisation.
 
-`SyncLeanClient` (boto3: our keep-alive sockets, or the client's urllib3 session when a
-proxy applies) and `AsyncLeanClient` (aiobotocore: our asyncio connections, or the
-client's aiohttp session) are twins that differ where one awaits, and in the async
-call's `deadline`; `tests/integration/test_faces.py` holds them to the same methods.
+`AsyncLeanClient` (aiobotocore: our asyncio connections, or the client's aiohttp session
+when a proxy applies) is written once; `SyncLeanClient` (boto3: our keep-alive sockets, or
+the client's urllib3 session) is generated from it by tools/unasync. Where they differ
+beyond `await` (the async call's `deadline`, the hand-off to a handler or the session)
+lives in the small hand-written bases `_AsyncLean` and `_SyncLean`.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from botocore.awsrequest import AWSPreparedRequest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.handlers import add_recursion_detection_header, inject_api_version_header_if_needed
+from botocore.retries.standard import RetryQuotaChecker
 
 from zae_limiter.wire import protocol
 from zae_limiter.wire.async_transport import AsyncTransport
-from zae_limiter.wire.protocol import Credentials, Signer, amz_date
+from zae_limiter.wire.protocol import Signer, amz_date
 from zae_limiter.wire.transport import Endpoint, SyncTransport
 
 SERVICE = "dynamodb"
@@ -53,10 +55,21 @@ def borrowable(client: Any) -> bool:
     )
 
 
-#: botocore's own `before-call` handlers: they only add a header when they apply (inside
-#: Lambda; for endpoint-discovery operations) and never answer, so calling them directly
-#: does what emitting the event does.
-DIRECT_HANDLERS = frozenset({add_recursion_detection_header, inject_api_version_header_if_needed})
+#: botocore's own handlers of the lean calls' events: the two `before-call` ones only add a
+#: header when they apply (inside Lambda; for endpoint-discovery operations), the
+#: `after-call` one gives retry quota back after a success; none answers and none is a
+#: coroutine, so calling them directly does what emitting the event does. Methods are
+#: matched by their function (a bound method is a new object each time it is read).
+_BEFORE_CALL = (add_recursion_detection_header, inject_api_version_header_if_needed)
+DIRECT_HANDLERS = frozenset({*_BEFORE_CALL, RetryQuotaChecker.release_retry_quota})
+
+
+def session_timeouts(session: Any) -> tuple[float | None, float | None]:
+    """The connect and read timeouts of the regular client's HTTP session."""
+    timeout = session._timeout
+    if hasattr(timeout, "sock_read"):  # aiobotocore: an aiohttp.ClientTimeout
+        return timeout.sock_connect, timeout.sock_read
+    return timeout.connect_timeout, timeout.read_timeout  # botocore: urllib3's Timeout
 
 
 class Hooks:
@@ -96,7 +109,8 @@ class Hooks:
         if seen is not None and seen[0] is found:
             return seen[1]
         handlers = tuple(found)
-        usable = handlers if all(h in DIRECT_HANDLERS for h in handlers) else None
+        plain = all(getattr(h, "__func__", h) in DIRECT_HANDLERS for h in handlers)
+        usable = handlers if plain else None
         self._seen[name] = (found, usable)  # holding the list keeps the identity check valid
         return usable
 
@@ -160,7 +174,7 @@ class LeanBase:
             "query_string": "",
             "method": "POST",
             "headers": self.headers[operation].copy(),
-            "body": protocol.ENCODER.encode(params).encode(),
+            "body": protocol.encode(params),
             "url": self.target_url,
             "context": {},
         }
@@ -169,9 +183,9 @@ class LeanBase:
         """Sign the request with frozen credentials; its wire headers."""
         if frozen is None:
             raise NoCredentialsError()
-        credentials = Credentials(frozen.access_key, frozen.secret_key, frozen.token)
         headers: dict[str, str] = request["headers"]
-        self.signer.sign(headers, request["body"], credentials, amz_date(time.time()))
+        # botocore's frozen credentials are a named tuple of the fields `Credentials` has.
+        self.signer.sign(headers, request["body"], frozen, amz_date(time.time()))
         return headers
 
     def prepared(self, headers: dict[str, str], body: bytes) -> AWSPreparedRequest:
@@ -213,14 +227,170 @@ class LeanResponse:
         return self.content.decode("utf-8", "replace")
 
 
-class SyncLeanClient(LeanBase):
-    """`update_item`, `put_item`, `get_item`, `batch_get_item` with boto3's results and
-    errors; `before-call`, `before-send` and `after-call` handlers fire as on the client."""
+class _AsyncLean(LeanBase):
+    """What only the async face has: the deadline, kept on the transport's timer or, for a
+    handler or the session, by asyncio (not our timer); an aiohttp body to await."""
+
+    @staticmethod
+    def _at(seconds: float | None) -> float | None:
+        return None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+    async def _handed(
+        self, before_send: str, prepared: AWSPreparedRequest, deadline: float | None
+    ) -> tuple[Any, bytes]:
+        """A `before-send` handler's response, else the session's; and its body."""
+        async with asyncio.timeout_at(deadline):
+            _, http = await self.events.emit_until_response(before_send, request=prepared)
+            if http is None:
+                http = await self.send(prepared)
+            content = http.content
+            if inspect.isawaitable(content):
+                content = await content
+        return http, content
+
+    async def send(self, prepared: Any) -> Any:
+        raise NotImplementedError
+
+
+class _SyncLean(LeanBase):
+    """What only the sync face has: a blocking hand-off to a handler or the session."""
+
+    def _handed(self, before_send: str, prepared: AWSPreparedRequest) -> tuple[Any, bytes]:
+        """A `before-send` handler's response, else the session's; and its body."""
+        _, http = self.events.emit_until_response(before_send, request=prepared)
+        if http is None:
+            http = self.send(prepared)
+        return http, http.content
+
+    def send(self, prepared: Any) -> Any:
+        raise NotImplementedError
+
+
+# unasync: source
+class AsyncLeanClient(_AsyncLean):
+    """`update_item`, `put_item`, `get_item`, `batch_get_item` with aiobotocore's results
+    and errors; `before-call`, `before-send` and `after-call` handlers fire as on the
+    client."""
 
     def __init__(self, client: Any) -> None:
         super().__init__(client)
-        timeout = self.session._timeout
-        endpoint = self.endpoint(timeout.connect_timeout, timeout.read_timeout)
+        endpoint = self.endpoint(*session_timeouts(self.session))
+        self.transport = AsyncTransport(endpoint) if endpoint.direct else None
+
+    async def send(self, prepared: Any) -> Any:
+        if self.transport is None:
+            return await self.session.send(prepared)
+        status, headers, content = await self.transport.send(prepared.headers, prepared.body)
+        return LeanResponse(self.url, status, headers, content)
+
+    async def before_call(self, operation: str, request: dict[str, Any]) -> Any:
+        """Run `before-call`; a handler's answer `(http, parsed)`, or None."""
+        name = self.event_names[operation][0]
+        kwargs = {"model": self.models[operation], "params": request, "request_signer": None}
+        direct = self.hooks.direct(name)
+        if direct is None:
+            context = request["context"]
+            _, answer = await self.events.emit_until_response(name, context=context, **kwargs)
+            return answer
+        for handler in direct:  # botocore's defaults: plain functions that never answer
+            handler(event_name=name, context=request["context"], **kwargs)
+        return None
+
+    async def exchange(
+        self,
+        operation: str,
+        request: dict[str, Any],
+        deadline: float | None,  # unasync: async only
+    ) -> tuple[int, Any, dict[str, Any]]:
+        """Sign and send; the status, the HTTP response (None when no `after-call`
+        handler needs one) and the parsed body."""
+        headers = self.sign(request, await self.credentials.get_frozen_credentials())
+        _, before_send, after_call = self.event_names[operation]
+        hooks = self.hooks
+        if self.transport is not None and hooks.silent(before_send):
+            status, got, content = await self.transport.send(
+                headers,
+                request["body"],
+                deadline,  # unasync: async only
+            )
+            parsed = self.read_own(status, got, content)
+            if hooks.silent(after_call):
+                return status, None, parsed
+            return status, LeanResponse(self.url, status, got, content), parsed
+        http, content = await self._handed(
+            before_send,
+            self.prepared(headers, request["body"]),
+            deadline,  # unasync: async only
+        )
+        return http.status_code, http, self.read(http.status_code, http.headers, content)
+
+    async def call(
+        self,
+        operation: str,
+        params: dict[str, Any],
+        deadline: float | None = None,  # unasync: async only
+    ) -> dict[str, Any]:
+        """One call. The async face's `deadline`: seconds from now by which it must end,
+        else the builtin `TimeoutError` (the connection it used is closed); the client's
+        read timeout still raises botocore's `ReadTimeoutError`."""
+        at = self._at(deadline)  # unasync: async only
+        request = self.build(operation, params)
+        answer = await self.before_call(operation, request)
+        if answer is not None:  # a handler answered instead of DynamoDB
+            http, parsed = answer
+            status = http.status_code
+        else:
+            status, http, parsed = await self.exchange(
+                operation,
+                request,
+                at,  # unasync: async only
+            )
+            if http is None:  # `result` of an answer that is no error, without the call
+                return parsed if status < 300 else self.result(operation, status, parsed)
+        after_call = self.event_names[operation][2]
+        direct = self.hooks.direct(after_call)
+        if direct is not None:  # botocore's retry quota: a plain method, called directly
+            context = request["context"]
+            for handler in direct:
+                handler(
+                    event_name=after_call,
+                    http_response=http,
+                    parsed=parsed,
+                    model=self.models[operation],
+                    context=context,
+                )
+        else:
+            await self.events.emit(
+                after_call,
+                http_response=http,
+                parsed=parsed,
+                model=self.models[operation],
+                context=request["context"],
+            )
+        return parsed if status < 300 else self.result(operation, status, parsed)
+
+    async def update_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("UpdateItem", params)
+
+    async def put_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("PutItem", params)
+
+    async def get_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("GetItem", params)
+
+    async def batch_get_item(self, **params: Any) -> dict[str, Any]:
+        return await self.call("BatchGetItem", params)
+
+
+# unasync: generated from the source above by tools/unasync.py; do not edit
+class SyncLeanClient(_SyncLean):
+    """`update_item`, `put_item`, `get_item`, `batch_get_item` with boto3's results
+    and errors; `before-call`, `before-send` and `after-call` handlers fire as on the
+    client."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        endpoint = self.endpoint(*session_timeouts(self.session))
         self.transport = SyncTransport(endpoint) if endpoint.direct else None
 
     def send(self, prepared: Any) -> Any:
@@ -235,46 +405,78 @@ class SyncLeanClient(LeanBase):
         kwargs = {"model": self.models[operation], "params": request, "request_signer": None}
         direct = self.hooks.direct(name)
         if direct is None:
-            return self.events.emit_until_response(name, context=request["context"], **kwargs)[1]
-        for handler in direct:  # botocore's defaults: they never answer
+            context = request["context"]
+            _, answer = self.events.emit_until_response(name, context=context, **kwargs)
+            return answer
+        for handler in direct:  # botocore's defaults: plain functions that never answer
             handler(event_name=name, context=request["context"], **kwargs)
         return None
 
-    def exchange(self, operation: str, request: dict[str, Any]) -> tuple[int, Any, dict[str, Any]]:
+    def exchange(
+        self,
+        operation: str,
+        request: dict[str, Any],
+    ) -> tuple[int, Any, dict[str, Any]]:
         """Sign and send; the status, the HTTP response (None when no `after-call`
         handler needs one) and the parsed body."""
         headers = self.sign(request, self.credentials.get_frozen_credentials())
         _, before_send, after_call = self.event_names[operation]
         hooks = self.hooks
         if self.transport is not None and hooks.silent(before_send):
-            status, got, content = self.transport.send(headers, request["body"])
+            status, got, content = self.transport.send(
+                headers,
+                request["body"],
+            )
             parsed = self.read_own(status, got, content)
             if hooks.silent(after_call):
                 return status, None, parsed
             return status, LeanResponse(self.url, status, got, content), parsed
-        prepared = self.prepared(headers, request["body"])
-        _, http = self.events.emit_until_response(before_send, request=prepared)
-        if http is None:
-            http = self.send(prepared)
-        return http.status_code, http, self.read(http.status_code, http.headers, http.content)
+        http, content = self._handed(
+            before_send,
+            self.prepared(headers, request["body"]),
+        )
+        return http.status_code, http, self.read(http.status_code, http.headers, content)
 
-    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call(
+        self,
+        operation: str,
+        params: dict[str, Any],
+    ) -> dict[str, Any]:
+        """One call. The async face's `deadline`: seconds from now by which it must end,
+        else the builtin `TimeoutError` (the connection it used is closed); the client's
+        read timeout still raises botocore's `ReadTimeoutError`."""
         request = self.build(operation, params)
         answer = self.before_call(operation, request)
         if answer is not None:  # a handler answered instead of DynamoDB
             http, parsed = answer
             status = http.status_code
         else:
-            status, http, parsed = self.exchange(operation, request)
+            status, http, parsed = self.exchange(
+                operation,
+                request,
+            )
             if http is None:  # `result` of an answer that is no error, without the call
                 return parsed if status < 300 else self.result(operation, status, parsed)
-        self.events.emit(
-            self.event_names[operation][2],
-            http_response=http,
-            parsed=parsed,
-            model=self.models[operation],
-            context=request["context"],
-        )
+        after_call = self.event_names[operation][2]
+        direct = self.hooks.direct(after_call)
+        if direct is not None:  # botocore's retry quota: a plain method, called directly
+            context = request["context"]
+            for handler in direct:
+                handler(
+                    event_name=after_call,
+                    http_response=http,
+                    parsed=parsed,
+                    model=self.models[operation],
+                    context=context,
+                )
+        else:
+            self.events.emit(
+                after_call,
+                http_response=http,
+                parsed=parsed,
+                model=self.models[operation],
+                context=request["context"],
+            )
         return parsed if status < 300 else self.result(operation, status, parsed)
 
     def update_item(self, **params: Any) -> dict[str, Any]:
@@ -290,92 +492,4 @@ class SyncLeanClient(LeanBase):
         return self.call("BatchGetItem", params)
 
 
-class AsyncLeanClient(LeanBase):
-    """The async twin of `SyncLeanClient`, differing where it awaits, and in `deadline`."""
-
-    def __init__(self, client: Any) -> None:
-        super().__init__(client)
-        timeout = self.session._timeout  # aiohttp.ClientTimeout
-        endpoint = self.endpoint(timeout.sock_connect, timeout.sock_read)
-        self.transport = AsyncTransport(endpoint) if endpoint.direct else None
-
-    async def send(self, prepared: Any) -> Any:
-        if self.transport is None:
-            return await self.session.send(prepared)
-        status, headers, content = await self.transport.send(prepared.headers, prepared.body)
-        return LeanResponse(self.url, status, headers, content)
-
-    async def before_call(self, operation: str, request: dict[str, Any]) -> Any:
-        """Run `before-call`; a handler's answer `(http, parsed)`, or None."""
-        name = self.event_names[operation][0]
-        kwargs = {"model": self.models[operation], "params": request, "request_signer": None}
-        direct = self.hooks.direct(name)
-        if direct is None:
-            _, answer = await self.events.emit_until_response(
-                name, context=request["context"], **kwargs
-            )
-            return answer
-        for handler in direct:  # botocore's defaults: plain functions that never answer
-            handler(event_name=name, context=request["context"], **kwargs)
-        return None
-
-    async def exchange(
-        self, operation: str, request: dict[str, Any], deadline: float | None
-    ) -> tuple[int, Any, dict[str, Any]]:
-        """Sign and send; the status, the HTTP response (None when no `after-call`
-        handler needs one) and the parsed body. `deadline`: loop time, or None."""
-        headers = self.sign(request, await self.credentials.get_frozen_credentials())
-        _, before_send, after_call = self.event_names[operation]
-        hooks = self.hooks
-        if self.transport is not None and hooks.silent(before_send):
-            status, got, content = await self.transport.send(headers, request["body"], deadline)
-            parsed = self.read_own(status, got, content)
-            if hooks.silent(after_call):
-                return status, None, parsed
-            return status, LeanResponse(self.url, status, got, content), parsed
-        prepared = self.prepared(headers, request["body"])
-        async with asyncio.timeout_at(deadline):  # handlers and the session: not our timer
-            _, http = await self.events.emit_until_response(before_send, request=prepared)
-            if http is None:
-                http = await self.send(prepared)
-            content = http.content
-            if inspect.isawaitable(content):
-                content = await content
-        return http.status_code, http, self.read(http.status_code, http.headers, content)
-
-    async def call(
-        self, operation: str, params: dict[str, Any], deadline: float | None = None
-    ) -> dict[str, Any]:
-        """One call. `deadline`: seconds from now by which it must end, else the builtin
-        `TimeoutError` (the connection it used is closed); the client's read timeout
-        still raises botocore's `ReadTimeoutError`."""
-        at = None if deadline is None else asyncio.get_running_loop().time() + deadline
-        request = self.build(operation, params)
-        answer = await self.before_call(operation, request)
-        if answer is not None:  # a handler answered instead of DynamoDB
-            http, parsed = answer
-            status = http.status_code
-        else:
-            status, http, parsed = await self.exchange(operation, request, at)
-            if http is None:  # `result` of an answer that is no error, without the call
-                return parsed if status < 300 else self.result(operation, status, parsed)
-        await self.events.emit(
-            self.event_names[operation][2],
-            http_response=http,
-            parsed=parsed,
-            model=self.models[operation],
-            context=request["context"],
-        )
-        return parsed if status < 300 else self.result(operation, status, parsed)
-
-    async def update_item(self, **params: Any) -> dict[str, Any]:
-        return await self.call("UpdateItem", params)
-
-    async def put_item(self, **params: Any) -> dict[str, Any]:
-        return await self.call("PutItem", params)
-
-    async def get_item(self, **params: Any) -> dict[str, Any]:
-        return await self.call("GetItem", params)
-
-    async def batch_get_item(self, **params: Any) -> dict[str, Any]:
-        return await self.call("BatchGetItem", params)
+# unasync: end

@@ -18,6 +18,8 @@ import hashlib
 import hmac
 import http.client
 import json
+import json.encoder
+import json.scanner
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
@@ -50,10 +52,42 @@ def _bytes_as_base64(value: object) -> str:
 ENCODER = json.JSONEncoder(separators=_COMPACT, default=_bytes_as_base64)
 _DECODER = json.JSONDecoder()
 
+# The C encoder and scanner `json` builds on, made once: `JSONEncoder.encode` makes a new
+# C encoder for every call (two Python calls around it), and `JSONDecoder.decode` runs two
+# Python calls and a whitespace regex around the scanner. Same output; no circular check
+# (a request is a tree of plain values). Pythons without the C accelerator keep `json`'s.
+_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_scanner: Any = getattr(json.scanner, "c_make_scanner", None)
+_ENCODE: Callable[[Any, int], Any] | None = (
+    None
+    if _c_encoder is None
+    else _c_encoder(
+        None, _bytes_as_base64, json.encoder.encode_basestring_ascii, None, ":", ",",
+        False, False, True,
+    )
+)  # fmt: skip
+_SCAN: Callable[[str, int], tuple[Any, int]] | None = (
+    None if _c_scanner is None else _c_scanner(_DECODER)
+)
+
 
 def encode(params: Mapping[str, Any]) -> bytes:
     """The request body. Bytes can only be binary attribute values, sent as base64."""
-    return ENCODER.encode(params).encode()
+    if _ENCODE is None:
+        return ENCODER.encode(params).encode()
+    return "".join(_ENCODE(params, 0)).encode()
+
+
+def _decode(text: str) -> Any:
+    """`json.loads(text)`, through the C scanner when the text is one bare document."""
+    if _SCAN is not None and text[:1] == "{":
+        try:
+            found, end = _SCAN(text, 0)
+        except (StopIteration, ValueError):
+            found, end = None, -1
+        if end == len(text):
+            return found
+    return _DECODER.decode(text)  # whitespace around it, or an error to raise
 
 
 def request_headers(operation: str, user_agent: str) -> dict[str, str]:
@@ -101,7 +135,7 @@ def _json(body: bytes) -> dict[str, Any]:
     if not body:
         return {}
     try:
-        parsed = _DECODER.decode(body.decode())
+        parsed = _decode(body.decode())
     except ValueError:  # not UTF-8 (UnicodeDecodeError) or not JSON
         return {"message": body.decode("utf-8", "replace")}
     if b'"B":' in body or b'"BS":' in body:  # only binary values need a walk

@@ -32,7 +32,7 @@ from botocore.exceptions import (
 from botocore.httpsession import get_cert_path
 from urllib3.util.wait import wait_for_read
 
-from zae_limiter.wire.http import Head, ProtocolError, parse_response, request_bytes
+from zae_limiter.wire.http import Head, ProtocolError, body_of, request_bytes, split_head
 
 MAX_IDLE = 32
 Response = tuple[int, dict[str, str], bytes]
@@ -102,16 +102,20 @@ class SyncTransport:
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._kernel = _kernel_timeouts(endpoint)
+        # Worked out once, not per connection (moto's server closes every one).
+        self._family = ip_family(endpoint.address[0])
+        timeout = endpoint.read_timeout
+        self._timeval = None if timeout is None else _timeval(timeout)
 
     def _set_read_timeout(self, sock: socket.socket) -> None:
-        timeout = self.endpoint.read_timeout
         if not self._kernel:
-            sock.settimeout(timeout)
+            sock.settimeout(self.endpoint.read_timeout)
             return
         sock.settimeout(None)
-        if timeout is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout))
+        timeval = self._timeval
+        if timeval is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
     def _idle_and_open(self, sock: socket.socket) -> bool:
         """Nothing to read: the peer has neither closed it nor sent anything unasked."""
@@ -128,7 +132,7 @@ class SyncTransport:
     def _connect(self) -> socket.socket:
         ep = self.endpoint
         try:
-            sock = _open_socket(ep.address, ep.connect_timeout)
+            sock = _open_socket(ep.address, self._family, ep.connect_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ep.tls is not None:
                 sock = ep.tls.wrap_socket(sock, server_hostname=ep.address[0])
@@ -187,12 +191,19 @@ def _receive(sock: socket.socket) -> tuple[Head, bytes]:
     while True:
         data = sock.recv(65536)
         buffer += data
-        done = parse_response(buffer, not data)
-        if done is not None:
-            head, content, used = done
+        split = split_head(buffer, not data)
+        if split is not None:
+            break
+    head, start = split
+    while True:
+        found = body_of(head, buffer, start, not data)
+        if found is not None:
+            content, used = found
             if used != len(buffer):  # bytes nobody asked for: do not reuse the connection
                 head.keep_alive = False
             return head, content
+        data = sock.recv(65536)
+        buffer += data
 
 
 def ip_family(host: str) -> socket.AddressFamily | None:
@@ -205,10 +216,11 @@ def ip_family(host: str) -> socket.AddressFamily | None:
     return None
 
 
-def _open_socket(address: tuple[str, int], timeout: float | None) -> socket.socket:
-    """A connected socket. A host name is resolved for every connection, as urllib3 does
-    (DNS may move an endpoint); an IP address needs no lookup."""
-    family = ip_family(address[0])
+def _open_socket(
+    address: tuple[str, int], family: int | None, timeout: float | None
+) -> socket.socket:
+    """A connected socket. A host name (`family` None) is resolved for every connection,
+    as urllib3 does (DNS may move an endpoint); an IP address needs no lookup."""
     if family is None:
         return socket.create_connection(address, timeout)
     sock = socket.socket(family, socket.SOCK_STREAM)
