@@ -24,10 +24,7 @@ one entity. One of two families is drawn per world:
   still out when it ends, while the others open the next session and spend it.
 
 Faults are those of one request or one process, rare (no request is held in flight in
-the holder's worlds: a late write widens the checker's allowance by what it takes), but
-for the hot worlds' throttles naming the partition (`HOT_THROTTLE_RATE`: a split's write
-to its donor is throttled now and then, and the new shard must start empty in the
-donor's session);
+the holder's worlds: a late write widens the checker's allowance by what it takes);
 adjustments only give back (a charge with reserves out widens it too). General worlds
 of this band keep their draw.
 """
@@ -62,10 +59,6 @@ LENGTHS_MS = (5_000, 5_000, 20_000)
 KEPT = frozenset({LOST, UNSENT, THROTTLED, THROTTLED_BARE, LATE, CRASH, PAUSE})
 HOLDER_KEPT = KEPT - {THROTTLED, LATE}
 FAULT_RATE = 30
-#: Throttles naming the partition in the hot worlds, per thousand requests: a split's
-#: write to its donor is then throttled now and then (the new shard starts empty, in its
-#: donor's session), not once in twenty worlds.
-HOT_THROTTLE_RATE = 200
 
 
 def sessions(spec: WorldSpec, c: Choices) -> WorldSpec:
@@ -84,7 +77,7 @@ def sessions(spec: WorldSpec, c: Choices) -> WorldSpec:
     kept = KEPT if hot else HOLDER_KEPT
     rates = {k: min(v, FAULT_RATE) for k, v in spec.faults.rates.items() if k in kept}
     if hot:
-        rates[THROTTLED] = HOT_THROTTLE_RATE
+        rates[THROTTLED] = FAULT_RATE
     tempo = "brisk" if hot else "steady"
     return replace(spec, limits=limits, entities={"e1": None}, clients=clients,
                    faults=FaultRates(rates), skew_ms=0, tempo=tempo)  # fmt: skip
