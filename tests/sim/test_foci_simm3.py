@@ -7,7 +7,15 @@ from __future__ import annotations
 from zae_limiter.sim import focus
 from zae_limiter.sim.choices import Choices
 from zae_limiter.sim.foci import simm3
-from zae_limiter.sim.spec import DELETE, LATE, MIGRATION, TEMPOS, WorldSpec, draw_world
+from zae_limiter.sim.spec import (
+    DELETE,
+    LATE,
+    MIGRATION,
+    TEMPOS,
+    THROTTLED,
+    WorldSpec,
+    draw_world,
+)
 
 
 def _seeds(name: str, n: int = 12) -> list[int]:
@@ -63,3 +71,18 @@ def test_an_operator_quota_world_deletes_and_never_migrates() -> None:
         _drawn, spec = _worlds(seed, quotas=True)
         assert spec.faults.of(DELETE) and not spec.faults.of(MIGRATION)
         assert {cl.partition_wcu for cl in spec.clients} <= {1, 2}
+
+
+def test_an_operator_quota_world_shards_one_entity_without_reserves_under_a_small_quota() -> None:
+    """The deletion fence's world: one entity, sharded by throttles naming the partition,
+    deleted while clients without reserves spend a quota of 10-30 (of the drawn kind)."""
+    for seed in _seeds("operator"):
+        drawn, spec = _worlds(seed, quotas=True)
+        quota = spec.limits[0]
+        assert spec.limits == (quota,) and 10 <= quota.capacity <= 30
+        assert quota.window is not None and drawn.limits[0].window is not None
+        assert quota.window.session_ms == drawn.limits[0].window.session_ms
+        assert spec.entities == {"e1": None} and spec.skew_ms == 0 and spec.tempo == "brisk"
+        assert spec.faults.of(THROTTLED) >= 80 and 2 <= len(spec.clients) <= 4
+        assert not any(cl.reserve for cl in spec.clients)
+        assert all(30 <= len(cl.ops) <= 60 for cl in spec.clients)

@@ -232,8 +232,9 @@ class Checker:
         """No tokens lost, on a schedule without a fault that loses them by design: what
         the table holds plus what reserves still hold (`kept_milli`) is all the ideal
         bucket holds. Judged for limits that do not refill within a schedule (refill
-        would hide a loss, and rounding in the limiter's favour is a loss there), with
-        half a token of slack for the year's refill of a schedule's minutes."""
+        would hide a loss, and rounding in the limiter's favour is a loss there) and for
+        session quotas (judged in the session live at the end), with half a token of
+        slack for the year's refill of a schedule's minutes."""
         if entity in self.lossy:
             return
         ideal, _worst, _allowed = self.replay((entity, limit.name))

@@ -250,7 +250,11 @@ def _judge(world: World, state: RepoState, recovered: bool) -> None:
         )
         for limit in world.spec.limits:
             checker.holds_at_most_ideal(entity, limit, offered[limit.name], now)
-            if lossless and limit.refill_period_seconds == YEAR_S:
+            # A session quota refills nothing within its session either: spending charged
+            # to a session it was not made in (a reserve blind to its session's end) shows
+            # as tokens lost in the session live at the end.
+            session = limit.window is not None and limit.window.session_ms is not None
+            if lossless and (limit.refill_period_seconds == YEAR_S or session):
                 checker.kept_all(entity, limit, _kept(shards, limit, now), now)
             # A client whose clock disagrees about the window cannot move a fraction
             # (its write names another window): judged on worlds without skew.

@@ -5,7 +5,10 @@ token reserves.
 held in flight (a run gives up on a step's write that DynamoDB applies later, after the
 next run finished), in a third of those worlds beside an operator deleting leaf entities
 that clients shard under low partition limits and throttles naming the partition. Quota
-worlds draw no migration (a schema-2 item holds no quota): there the operator deletes.
+worlds draw no migration (a schema-2 item holds no quota): there the operator deletes the
+one entity that clients without reserves shard and spend under a small quota
+(`_deleting_quota`), so that a shard made as the deletion runs meets a quota spent again
+after it (the deletion fence, `flows/records/entities.py` `delete_buckets`).
 
 `quota-reset`: clients on reserves hammer one entity's calendar quota across its reset,
 so that a reserve taken in the old window is held at the reset and the new window binds
@@ -17,6 +20,7 @@ there keep their schedules).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from zae_limiter.limits import Limit
 from zae_limiter.sim.choices import Choices
@@ -44,7 +48,7 @@ MINUTE_MS = 60_000
 
 def operator(spec: WorldSpec, c: Choices) -> WorldSpec:
     if any(limit.window is not None for limit in spec.limits):
-        return _deleting(spec, c)
+        return _deleting_quota(spec, c)
     spec = _migrating(spec, c)
     return _deleting(spec, c) if c.below(3) == 0 else spec
 
@@ -68,6 +72,44 @@ def _deleting(spec: WorldSpec, c: Choices) -> WorldSpec:
     rates[LATE] = max(rates.get(LATE, 0), c.pick(RATES[:2]))
     clients = tuple(replace(cl, partition_wcu=c.pick([1, 2])) for cl in spec.clients)
     return replace(spec, clients=clients, faults=FaultRates(rates))
+
+
+def _deleting_quota(spec: WorldSpec, c: Choices) -> WorldSpec:
+    """A quota world's operator deletes the one entity that two to four clients shard
+    under it (partitions of one or two writes a second, throttles naming the partition
+    at 80 or 200 per thousand, the brisk tempo): a shard is made now and then just as
+    the deletion runs, and the clients' 30-60 acquires each spend the quota the entity
+    starts again with (10-30 of the drawn kind, calendar or session). Without reserves
+    (what reserves hold at a deletion widens the checker's allowance by as much) and
+    with the quota world's faults of one request or one process, at most 30 per
+    thousand."""
+    drawn = spec.limits[0]
+    amount = c.between(10, 30)
+    session = drawn.window.session_ms if drawn.window is not None else None
+    if session:
+        quota = Limit.quota(drawn.name, amount, reset_after=timedelta(milliseconds=session))
+    else:
+        quota = Limit.quota(drawn.name, amount, reset="* * * * *")
+    clients = tuple(_deleting_client(c, i, quota.name) for i in range(c.between(2, 4)))
+    rates = {k: min(v, QUOTA_FAULT_RATE) for k, v in spec.faults.rates.items() if k in KEPT}
+    rates[DELETE] = c.pick(RATES[:2])
+    rates[THROTTLED] = c.pick(RATES[1:])
+    return replace(spec, limits=(quota,), entities={"e1": None}, clients=clients,
+                   faults=FaultRates(rates), skew_ms=0, tempo="brisk")  # fmt: skip
+
+
+def _deleting_client(c: Choices, i: int, name: str) -> ClientSpec:
+    return ClientSpec(
+        name=f"c{i}",
+        reserve=False,
+        speculative=not c.chance(150),
+        retries=c.chance(200),
+        offset_ms=0,
+        partition_wcu=c.pick([1, 2]),
+        threads=c.between(1, 2),
+        ops=tuple(OpSpec("e1", {name: c.between(1, 3)}) for _ in range(c.between(30, 60))),
+        inline_limits=c.chance(300),
+    )
 
 
 #: Faults a quota-reset world keeps, each at most `QUOTA_FAULT_RATE`: those of one
