@@ -4,7 +4,10 @@
   (`plan.grant` blind to quotas): the last tokens sit in reserves, stranded when their
   holder gets no more requests before the reset;
 - a refusal remembered to the reset while reserves hold tokens (`_remembered_until`
-  blind to held counts): what the holders give back is never seen by the clients refused.
+  blind to held counts): what the holders give back is never seen by the clients refused;
+- more than a shard's share of a sharded quota refused with "retry after 1 ms" on a full
+  shard (`_to_reset` answering the time to full, as before): a tight retry loop
+  (tests/integration/test_quota_share.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from tests.conftest import Clock
 from tests.integration import test_quota_reserve_tail as tail
+from tests.integration import test_quota_share as share
 from tests.mutants import must_fail, mutant, mutant_wrapping
 from zae_limiter.flows.write import plan
 
@@ -51,3 +56,14 @@ def test_the_tail_test_catches_a_refusal_remembered_to_the_reset(table: str) -> 
 
     with mutant(plan, "_remembered_until", to_the_reset):
         must_fail(tail.test_a_refusal_while_reserves_hold_tokens_sees_them_come_back, table)
+
+
+def test_the_share_test_catches_a_refusal_that_says_retry_in_a_millisecond(
+    table_name: str,
+) -> None:
+    def full_in(state: Any, now_ms: int) -> int:
+        return int(state.full_in_ms(now_ms))
+
+    with mutant(plan, "_to_reset", full_in), mock_aws():
+        clock = Clock(share.MIDNIGHT_MS - 3_600_000)
+        must_fail(share.test_more_than_a_shards_share_is_refused_until_the_reset, table_name, clock)

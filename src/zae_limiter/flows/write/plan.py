@@ -91,6 +91,26 @@ def _remembered_until(
     return now_ms + wait
 
 
+def _never(state: LimitState, need: int, count: int, now_ms: int) -> int:
+    """How long a take its shard cannot hold waits. A quota (whose 1 ms "period" would
+    make a tight loop): asked more than a shard's share, its reset (a full shard said
+    1 ms); with reserves holding its room, until the shard is full, as before."""
+    if state.window is None:
+        return state.refill_period_ms
+    if need > state.room(count):
+        return _to_reset(state, now_ms)
+    return state.full_in_ms(now_ms)
+
+
+def _to_reset(state: LimitState, now_ms: int) -> int:
+    """A quota: milliseconds to the end of its window (a session not opened: a session's
+    length, by when the shard count may have changed)."""
+    end = state.reset_at(now_ms)
+    if end is not None:
+        return end - now_ms
+    return state.window.session_ms or 0 if state.window is not None else 0
+
+
 def _granted(level: Level, tokens: Mapping[str, int]) -> dict[str, int]:
     quotas = frozenset(limit.name for limit in level.limits if limit.window is not None)
     return grant(level.hold_milli, tokens, level.consume_milli, quotas)
@@ -198,8 +218,7 @@ def plan_write(
             ms = state.ms_until(max(need, 0), now_ms, count, held)
             # More than this shard can ever hold: come back after a full refill period,
             # by when the count may have changed (never a tight retry loop).
-            # (A quota: its reset, which a 1 ms "period" would turn into a tight loop.)
-            never = state.refill_period_ms if state.window is None else state.full_in_ms(now_ms)
+            never = _never(state, need, count, now_ms)
             ms = max(1, never) if ms < 0 else max(1, ms)
             wait = max(wait, ms)
             resets = None if state.window is None else state.reset_at(now_ms)
