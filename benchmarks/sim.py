@@ -35,6 +35,9 @@ def measure(schedules: int, seconds: float | None, jobs: int, log: Log) -> dict[
     return {
         "schedules": tally.schedules,
         "schedules_per_second": round(tally.schedules / wall, 1) if wall else 0,
+        "schedules_per_cpu_second": round(tally.schedules / tally.cpu_seconds, 1)
+        if tally.cpu_seconds
+        else 0,
         "operations": tally.operations,
         "operations_per_second": round(tally.operations / wall) if wall else 0,
         "operations_per_cpu_second": round(tally.operations / tally.cpu_seconds)

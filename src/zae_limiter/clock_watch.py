@@ -17,13 +17,16 @@ clock was stepped, by NTP or by hand) starts a new one from that answer.
 Cost on the hot path: two clock reads and a string comparison per answer; the header
 is parsed only when its text changes (once per second at most).
 
-Pure: no I/O and no clock of its own; the caller passes the send and receive times.
+Pure: no I/O, and the watch reads no clock; the caller passes the send and receive
+times. `wall_clock_ms` is this client's clock, the one a repository passes to its flows
+by default (repository.py) and the one the watch compares with DynamoDB's.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -37,6 +40,10 @@ WARN_AFTER_MS = 1000
 DATE_RESOLUTION_MS = 1000
 
 logger = logging.getLogger("zae_limiter")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def parse_http_date(text: str) -> int | None:

@@ -1,21 +1,49 @@
-"""Lease / SyncLease: what an acquire took, and the adjustments written when it ends."""
+"""From an acquire's call to its lease: `AsyncAcquiring` / `SyncAcquiring`, what
+`limiter.acquire()` returns (served from this client's token reserve, or the full path run
+by the repository's runner), the decision it makes (`_Decisions`: failure policy, shadow
+mode, the counters of `DecisionStats`), and `Lease` / `SyncLease`, what it took and the
+adjustments written when it ends."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from zae_limiter.errors import ValidationError
+from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow
+from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.acquire import Acquired, validate_amounts
+from zae_limiter.flows.records.config import (
+    FailurePolicy,
+    check_failure_policy,
+    stored_failure_policy,
+)
 from zae_limiter.flows.regional_limits import end_lease, lease_changes
+from zae_limiter.flows.reserves import hit
 from zae_limiter.flows.reserves.ops import compensate, record_adjustments
+from zae_limiter.regional import prepare_shares, tend_shares
+from zae_limiter.repository import Repository, SyncRepository, _Base
+from zae_limiter.stats import (
+    LATENCY_BUCKETS_MS,
+    OUTCOMES,
+    Decision,
+    LimiterStats,
+    Listener,
+    ResourceStats,
+)
 
 if TYPE_CHECKING:
     from zae_limiter.flows.context import RepoState
     from zae_limiter.limits import Limit
-    from zae_limiter.repository import Repository, SyncRepository
-    from zae_limiter.stats import Decision
+
+log = logging.getLogger("zae_limiter")
+
+Resources = str | Sequence[str]
+AcquireArgs = tuple[str, Resources, Mapping[str, int], Sequence["Limit"] | None]
 
 #: A lease that holds nothing: allowed on failure, or rejected in shadow mode.
 NOTHING = Acquired(())
@@ -185,3 +213,270 @@ class SyncLease(_Held):
 def _non_negative(amounts: Mapping[str, int]) -> Mapping[str, int]:
     validate_amounts("amounts", dict(amounts))
     return amounts
+
+
+# ---------------------------------------------------------------- the decision
+class _Decisions:
+    """The failure policy, shadow mode and decision metrics, shared by both faces.
+
+    Policy order: the call's `on_unavailable`, then the limiter's, then the one stored in
+    the system defaults (as this client last read it), then "block".
+    """
+
+    def __init__(self, repo: _Base, on_unavailable: FailurePolicy | None, shadow: bool) -> None:
+        self._repo = repo
+        self.on_unavailable = (
+            None if on_unavailable is None else check_failure_policy(on_unavailable)
+        )
+        self.shadow = shadow
+        self.stats = DecisionStats()
+        #: Seconds, for latency (monotonic; replaceable in tests).
+        self.timer: Callable[[], float] = time.perf_counter
+
+    def policy(self, call: FailurePolicy | None) -> FailurePolicy:
+        for value in (call, self.on_unavailable, stored_failure_policy(self._repo.state)):
+            if value is not None:
+                return check_failure_policy(value)
+        return "block"
+
+    def record(self, resource: Resources, outcome: Decision, started: float) -> None:
+        """One decision; an acquire of several resources is a decision of each."""
+        latency = (self.timer() - started) * 1000
+        for name in (resource,) if isinstance(resource, str) else resource:
+            self.stats.record(name, outcome, latency)
+
+    def record_soft(self, resource: Resources, over: Iterable[tuple[str, str]]) -> None:
+        names = [name for _entity, name in over]
+        for each in (resource,) if isinstance(resource, str) else resource:
+            self.stats.record_soft(each, names)
+
+    def degrade(
+        self, error: Exception, resource: Resources, started: float, call: FailurePolicy | None
+    ) -> Decision:
+        """What a failed acquire becomes: a lease holding nothing, or the error raised."""
+        if isinstance(error, RateLimitExceeded):
+            if self.shadow:
+                return "shadow_rejected"
+            self.record(resource, "rejected", started)
+            raise error
+        if self.policy(call) == "allow":
+            log.warning("rate limiter unavailable, request allowed: %s", error)
+            return "allowed_on_failure"
+        self.record(resource, "unavailable", started)
+        raise error
+
+    def decide(
+        self,
+        resource: Resources,
+        started: float,
+        call: FailurePolicy | None,
+        acquired: Acquired | None = None,
+        error: Exception | None = None,
+    ) -> tuple[Acquired, Decision | None]:
+        """What the lease holds, and why it holds nothing (None when admitted)."""
+        outcome: Decision = "admitted"
+        if error is not None:
+            outcome = self.degrade(error, resource, started, call)
+        elif acquired is not None and acquired.bypassed:
+            outcome = "bypassed"
+        elif acquired is not None and (over := acquired.soft_exceeded()):
+            self.record_soft(resource, over)
+        if isinstance(resource, str):  # one resource: its decision, without a loop
+            self.stats.record(resource, outcome, (self.timer() - started) * 1000)
+        else:
+            self.record(resource, outcome, started)
+        held = acquired if acquired is not None and error is None else NOTHING
+        return held, None if outcome in ("admitted", "bypassed") else outcome
+
+
+class _Counters:
+    __slots__ = ("latency", "latency_sum", "outcomes", "soft", "soft_by_limit")
+
+    def __init__(self) -> None:
+        self.outcomes = dict.fromkeys(OUTCOMES, 0)
+        self.latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.latency_sum = 0.0
+        self.soft = 0
+        self.soft_by_limit: dict[str, int] = {}
+
+    def freeze(self) -> ResourceStats:
+        return ResourceStats(
+            **self.outcomes,
+            latency_counts=tuple(self.latency),
+            latency_sum_ms=self.latency_sum,
+            soft_rejected=self.soft,
+            soft_rejected_by_limit=dict(self.soft_by_limit),
+        )
+
+
+class DecisionStats:
+    """Counters per resource; `record` is called once per acquire."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_resource: dict[str, _Counters] = {}
+        self._listeners: list[Listener] = []
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    def record(self, resource: str, outcome: Decision, latency_ms: float) -> None:
+        with self._lock:
+            counters = self._by_resource.get(resource)
+            if counters is None:
+                counters = self._by_resource[resource] = _Counters()
+            counters.outcomes[outcome] += 1
+            counters.latency[bisect.bisect_left(LATENCY_BUCKETS_MS, latency_ms)] += 1
+            counters.latency_sum += latency_ms
+        for listener in list(self._listeners):
+            listener(resource, outcome, latency_ms)
+
+    def record_soft(self, resource: str, limit_names: Iterable[str]) -> None:
+        """An admitted acquire that went past these soft limits (each named once)."""
+        with self._lock:
+            counters = self._by_resource.get(resource)
+            if counters is None:
+                counters = self._by_resource[resource] = _Counters()
+            counters.soft += 1
+            for name in set(limit_names):
+                counters.soft_by_limit[name] = counters.soft_by_limit.get(name, 0) + 1
+
+    def snapshot(self) -> LimiterStats:
+        with self._lock:
+            return LimiterStats({r: c.freeze() for r, c in self._by_resource.items()})
+
+    def reset(self) -> None:
+        with self._lock:
+            self._by_resource.clear()
+
+
+# ---------------------------------------------------------------- the acquire
+_FAILED = (RateLimitExceeded, RateLimiterUnavailable)
+LeaseParts = tuple[Acquired, Mapping[str, int], Decision | None]
+RepoT = TypeVar("RepoT", Repository, SyncRepository)
+
+
+class _Acquiring(Generic[RepoT]):
+    """What `acquire()` returns: the acquire runs when the block is entered; the lease
+    ends when it is left (its adjustments written, or everything it took given back when
+    the block raised). A plain class rather than a generator-based context manager: the
+    hot path pays for no generator and no contextlib frames."""
+
+    __slots__ = ("_args", "_decisions", "_lease", "_policy", "_repo", "_speculative", "_started")
+    _repo: RepoT
+
+    def __init__(
+        self,
+        decisions: _Decisions,
+        speculative: bool,
+        repo: RepoT,
+        args: AcquireArgs,
+        policy: FailurePolicy | None,
+    ) -> None:
+        self._decisions = decisions
+        self._speculative = speculative
+        self._repo = repo
+        self._args = args
+        self._policy = policy
+        self._started = 0.0
+
+    def _begin(self) -> Flow[Acquired]:
+        """Check the call's policy and build the acquire flow; the decision's time starts."""
+        if self._policy is not None:
+            check_failure_policy(self._policy)
+        repo = self._repo
+        if repo.state.shares is None:  # made once, on the first acquire
+            prepare_shares(repo)
+        entity_id, resource, consume, limits = self._args
+        flow = acquire_flow.acquire(
+            repo.state, entity_id, resource, consume, limits, repo.clock(), self._speculative
+        )
+        self._started = self._decisions.timer()
+        return flow
+
+    def _served(self) -> LeaseParts | None:
+        """An acquire this client's token reserve serves (flows/reserves/hit.py): no flow,
+        no driver, no request. None: the full path decides. Asked only with reserves on."""
+        repo, decisions = self._repo, self._decisions
+        entity_id, resource, consume, limits = self._args
+        if not isinstance(resource, str):
+            return None  # several resources: the full path takes them all or none
+        if self._policy is not None:
+            check_failure_policy(self._policy)
+        self._started = started = decisions.timer()
+        served = hit.serve(repo.state, entity_id, resource, consume, limits, repo.clock())
+        if served is None:
+            return None
+        taken, amounts = served
+        decisions.stats.record(resource, "admitted", (decisions.timer() - started) * 1000)
+        keeper = repo._keeper  # one watching the book needs no call: asked of its field
+        if keeper is not None and not keeper.watching:
+            repo.tend_reserves()
+        return Acquired((taken,), amounts, entity_id), amounts, None
+
+    def _lease_parts(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
+        """What the lease holds, what it starts from, and why it holds nothing; the
+        reserves are tended after an acquire that reached DynamoDB's answer."""
+        decisions, resource = self._decisions, self._args[1]
+        held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
+        repo = self._repo
+        if error is None and repo.state.reserves is not None:  # else no reserve to tend
+            repo.tend_reserves()
+        shares = repo.state.shares
+        if shares is not None and shares.waiting:  # a global limit's keeper to start
+            tend_shares(repo)
+        # What the lease starts from: validated by the acquire that took it (else here).
+        consumed = held.consumed_milli or validate_amounts("consume", self._args[2])
+        return held, consumed, why
+
+
+# unasync: source
+class AsyncAcquiring(_Acquiring[Repository]):
+    """`async with limiter.acquire(...) as lease:`"""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> Lease:
+        repo = self._repo
+        # Reserves off: every acquire is the full path, run by the repository's runner.
+        parts = None if repo.state.reserves is None else self._served()
+        if parts is None:
+            try:
+                acquired = await repo._runner.run(self._begin(), repo.timeout)
+                parts = self._lease_parts(acquired, None)
+            except _FAILED as error:
+                parts = self._lease_parts(None, error)
+        self._lease = Lease(repo, *parts)
+        return self._lease
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        await self._lease._finish(failed=kind is not None)
+
+
+# unasync: generated from the source above by tools/unasync.py; do not edit
+class SyncAcquiring(_Acquiring[SyncRepository]):
+    """`with limiter.acquire(...) as lease:`"""
+
+    __slots__ = ()
+
+    def __enter__(self) -> SyncLease:
+        repo = self._repo
+        # Reserves off: every acquire is the full path, run by the repository's runner.
+        parts = None if repo.state.reserves is None else self._served()
+        if parts is None:
+            try:
+                acquired = repo._runner.run(self._begin(), repo.timeout)
+                parts = self._lease_parts(acquired, None)
+            except _FAILED as error:
+                parts = self._lease_parts(None, error)
+        self._lease = SyncLease(repo, *parts)
+        return self._lease
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._lease._finish(failed=kind is not None)
+
+
+# unasync: end

@@ -1,113 +1,22 @@
 """RateLimiter (async) and SyncRateLimiter: thin public faces over the flows.
 
 Every operation but `acquire` is written once in `operations.Operations` and becomes a
-method of both faces through `async_face` / `sync_face`; `acquire` is a context manager,
-so each face keeps its own few lines around the shared `_Decisions`.
+method of both faces through `async_face` / `sync_face`; `acquire` returns the
+`AsyncAcquiring` / `SyncAcquiring` of lease.py, where the acquire runs, is decided
+(`_Decisions`) and becomes a lease.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Mapping, Sequence
 
-from zae_limiter.errors import RateLimiterUnavailable, RateLimitExceeded
-from zae_limiter.flows import Flow
-from zae_limiter.flows import acquire as acquire_flow
-from zae_limiter.flows.acquire import Acquired, validate_amounts
-from zae_limiter.flows.records.config import (
-    FailurePolicy,
-    check_failure_policy,
-    stored_failure_policy,
-)
-from zae_limiter.flows.reserves import hit
+from zae_limiter.flows.records.config import FailurePolicy
 from zae_limiter.flows.reserves.book import ReserveStats
-from zae_limiter.lease import NOTHING, Lease, SyncLease
+from zae_limiter.lease import AsyncAcquiring, DecisionStats, SyncAcquiring, _Decisions
 from zae_limiter.limits import Limit
 from zae_limiter.operations import Operations, async_face, sync_face
-from zae_limiter.regional import prepare_shares, tend_shares
 from zae_limiter.repository import Repository, SyncRepository, _Base
-from zae_limiter.stats import Decision, DecisionStats, LimiterStats
-
-log = logging.getLogger("zae_limiter")
-
-_FAILED = (RateLimitExceeded, RateLimiterUnavailable)
-Resources = str | Sequence[str]
-AcquireArgs = tuple[str, Resources, Mapping[str, int], Sequence[Limit] | None]
-
-
-class _Decisions:
-    """The failure policy, shadow mode and decision metrics, shared by both faces.
-
-    Policy order: the call's `on_unavailable`, then the limiter's, then the one stored in
-    the system defaults (as this client last read it), then "block".
-    """
-
-    def __init__(self, repo: _Base, on_unavailable: FailurePolicy | None, shadow: bool) -> None:
-        self._repo = repo
-        self.on_unavailable = (
-            None if on_unavailable is None else check_failure_policy(on_unavailable)
-        )
-        self.shadow = shadow
-        self.stats = DecisionStats()
-        #: Seconds, for latency (monotonic; replaceable in tests).
-        self.timer: Callable[[], float] = time.perf_counter
-
-    def policy(self, call: FailurePolicy | None) -> FailurePolicy:
-        for value in (call, self.on_unavailable, stored_failure_policy(self._repo.state)):
-            if value is not None:
-                return check_failure_policy(value)
-        return "block"
-
-    def record(self, resource: Resources, outcome: Decision, started: float) -> None:
-        """One decision; an acquire of several resources is a decision of each."""
-        latency = (self.timer() - started) * 1000
-        for name in (resource,) if isinstance(resource, str) else resource:
-            self.stats.record(name, outcome, latency)
-
-    def record_soft(self, resource: Resources, over: Iterable[tuple[str, str]]) -> None:
-        names = [name for _entity, name in over]
-        for each in (resource,) if isinstance(resource, str) else resource:
-            self.stats.record_soft(each, names)
-
-    def degrade(
-        self, error: Exception, resource: Resources, started: float, call: FailurePolicy | None
-    ) -> Decision:
-        """What a failed acquire becomes: a lease holding nothing, or the error raised."""
-        if isinstance(error, RateLimitExceeded):
-            if self.shadow:
-                return "shadow_rejected"
-            self.record(resource, "rejected", started)
-            raise error
-        if self.policy(call) == "allow":
-            log.warning("rate limiter unavailable, request allowed: %s", error)
-            return "allowed_on_failure"
-        self.record(resource, "unavailable", started)
-        raise error
-
-    def decide(
-        self,
-        resource: Resources,
-        started: float,
-        call: FailurePolicy | None,
-        acquired: Acquired | None = None,
-        error: Exception | None = None,
-    ) -> tuple[Acquired, Decision | None]:
-        """What the lease holds, and why it holds nothing (None when admitted)."""
-        outcome: Decision = "admitted"
-        if error is not None:
-            outcome = self.degrade(error, resource, started, call)
-        elif acquired is not None and acquired.bypassed:
-            outcome = "bypassed"
-        elif acquired is not None and (over := acquired.soft_exceeded()):
-            self.record_soft(resource, over)
-        if isinstance(resource, str):  # one resource: its decision, without a loop
-            self.stats.record(resource, outcome, (self.timer() - started) * 1000)
-        else:
-            self.record(resource, outcome, started)
-        held = acquired if acquired is not None and error is None else NOTHING
-        return held, None if outcome in ("admitted", "bypassed") else outcome
+from zae_limiter.stats import LimiterStats
 
 
 class _Face:
@@ -183,7 +92,8 @@ class RateLimiter(_Face):
         `consume` is taken from every one of them that has a limit of that name, all or
         nothing, in one round trip (docs/controls.md, "Several resources in one acquire")."""
         args = (entity_id, resource, consume, limits)
-        return AsyncAcquiring(self, self.repository, args, on_unavailable)
+        decisions = self._decisions
+        return AsyncAcquiring(decisions, self._speculative, self.repository, args, on_unavailable)
 
     create_entity = async_face(Operations.create_entity)
     get_entity = async_face(Operations.get_entity)
@@ -266,7 +176,8 @@ class SyncRateLimiter(_Face):
         `consume` is taken from every one of them that has a limit of that name, all or
         nothing, in one round trip (docs/controls.md, "Several resources in one acquire")."""
         args = (entity_id, resource, consume, limits)
-        return SyncAcquiring(self, self.repository, args, on_unavailable)
+        decisions = self._decisions
+        return SyncAcquiring(decisions, self._speculative, self.repository, args, on_unavailable)
 
     create_entity = sync_face(Operations.create_entity)
     get_entity = sync_face(Operations.get_entity)
@@ -302,129 +213,6 @@ class SyncRateLimiter(_Face):
     delete_namespace = sync_face(Operations.delete_namespace)
     reset_bucket = sync_face(Operations.reset_bucket)
     top_up = sync_face(Operations.top_up)
-
-
-# unasync: end
-
-
-LeaseParts = tuple[Acquired, Mapping[str, int], Decision | None]
-RepoT = TypeVar("RepoT", Repository, SyncRepository)
-
-
-class _Acquiring(Generic[RepoT]):
-    """What `acquire()` returns: the acquire runs when the block is entered; the lease
-    ends when it is left (its adjustments written, or everything it took given back when
-    the block raised). A plain class rather than a generator-based context manager: the
-    hot path pays for no generator and no contextlib frames."""
-
-    __slots__ = ("_args", "_face", "_lease", "_policy", "_repo", "_started")
-    _repo: RepoT
-
-    def __init__(
-        self,
-        face: _Face,
-        repo: RepoT,
-        args: AcquireArgs,
-        policy: FailurePolicy | None,
-    ) -> None:
-        self._face = face
-        self._repo = repo
-        self._args = args
-        self._policy = policy
-        self._started = 0.0
-
-    def _begin(self) -> Flow[Acquired]:
-        """Check the call's policy and build the acquire flow; the decision's time starts."""
-        if self._policy is not None:
-            check_failure_policy(self._policy)
-        face, repo = self._face, self._repo
-        if repo.state.shares is None:  # made once, on the first acquire
-            prepare_shares(repo)
-        entity_id, resource, consume, limits = self._args
-        flow = acquire_flow.acquire(
-            repo.state, entity_id, resource, consume, limits, repo.clock(), face._speculative
-        )
-        self._started = face._decisions.timer()
-        return flow
-
-    def _served(self) -> LeaseParts | None:
-        """An acquire this client's token reserve serves (flows/reserves/hit.py): no flow,
-        no driver, no request. None: the full path decides. Asked only with reserves on."""
-        repo, decisions = self._repo, self._face._decisions
-        entity_id, resource, consume, limits = self._args
-        if not isinstance(resource, str):
-            return None  # several resources: the full path takes them all or none
-        if self._policy is not None:
-            check_failure_policy(self._policy)
-        self._started = started = decisions.timer()
-        served = hit.serve(repo.state, entity_id, resource, consume, limits, repo.clock())
-        if served is None:
-            return None
-        taken, amounts = served
-        decisions.stats.record(resource, "admitted", (decisions.timer() - started) * 1000)
-        repo.tend_reserves()
-        return Acquired((taken,), amounts, entity_id), amounts, None
-
-    def _lease_parts(self, acquired: Acquired | None, error: Exception | None) -> LeaseParts:
-        """What the lease holds, what it starts from, and why it holds nothing; the
-        reserves are tended after an acquire that reached DynamoDB's answer."""
-        decisions, resource = self._face._decisions, self._args[1]
-        held, why = decisions.decide(resource, self._started, self._policy, acquired, error)
-        repo = self._repo
-        if error is None and repo.state.reserves is not None:  # else no reserve to tend
-            repo.tend_reserves()
-        shares = repo.state.shares
-        if shares is not None and shares.waiting:  # a global limit's keeper to start
-            tend_shares(repo)
-        # What the lease starts from: validated by the acquire that took it (else here).
-        consumed = held.consumed_milli or validate_amounts("consume", self._args[2])
-        return held, consumed, why
-
-
-# unasync: source
-class AsyncAcquiring(_Acquiring[Repository]):
-    """`async with limiter.acquire(...) as lease:`"""
-
-    __slots__ = ()
-
-    async def __aenter__(self) -> Lease:
-        repo = self._repo
-        # Reserves off: every acquire is the full path, run by the repository's runner.
-        parts = None if repo.state.reserves is None else self._served()
-        if parts is None:
-            try:
-                acquired = await repo._runner.run(self._begin(), repo.timeout)
-                parts = self._lease_parts(acquired, None)
-            except _FAILED as error:
-                parts = self._lease_parts(None, error)
-        self._lease = Lease(repo, *parts)
-        return self._lease
-
-    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        await self._lease._finish(failed=kind is not None)
-
-
-# unasync: generated from the source above by tools/unasync.py; do not edit
-class SyncAcquiring(_Acquiring[SyncRepository]):
-    """`with limiter.acquire(...) as lease:`"""
-
-    __slots__ = ()
-
-    def __enter__(self) -> SyncLease:
-        repo = self._repo
-        # Reserves off: every acquire is the full path, run by the repository's runner.
-        parts = None if repo.state.reserves is None else self._served()
-        if parts is None:
-            try:
-                acquired = repo._runner.run(self._begin(), repo.timeout)
-                parts = self._lease_parts(acquired, None)
-            except _FAILED as error:
-                parts = self._lease_parts(None, error)
-        self._lease = SyncLease(repo, *parts)
-        return self._lease
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        self._lease._finish(failed=kind is not None)
 
 
 # unasync: end

@@ -68,7 +68,7 @@ class ResolvedLimits:
     limits: tuple[Limit, ...]
     source: LimitSource
     #: The bucket TTL (seconds) of the most specific level that stores one; None: none
-    #: does (the default applies, flows/expiry.py).
+    #: does (the default applies, flows/write/plan.py).
     bucket_ttl_s: int | None = None
 
     def by_name(self) -> dict[str, Limit]:

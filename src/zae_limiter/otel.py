@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from zae_limiter.stats import Decision, DecisionStats
+from zae_limiter.lease import DecisionStats
+from zae_limiter.stats import Decision
 
 INSTALL_HINT = "pip install 'zae-limiter[otel]'"
 METER_NAME = "zae_limiter"

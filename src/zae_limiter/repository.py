@@ -6,7 +6,6 @@ Both run the same flows; only the driver differs (aiobotocore or boto3).
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack, ExitStack
 from typing import Any, NamedTuple, Self, TypeVar
@@ -25,7 +24,7 @@ from zae_limiter.client_options import LOCAL_TIMEOUT as LOCAL_TIMEOUT
 from zae_limiter.client_options import client_kwargs as client_kwargs
 from zae_limiter.client_options import is_local_endpoint as is_local_endpoint
 from zae_limiter.client_options import resolve_timeout as resolve_timeout
-from zae_limiter.clock_watch import ClockStats
+from zae_limiter.clock_watch import ClockStats, wall_clock_ms
 from zae_limiter.config_cache import ConfigCache
 from zae_limiter.drivers import AsyncRunner, SyncRunner
 from zae_limiter.errors import ValidationError
@@ -43,10 +42,6 @@ Clock = Callable[[], int]
 DEFAULT_TABLE = "zae-limiter"
 #: How long audit events are kept unless `audit_retention_days` says otherwise.
 DEFAULT_AUDIT_RETENTION_DAYS = 90
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _state(

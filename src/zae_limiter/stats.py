@@ -7,8 +7,6 @@ as `zae_limiter.otel`) are told of every decision as it happens.
 
 from __future__ import annotations
 
-import bisect
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -110,67 +108,3 @@ def _summed(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
         for name, count in part.items():
             out[name] = out.get(name, 0) + count
     return out
-
-
-class _Counters:
-    __slots__ = ("latency", "latency_sum", "outcomes", "soft", "soft_by_limit")
-
-    def __init__(self) -> None:
-        self.outcomes = dict.fromkeys(OUTCOMES, 0)
-        self.latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
-        self.latency_sum = 0.0
-        self.soft = 0
-        self.soft_by_limit: dict[str, int] = {}
-
-    def freeze(self) -> ResourceStats:
-        return ResourceStats(
-            **self.outcomes,
-            latency_counts=tuple(self.latency),
-            latency_sum_ms=self.latency_sum,
-            soft_rejected=self.soft,
-            soft_rejected_by_limit=dict(self.soft_by_limit),
-        )
-
-
-class DecisionStats:
-    """Counters per resource; `record` is called once per acquire."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_resource: dict[str, _Counters] = {}
-        self._listeners: list[Listener] = []
-
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: Listener) -> None:
-        self._listeners.remove(listener)
-
-    def record(self, resource: str, outcome: Decision, latency_ms: float) -> None:
-        with self._lock:
-            counters = self._by_resource.get(resource)
-            if counters is None:
-                counters = self._by_resource[resource] = _Counters()
-            counters.outcomes[outcome] += 1
-            counters.latency[bisect.bisect_left(LATENCY_BUCKETS_MS, latency_ms)] += 1
-            counters.latency_sum += latency_ms
-        for listener in list(self._listeners):
-            listener(resource, outcome, latency_ms)
-
-    def record_soft(self, resource: str, limit_names: Iterable[str]) -> None:
-        """An admitted acquire that went past these soft limits (each named once)."""
-        with self._lock:
-            counters = self._by_resource.get(resource)
-            if counters is None:
-                counters = self._by_resource[resource] = _Counters()
-            counters.soft += 1
-            for name in set(limit_names):
-                counters.soft_by_limit[name] = counters.soft_by_limit.get(name, 0) + 1
-
-    def snapshot(self) -> LimiterStats:
-        with self._lock:
-            return LimiterStats({r: c.freeze() for r, c in self._by_resource.items()})
-
-    def reset(self) -> None:
-        with self._lock:
-            self._by_resource.clear()

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from benchmarks import paths
 
-#: Measured after issue 37's third cut (docs/performance.md, "The per-request walk"):
-#: 85 functions in 25 files, a reserve hit 14 in 5. The traced acquire builds its
+#: Measured after issue 37's fourth cut (docs/performance.md, "The per-request walk"):
+#: 83-84 functions in 20 files, a reserve hit 13 in 4. The traced acquire builds its
 #: expression when its shape is new (the epochs its condition watches change every
-#: 20 s): 7 functions and a file more then.
+#: 20 s): up to 8 functions more then (measured with the expression and name caches
+#: cleared: 91 in 23 files), in keys/buckets.py (`window_parts`), keys/expiry.py and
+#: keys/reserves.py; one more for an answer that narrows the clock watch's interval.
 PER_REQUEST_FUNCTIONS = 92
-PER_REQUEST_FILES = 26
-HIT_FUNCTIONS = 15
-HIT_FILES = 5
+PER_REQUEST_FILES = 23
+HIT_FUNCTIONS = 14
+HIT_FILES = 4
 
 
 def test_the_acquire_paths_stay_short() -> None:

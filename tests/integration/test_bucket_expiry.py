@@ -15,7 +15,8 @@ from tests.conftest import Api, Clock
 from tests.exactness_model import IdealBucket
 from zae_limiter import Limit, RateLimitExceeded, keys
 from zae_limiter.flows import Call, one
-from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S, RESERVE_HORIZON_MS
+from zae_limiter.flows.bucket_ttl import DEFAULT_BUCKET_TTL_S
+from zae_limiter.flows.write.plan import RESERVE_HORIZON_MS
 
 HOURLY = Limit.per_hour("rph", 10)  # a whole capacity refills in an hour
 MINUTE = Limit.per_minute("rpm", 60)

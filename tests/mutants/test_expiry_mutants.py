@@ -1,5 +1,5 @@
 """Mutants for bucket expiry (docs/quotas.md, Idle buckets expire): each breaks one rule
-of the `ttl` a write gives its item (flows/expiry.py) and shows the guarantee's own test
+of the `ttl` a write gives its item (flows/write/plan.py) and shows the guarantee's own test
 (tests/integration/test_bucket_expiry.py) fails on it.
 
 - a `ttl` that does not wait for the bucket to refill (only for reserves and the idle
@@ -16,7 +16,7 @@ from typing import Any
 from tests.conftest import Api, Clock
 from tests.integration import test_bucket_expiry as expiry
 from tests.mutants import must_fail, mutant
-from zae_limiter.flows import expiry as expiry_flows
+from zae_limiter.flows.write import plan as expiry_flows
 from zae_limiter.limits import Limit
 
 ORIGINAL_FULL_AGAIN = expiry_flows.full_again_ms

@@ -14,6 +14,7 @@ import pytest
 
 from tests.mutants import must_fail, mutant
 from tests.unit import test_flows_context as owners
+from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.context import EntityFacts
 
 STRANGERS = [
@@ -43,8 +44,8 @@ def test_the_facts_test_catches_facts_that_change_in_place() -> None:
 
 
 def test_the_settled_test_catches_facts_settled_for_a_resource_no_bucket_said() -> None:
-    """`EntityFacts.settled` that asks only whether the facts exist: an acquire of a
+    """`flows.acquire.settled` that asks only whether the facts exist: an acquire of a
     resource whose bucket this client never wrote would skip the parent the record read
     to make that bucket names, and that parent's global limits."""
-    with mutant(EntityFacts, "settled", lambda self, resources: True):
+    with mutant(acquire_flow, "settled", lambda facts, resources: True):
         must_fail(owners.test_settled_facts_are_those_no_take_can_change)

@@ -75,7 +75,7 @@ def test_switch_test_catches_a_schedule_frozen_by_the_config_cache(api: Api, clo
 def test_call_shape_test_catches_a_passed_schedule_frozen_by_the_shape_cache() -> None:
     """An acquire's call-shape cache (flows/acquire.py) that keeps the limits passed as they
     were in force when the shape was first validated."""
-    from tests.unit import test_flows_asked as asked_tests
+    from tests.unit import test_flows_acquire as asked_tests
     from zae_limiter.flows import acquire as asked
 
     frozen_at: dict[int, int] = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import zae_limiter
+from zae_limiter.flows import acquire as acquire_flow
 from zae_limiter.flows.context import Entities
 
 PACKAGE = Path(zae_limiter.__file__).parent
@@ -50,18 +51,19 @@ def test_what_is_learned_replaces_the_facts_whole() -> None:
 
 
 def test_settled_facts_are_those_no_take_can_change() -> None:
-    """`EntityFacts.settled`, asked by every acquire of an entity without a known parent:
+    """`flows.acquire.settled`, asked by every acquire of an entity without a known parent:
     True only where nothing a take learns (a bucket of these resources, or the record read
     to make one) can name a parent, so the acquire looks for no parent taken late."""
     entities = Entities()
     known = entities.learn("k1", False, None, of="gpt")  # from a bucket: no parent there
-    assert known.facts.settled(["gpt"]) and not known.facts.settled(["gpt", "embed"])
+    assert acquire_flow.settled(known.facts, ["gpt"])
+    assert not acquire_flow.settled(known.facts, ["gpt", "embed"])
     entities.learn("k1", True, "org", of="gpt")  # that bucket again, now naming one
     assert known.facts.parent_id is None  # what is known stays
     entities.learn("k1", True, "org")  # the record, read to make the embed bucket
     assert known.facts.parent_id == "org"  # not settled for embed: a parent, learned late
     record = entities.learn("k2", False, None)
-    assert record.facts.settled(["gpt", "embed"])  # the record read: nothing to learn
+    assert acquire_flow.settled(record.facts, ["gpt", "embed"])  # the record read: nothing to learn
     entities.learn("k2", True, "org", of="gpt")
     assert record.facts.parent_id is None
 

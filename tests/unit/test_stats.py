@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from zae_limiter.stats import LATENCY_BUCKETS_MS, DecisionStats, ResourceStats
+from zae_limiter.lease import DecisionStats
+from zae_limiter.stats import LATENCY_BUCKETS_MS, ResourceStats
 
 
 def test_outcomes_are_counted_per_resource() -> None:

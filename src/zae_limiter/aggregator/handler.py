@@ -106,7 +106,7 @@ def sync_runner(table: str, endpoint_url: str | None = None, region: str | None 
 
 def handler(event: Mapping[str, Any], context: object = None) -> dict[str, Any]:
     """Lambda entry point."""
-    from zae_limiter.repository import wall_clock_ms
+    from zae_limiter.clock_watch import wall_clock_ms
 
     records = list(event.get("Records") or [])
     if not records:

@@ -107,8 +107,8 @@ class StreamPoller:
         import boto3
 
         from zae_limiter.capacity import CapacityMeter
+        from zae_limiter.clock_watch import wall_clock_ms
         from zae_limiter.drivers import SyncRunner
-        from zae_limiter.repository import wall_clock_ms
 
         session = boto3.session.Session()
         dynamodb = session.client("dynamodb", **patient_client_kwargs(region, endpoint_url))

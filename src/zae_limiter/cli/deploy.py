@@ -22,7 +22,7 @@ from zae_limiter import infra
 from zae_limiter.cli import render
 from zae_limiter.cli._errors import EXIT_CHANGES
 from zae_limiter.cli.options import Target, target_options
-from zae_limiter.flows.expiry import check_bucket_ttl
+from zae_limiter.flows.bucket_ttl import check_bucket_ttl
 from zae_limiter.infra import policy
 from zae_limiter.infra.options import StackOptions
 from zae_limiter.infra.render import package_version, render_regional_template

@@ -13,8 +13,8 @@ import click
 
 from zae_limiter.cli import render
 from zae_limiter.cli.options import Target, target_options
+from zae_limiter.clock_watch import wall_clock_ms
 from zae_limiter.doctor import DoctorReport, DoctorTarget, run_doctor
-from zae_limiter.repository import wall_clock_ms
 
 _MARKS = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 

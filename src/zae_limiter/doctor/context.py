@@ -11,10 +11,11 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zae_limiter import keys
+from zae_limiter.clock_watch import wall_clock_ms
 from zae_limiter.errors import ZaeLimiterError
 from zae_limiter.infra.aws import Aws, error_code, error_message
 from zae_limiter.infra.stack import StackClient
-from zae_limiter.repository import is_local_endpoint, wall_clock_ms
+from zae_limiter.repository import is_local_endpoint
 
 Clock = Callable[[], int]
 Sleep = Callable[[float], None]

@@ -1,12 +1,10 @@
 """acquire(): what was asked, validated (every check raises a `ValidationError` saying
 what was wrong, before anything is written); the levels; the take from the entity (and
-its parent), settled: on to flows/scaling/any_shard.py and flows/write/take.py.
-
-Cascade: the first acquire of a child learns `(cascade, parent_id)` and takes from the
-parent after the child; once the entity cache knows them, child and parent writes go
-out together in one round trip. If any level is rejected or fails, what the others took
-is given back (flows/reserves/ops.py `compensate`): no tokens created or destroyed.
-"""
+its parent): on to flows/scaling/any_shard.py and flows/write/take.py. Cascade: the
+first acquire of a child learns `(cascade, parent_id)` and takes from the parent after
+the child; once the entity cache knows them, child and parent writes go out together in
+one round trip. If any level is rejected or fails, what the others took is given back
+(flows/reserves/ops.py `compensate`): no tokens created or destroyed."""
 
 from __future__ import annotations
 
@@ -16,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from zae_limiter import keys
 from zae_limiter.errors import RateLimitExceeded, ValidationError
 from zae_limiter.flows import Flow, lockstep
-from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S
+from zae_limiter.flows.bucket_ttl import DEFAULT_BUCKET_TTL_S
+from zae_limiter.flows.context import EntityFacts, RepoState
 from zae_limiter.flows.records.config import Prefetched, Resolved, require_limits, resolve_levels
 from zae_limiter.flows.regional_limits import Wanted, learn_entity, split_global, take_global
 from zae_limiter.flows.reserves import ops as reserve_ops
@@ -45,10 +43,7 @@ class Acquired:
 
     def own(self) -> Taken | None:
         """What was taken from the entity itself."""
-        for taken in self.taken:
-            if taken.entity_id == self.entity_id:
-                return taken
-        return None
+        return next((t for t in self.taken if t.entity_id == self.entity_id), None)
 
     def soft_exceeded(self) -> tuple[tuple[str, str], ...]:
         """(entity, limit) of every soft limit this acquire went past: a hard limit
@@ -267,15 +262,21 @@ def acquire(
         levels += yield from _parent_levels(state, asked, found)
     if state.shares is not None:
         has_global = _has_global(levels)
-        # `settled` is True for facts from the record: asked of the field first.
-        settled = meta is not None and (meta.facts.record or meta.facts.settled(resources))
-        if has_global or not (parent_known or settled):
+        # Facts from the record are settled: asked of the field first.
+        done = meta is not None and (meta.facts.record or settled(meta.facts, resources))
+        if has_global or not (parent_known or done):
             return (yield from _shared(state, asked, levels, found, (has_global, speculative)))
     return (
         yield from _take_all(
             state, entity_id, levels, (amounts, override), found[1], (now_ms, speculative)
         )
     )
+
+
+def settled(facts: EntityFacts, resources: Sequence[str]) -> bool:
+    """Whether a bucket write of these resources can teach nothing new (`Entities.learn`
+    keeps these facts): else it may name a parent, whose levels an acquire takes late."""
+    return facts.record or all(map(facts.cascade_for.__contains__, resources))
 
 
 def _shared(

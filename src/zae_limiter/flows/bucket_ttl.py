@@ -2,8 +2,9 @@
 (entity+resource > entity default > resource default > system), audited like them.
 
 It sits on the level's config item (`bucket_ttl`, seconds; 0: never expire), next to the
-limits, and is fetched in the same BatchGetItem (flows/records/config.py); a level that stores
-none defers to the next, and the library's default (flows/expiry.py) comes last.
+limits, and is fetched in the same BatchGetItem (flows/records/config.py); a level that
+stores none defers to the next, and the library's default (`DEFAULT_BUCKET_TTL_S`) comes
+last. The `ttl` a write gives its item from it: flows/write/plan.py `expires_at_s`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,24 @@ from zae_limiter import keys
 from zae_limiter.errors import ValidationError
 from zae_limiter.flows import Call, Flow, one
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.expiry import check_bucket_ttl
 from zae_limiter.flows.records.audit import Auditor, audited_change
 from zae_limiter.flows.records.config import config_key_for, evict, validate_level
 
+#: The idle period after which a full bucket's item may go, when no level sets one.
+DEFAULT_BUCKET_TTL_S = 86_400
+#: The longest bucket_ttl a level may store (a year); 0 stores "never expire".
+MAX_BUCKET_TTL_S = 366 * 86_400
+
+
+def check_bucket_ttl(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"bucket_ttl must be a whole number of seconds, got {value!r}")
+    if not 0 <= value <= MAX_BUCKET_TTL_S:
+        raise ValueError(
+            f"bucket_ttl must be between 0 (never expire) and {MAX_BUCKET_TTL_S} seconds "
+            f"(366 days), got {value}"
+        )
+    return value
 
 def _kind(entity_id: str | None, resource: str | None) -> str:
     if entity_id is not None:

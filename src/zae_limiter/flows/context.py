@@ -49,17 +49,6 @@ class EntityFacts:
             return False
         return self.cascade_for.get(resource, self.cascade and self.record)
 
-    def settled(self, resources: Sequence[str]) -> bool:
-        """Whether a bucket write of these resources can teach nothing new (`Entities.learn`
-        keeps these facts): they come from the record, or each resource's bucket said.
-        Else the write may name a parent, whose levels an acquire then takes late."""
-        if self.record:
-            return True
-        for r in resources:  # noqa: SIM110 - a loop: a generator is a call of its own
-            if r not in self.cascade_for:
-                return False
-        return True
-
     def choosing(self, choices: Mapping[str, bool]) -> EntityFacts:
         """These facts with more per-resource choices (they win over the known ones)."""
         if not choices:
@@ -164,7 +153,7 @@ class RepoState:
     #: its world's), so a run replays.
     rng: random.Random = field(default_factory=random.Random)
     jitter: random.Random = field(default_factory=random.Random)
-    #: Whether bucket writes carry a `ttl` (flows/expiry.py): only on a table at schema 5
+    #: Whether bucket writes carry a `ttl` (flows/write/plan.py): only on a table at schema 5
     #: or later, whose clients all move it (flows/records/table.py learns it at open).
     bucket_expiry: bool = True
     #: The bucket TTL each config level stores (None: none), refreshed with its limits.

@@ -253,7 +253,7 @@ def config_item(
 A_ON_UNAVAILABLE = "on_unavailable"
 
 #: On any config item: the idle seconds after which a full bucket's item expires
-#: (flows/expiry.py; 0: never), for the entities and resources the level covers.
+#: (flows/write/plan.py; 0: never), for the entities and resources the level covers.
 A_BUCKET_TTL = "bucket_ttl"
 
 

@@ -4,7 +4,7 @@ A write that moves a bucket also moves its expiry, and one that raises a shard c
 removes it: `with_expiry` adds the part to an UpdateItem already built, and an acquire's
 take (keys/takes.py `take_write`, `expiry=`) carries the same part in its cached
 expression (a sharded bucket never expires: its
-shards' shares are only right together, see flows/expiry.py).
+shards' shares are only right together, see flows/write/plan.py).
 """
 
 from __future__ import annotations

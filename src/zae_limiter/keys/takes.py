@@ -1,4 +1,5 @@
-"""The conditional writes that move a bucket's full-at times (see bucket.py).
+"""An acquire's conditional write that moves a bucket's full-at times (see bucket.py),
+and the item it reads back (`decode_bucket`, `written_facts`).
 
 Per limit a write takes one form, picked by the client from its last image of the item
 (`now` below is `now_ms * ra`, the full-at value of a bucket full right now):
@@ -29,17 +30,36 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from zae_limiter.bucket import LimitState
 from zae_limiter.keys.buckets import (
-    A_PREV_WINDOW_START,
-    A_PREV_WINDOW_WRITES,
+    A_QUOTA_RESET,
+    A_WCU_LIMIT,
     A_WINDOW_START,
     A_WINDOW_WRITES,
-    snapshot_parts,
     window_parts,
 )
-from zae_limiter.keys.core import A_REFILL, A_SHARD_COUNT, PK, TTL, Item, limit_attr, n
+from zae_limiter.keys.core import (
+    A_CASCADE,
+    A_ENTITY_ID,
+    A_PARENT,
+    A_REFILL,
+    A_RESOURCE,
+    A_SHARD_COUNT,
+    A_SHARD_ID,
+    BUCKET_PREFIX,
+    FIELDS,
+    TTL,
+    Item,
+    get_n,
+    limit_attr,
+    n,
+)
+from zae_limiter.keys.entities import A_BYPASS
 from zae_limiter.keys.expiry import EXPIRY_NAME, EXPIRY_VALUE, expiry_update
-from zae_limiter.keys.reserves import reserve_attr
+from zae_limiter.keys.reserves import held_epoch, reserve_attr
+from zae_limiter.limits import RESERVED_LIMIT_NAMES
+from zae_limiter.models import BucketState
+from zae_limiter.quota import Window, window_of
 
 ADD, SET, CHECK, REBASE, GIVE = "add", "set", "check", "rebase", "give"
 
@@ -350,98 +370,130 @@ def take_write(
     }
 
 
-def give_back_write(
-    table: str,
-    bucket_item_key: Item,
-    back: Mapping[str, int],
-    consumed: Mapping[str, int],
-    held_adds: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
-    """Tokens back to a bucket: `ADD fa -amount` per limit (a full-at time moved into
-    the past only says the bucket is full), `tc` by `consumed`, held counts by
-    `held_adds`. Unconditional but for the item existing: a deleted bucket stays deleted.
-    Never retried on an unknown outcome, since a second ADD would create tokens."""
-    names: dict[str, str] = {"#pk": PK}
-    values: Item = {}
-    adds: list[str] = []
-    for i, (name, amount) in enumerate(back.items()):
-        if amount:
-            names[f"#full_at_{i}"] = limit_attr(name, _LIMIT_ATTRIBUTES["#full_at"])
-            values[f":delta_{i}"] = n(-amount)
-            adds.append(f"#full_at_{i} :delta_{i}")
-    for i, (name, milli) in enumerate(consumed.items()):
-        if milli:
-            names[f"#used_{i}"] = limit_attr(name, _LIMIT_ATTRIBUTES["#used"])
-            values[f":used_{i}"] = n(milli)
-            adds.append(f"#used_{i} :used_{i}")
-    for j, (attr, milli) in enumerate((held_adds or {}).items()):
-        if milli:
-            names[f"#reserve{j}"] = attr
-            values[f":reserve{j}"] = n(milli)
-            adds.append(f"#reserve{j} :reserve{j}")
-    if not adds:
-        # nothing to move: still a valid request that only checks the item exists
-        names["#writes"] = A_WINDOW_WRITES
-        values[":zero"] = n(0)
-        adds.append("#writes :zero")
-    return {
-        "TableName": table,
-        "Key": bucket_item_key,
-        "UpdateExpression": "ADD " + ", ".join(adds),
-        "ConditionExpression": "attribute_exists(#pk)",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
+# ---------------------------------------------------------------- the item read back
+def _limit_numbers(
+    item: Mapping[str, Any],
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[int, int]]]:
+    """(limit -> stored field -> number, limit -> epoch -> held count): one pass over the
+    item, since this runs once per acquire (decode_reserved is the held counts alone)."""
+    fields: dict[str, dict[str, int]] = {}
+    reserved: dict[str, dict[int, int]] = {}
+    skip = len(BUCKET_PREFIX)
+    for attr, value in item.items():
+        if not attr.startswith(BUCKET_PREFIX):
+            continue
+        number = value.get("N")
+        if number is None:
+            continue
+        name, _, field = attr[skip:].rpartition("_")
+        if not name:
+            continue
+        if field in FIELDS:
+            if name not in RESERVED_LIMIT_NAMES:
+                fields.setdefault(name, {})[field] = int(number)
+        elif (epoch := held_epoch(field)) is not None:
+            reserved.setdefault(name, {})[epoch] = int(number)
+    return fields, reserved
 
 
-def set_shard_count(
-    table: str,
-    bucket_item_key: Item,
-    old_count: int,
-    new_count: int,
-    limits: Sequence[str] = (),
-    now_ms: int | None = None,
-) -> dict[str, Any]:
-    """A donor shard's split: SET its count under the count it had, and snapshot its
-    `limits`' full-at values (`snapshot_parts`). Its full-at times stay: at the higher
-    count the same times mean a smaller share, and the new shard copies the snapshot, so
-    the two together hold what the donor held.
+#: A refilling limit's period is whole seconds; a quota's stored period is 1 ms
+#: (limits.py), so only those items are looked at for a window.
+QUOTA_PERIOD_BELOW = 1000
 
-    With `now_ms`, its write-rate window restarts then (the one before is dropped), as a
-    propagated count's does: what it counted was traffic meant for fewer shards, which
-    must not prove the new count hot (measured: `reserve=False` at 8x a partition went
-    from 16 to 32 shards within 2-4 s of reaching 16, on donors' windows that showed
-    100-136% of their limit from before the split)."""
-    sets, names, values = snapshot_parts(limits)
-    extra = ""
-    if now_ms is not None:
-        sets = [*sets, f"{A_WINDOW_START} = :now_ms", f"{A_WINDOW_WRITES} = :zero"]
-        values = {**values, ":now_ms": n(now_ms), ":zero": n(0)}
-        extra = f" REMOVE {A_PREV_WINDOW_START}, {A_PREV_WINDOW_WRITES}"
-    return {
-        "TableName": table,
-        "Key": bucket_item_key,
-        "UpdateExpression": "SET " + ", ".join(["#shards = :new_shards", *sets]) + extra,
-        "ConditionExpression": "attribute_exists(#pk) AND #shards = :shards",
-        "ExpressionAttributeNames": {"#pk": PK, "#shards": A_SHARD_COUNT, **names},
-        "ExpressionAttributeValues": {
-            ":new_shards": n(new_count),
-            ":shards": n(old_count),
-            **values,
-        },
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+
+def _window(item: Mapping[str, Any], name: str) -> Window | None:
+    """A quota's window as its bucket item records it (`b_{name}_qr`, written with the
+    item: what `entity shards show` reads, having no config)."""
+    spec = item.get(limit_attr(name, A_QUOTA_RESET))
+    return None if spec is None else window_of(spec["S"])
+
+
+def decode_bucket(item: Mapping[str, Any]) -> BucketState:
+    fields, reserved = _limit_numbers(item)
+    limits: dict[str, LimitState] = {}
+    legacy: dict[str, int] = {}
+    snapshots: dict[str, int] = {}
+    # One loop, not three comprehensions: each of those is a call of its own, per acquire.
+    for name, f in fields.items():
+        if not ("cp" in f and "ra" in f and "rp" in f and f["rp"] > 0 and f["ra"] > 0):
+            continue
+        limits[name] = LimitState(
+            capacity_milli=f["cp"],
+            refill_amount_milli=f["ra"],
+            refill_period_ms=f["rp"],
+            total_consumed_milli=f.get("tc", 0),
+            full_at=f.get("fa"),
+            window=_window(item, name) if f["rp"] < QUOTA_PERIOD_BELOW else None,
+        )
+        # A schema-v2 limit (`tk` as of `rf`, no `fa` yet): its first write converts it.
+        if "tk" in f and "fa" not in f:
+            legacy[name] = f["tk"]
+        # Negative: the limit had no full-at time when the count rose (`snapshot_parts`).
+        if f.get("sf", -1) >= 0:
+            snapshots[name] = f["sf"]
+    # The item's own attributes read directly (get_s, get_n, get_bool, inline: this
+    # runs once per acquire).
+    get = item.get
+    entity, resource, shard, count = (
+        get(A_ENTITY_ID),
+        get(A_RESOURCE),
+        get(A_SHARD_ID),
+        get(A_SHARD_COUNT),
+    )
+    refill, cascade, parent = get(A_REFILL), get(A_CASCADE), get(A_PARENT)
+    start, writes, wcu = get(A_WINDOW_START), get(A_WINDOW_WRITES), get(A_WCU_LIMIT)
+    return BucketState(
+        entity_id=str(entity["S"]) if entity is not None else "",
+        resource=str(resource["S"]) if resource is not None else "",
+        shard_id=int(shard["N"]) if shard is not None else 0,
+        shard_count=max(1, int(count["N"])) if count is not None else 1,
+        last_refill_ms=int(refill["N"]) if refill is not None else 0,
+        limits=limits,
+        cascade=bool(cascade and cascade.get("BOOL")),
+        parent_id=str(parent["S"]) if parent is not None else None,
+        partition_wcu=(int(wcu["N"]) if wcu is not None else 0) or _WCU_UNRECORDED,
+        window_start_ms=int(start["N"]) if start is not None else -1,
+        window_writes=int(writes["N"]) if writes is not None else 0,
+        reserved=reserved,
+        legacy_tokens=legacy,
+        split_full_at=snapshots,
+    )
+
+
+#: A bucket's partition write capacity when its item records none (`b_wcu_cp`).
+_WCU_UNRECORDED = 1000
+
+
+def written_facts(item: Mapping[str, Any]) -> tuple[int, bool, str | None, bool, int]:
+    """What a write's ALL_NEW tells a client beyond its limits, read directly (decoding
+    the whole item costs more than the rest of a write's client-side work): (shard
+    count, cascade, parent, bypass, the write-rate window's start or -1)."""
+    get = item.get
+    count, cascade, parent = get(A_SHARD_COUNT), get(A_CASCADE), get(A_PARENT)
+    bypass, start = get(A_BYPASS), get(A_WINDOW_START)
+    return (
+        max(1, int(count["N"])) if count is not None else 1,
+        bool(cascade and cascade.get("BOOL")),
+        str(parent["S"]) if parent is not None else None,
+        bool(bypass and bypass.get("BOOL")),
+        int(start["N"]) if start is not None else -1,
+    )
+
+
+def partition_wcu(item: Mapping[str, Any], default: int = _WCU_UNRECORDED) -> int:
+    return get_n(item, A_WCU_LIMIT, default) or default
 
 
 __all__ = [
     "ADD",
     "CHECK",
     "GIVE",
+    "QUOTA_PERIOD_BELOW",
     "REBASE",
     "SET",
     "LimitWrite",
-    "give_back_write",
-    "set_shard_count",
+    "decode_bucket",
+    "partition_wcu",
     "take_write",
+    "written_facts",
 ]

@@ -255,7 +255,7 @@ def propagate_shard_count(
     counted was traffic meant for fewer shards, which must not prove this count hot."""
     sets, names, values = snapshot_parts(limits)
     window = [f"{A_WINDOW_START} = :now_ms", f"{A_WINDOW_WRITES} = :zero"]
-    # A sharded bucket never expires (flows/expiry.py): the raise removes its ttl.
+    # A sharded bucket never expires (flows/write/plan.py): the raise removes its ttl.
     return with_expiry(
         {
             "TableName": table,

@@ -10,7 +10,7 @@ replayed stream that runs out answers 0 from then on.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -22,6 +22,9 @@ class Choices:
     def __init__(self, seed: int, prefix: Sequence[int] | None = None) -> None:
         self.seed = seed
         self._rng = random.Random(seed)
+        # `randrange(n)` for n > 0 is exactly `_randbelow(n)`, less its argument checks:
+        # the same numbers, at a third of the cost (a schedule draws thousands).
+        self._randbelow: Callable[[int], int] = getattr(self._rng, "_randbelow")  # noqa: B009
         self._prefix = prefix
         self.drawn: list[int] = []
 
@@ -30,7 +33,7 @@ class Choices:
         if n <= 1:
             value = 0
         elif self._prefix is None:
-            value = self._rng.randrange(n)
+            value = self._randbelow(n)
         else:
             i = len(self.drawn)
             value = min(self._prefix[i], n - 1) if i < len(self._prefix) else 0

@@ -4,6 +4,7 @@ held in flight; and what the table does that the checker must be told of.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from fractions import Fraction
@@ -32,9 +33,14 @@ from zae_limiter.sim.threads import (
     _unavailable,
 )
 
+#: The faults drawn per delivered request, in the order their weights are drawn.
+_DELIVERY_FAULTS = (kinds.LOST, kinds.UNSENT, kinds.THROTTLED, kinds.THROTTLED_BARE, kinds.LATE)
+
 
 class Delivery(Machine):
     """Requests reach the engine here, and only here."""
+
+    _fault_weights: list[int] | None = None
 
     # ------------------------------------------------------------------ delivery
     def _deliver(self, thread: Thread, p: Pending) -> None:
@@ -107,11 +113,12 @@ class Delivery(Machine):
         return client.spec.retries and attempt < BOTOCORE_ATTEMPTS and resend_safe(call.op)
 
     def _fault(self) -> str | None:
-        rates = self.spec.faults
-        delivery = [kinds.LOST, kinds.UNSENT, kinds.THROTTLED, kinds.THROTTLED_BARE, kinds.LATE]
-        weights = [rates.of(k) for k in delivery]
-        index = self.c.weighted([max(0, 1000 - sum(weights)), *weights])
-        return None if index == 0 else delivery[index - 1]
+        weights = self._fault_weights
+        if weights is None:  # the rates never change: weighed once per world
+            rates = [self.spec.faults.of(k) for k in _DELIVERY_FAULTS]
+            weights = self._fault_weights = [max(0, 1000 - sum(rates)), *rates]
+        index = self.c.weighted(weights)
+        return None if index == 0 else _DELIVERY_FAULTS[index - 1]
 
     def _execute(
         self,
@@ -246,6 +253,9 @@ class Delivery(Machine):
         for limit in self.spec.limits:
             if limit.window is not None:
                 continue
+            names = _config_attrs(limit.name)
+            if before and all(before.get(n) == after.get(n) for n in names):
+                continue  # the same stored numbers (most writes): nothing to compare
             now = _stored_config(after, limit.name)
             if now is None or (before and _stored_config(before, limit.name) == now):
                 continue
@@ -268,13 +278,11 @@ class Delivery(Machine):
         first one after a session ended opens the next (`Checker.opened`). Whatever the
         write was (an admitted take, a reserve, a take a cascade parent refused, an
         adjustment up), as the table's session is opened by any of them."""
-        if not after or clock is None:
+        if not after or clock is None or not self._session_limits:
             return
         bucket = keys.decode_bucket(after)
         old = keys.decode_bucket(before) if before else None
-        for limit in self.spec.limits:
-            if limit.window is None or not limit.window.session_ms:
-                continue
+        for limit in self._session_limits:
             state = current(bucket, limit, clock)[0]
             was = None if old is None else old.limits.get(limit.name)
             was_at = None if was is None else was.full_at
@@ -369,9 +377,15 @@ def _config_of(limit: Any) -> tuple[Fraction, Fraction]:
     )
 
 
+@functools.cache
+def _config_attrs(name: str) -> tuple[str, str, str]:
+    """The attributes holding a limit's capacity, refill amount and refill period."""
+    return (keys.limit_attr(name, "cp"), keys.limit_attr(name, "ra"), keys.limit_attr(name, "rp"))
+
+
 def _stored_config(item: Any, name: str) -> tuple[Fraction, Fraction] | None:
     """(capacity, tokens per ms) a bucket item stores for a limit (None: not stored)."""
-    cp, ra, rp = (item.get(keys.limit_attr(name, f)) for f in ("cp", "ra", "rp"))
+    cp, ra, rp = (item.get(attr) for attr in _config_attrs(name))
     if cp is None or ra is None or rp is None:
         return None
     return Fraction(int(cp["N"]), 1000), Fraction(int(ra["N"]), 1000 * int(rp["N"]))
@@ -416,13 +430,26 @@ def _consumed(call: Call) -> dict[str, int]:
     values = call.params.get("ExpressionAttributeValues", {})
     update = str(call.params.get("UpdateExpression", ""))
     out: dict[str, int] = {}
-    for alias, attr in names.items():
+    for name, placeholder in _counter_operands(update, tuple(names.items())):
+        if placeholder in values:
+            out[name] = int(values[placeholder]["N"])
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _counter_operands(
+    update: str, names: tuple[tuple[str, Any], ...]
+) -> tuple[tuple[str, str], ...]:
+    """(limit name, value placeholder) of each usage counter an update expression adds
+    to: the library sends few distinct texts, so each is read once."""
+    out = []
+    for alias, attr in names:
         attr = str(attr)
         if attr.startswith(keys.BUCKET_PREFIX) and attr.endswith("_tc"):
             found = re.search(re.escape(alias) + r" (:\w+)", update)
-            if found and found.group(1) in values:
-                out[attr[len(keys.BUCKET_PREFIX) : -len("_tc")]] = int(values[found.group(1)]["N"])
-    return out
+            if found:
+                out.append((attr[len(keys.BUCKET_PREFIX) : -len("_tc")], found.group(1)))
+    return tuple(out)
 
 
 def _written_buckets(call: Call, key: str | None) -> list[str]:

@@ -161,9 +161,11 @@ def default_jobs() -> int:
 def report(tally: Tally, wall_seconds: float) -> str:
     """The search's figures, as `python -m zae_limiter.sim` and the bench print them."""
     per_core = tally.operations / tally.cpu_seconds if tally.cpu_seconds else 0.0
+    schedules_per_core = tally.schedules / tally.cpu_seconds if tally.cpu_seconds else 0.0
     lines = [
         f"schedules: {tally.schedules} in {wall_seconds:.1f} s "
-        f"({tally.schedules / wall_seconds if wall_seconds else 0:.0f} schedules/s)",
+        f"({tally.schedules / wall_seconds if wall_seconds else 0:.0f} schedules/s; "
+        f"{schedules_per_core:.1f} per CPU second)",
         f"{tally.operations / wall_seconds if wall_seconds else 0:.0f} operations/s "
         f"({tally.operations} DynamoDB operations; {per_core:.0f} per CPU second with the "
         "library's own work)",

@@ -130,6 +130,10 @@ class Machine:
         self.following: dict[tuple[str, str], Any] = {}
         #: Lease ends not applied yet: (thread, run) -> PK -> intent.
         self.intents: dict[tuple[int, int], dict[str, Intent]] = {}
+        #: The world's session quotas (`Delivery._sessions` has nothing to do without).
+        self._session_limits = tuple(
+            limit for limit in spec.limits if limit.window is not None and limit.window.session_ms
+        )
 
     # ------------------------------------------------------------------ threads
     def _threads(self) -> list[Thread]:

@@ -32,6 +32,7 @@ class World(Delivery):
     stream: Stream | None = None
     #: Whether a migration ran to its end (then no schema-2 item may be left).
     migrated: bool = False
+    _strike_options: list[tuple[int, Callable[[], None]]] | None = None
 
     # ------------------------------------------------------------------ the loop
     def run(self, max_steps: int = 2000) -> None:
@@ -44,45 +45,49 @@ class World(Delivery):
     def step(self) -> bool:
         """One step; False when the workload is over."""
         self._wake()
+        threads = self._threads()
+        pending = [(t, p) for t in threads for p in t.pending.values() if isinstance(p.call, Call)]
+        live = self._live()
+        idle = [cl for cl in live if cl.ops and self._slots(cl) > 0 and not self._paused(cl)]
+        if not pending and not idle:
+            if not threads and not self.orphans:  # nothing left to run
+                return False
+            if not self.orphans:  # all wait on time: let it pass
+                self.advance(self._next_wake() - self.true_ms)
+                return True
+        # The options in a fixed order, weighted: the schedule's draw picks one.
         options: list[tuple[int, Callable[[], None]]] = []
-        pending = [
-            (t, p) for t in self._threads() for p in t.pending.values() if isinstance(p.call, Call)
-        ]
         if pending:
             options.append((60, lambda: self._deliver(*self.c.pick(pending))))
-        idle = [
-            cl for cl in self._live() if cl.ops and self._slots(cl) > 0 and not self._paused(cl)
-        ]
         if idle:
             options.append((25, lambda: self._start(self.c.pick(idle))))
         options.append((12, self._pass_time))
-        keepers = [cl for cl in self._live() if cl.state.reserves and cl.state.reserves.busy]
+        keepers = [cl for cl in live if cl.state.reserves and cl.state.reserves.busy]
         if keepers:
             options.append((5, lambda: self._keeper(self.c.pick(keepers))))
         if self.orphans:
             options.append((4, self._deliver_orphan))
         if self.replication is not None:
             options.append((10, self._replicate))
-        rates = self.spec.faults
         if self.faults_on:
-            for kind, act in ((kinds.CRASH, self._crash), (kinds.PAUSE, self._pause),
-                              (kinds.JUMP, self._jump), (kinds.AGGREGATE, self._aggregate),
-                              (kinds.DELETE, self._delete),
-                              (kinds.PARTITION, self._partition),
-                              (kinds.LIMITS, self._change_limits),
-                              (kinds.MIGRATION, self._migrate)):  # fmt: skip
-                if rates.of(kind):
-                    options.append((max(1, rates.of(kind) // 40), act))
-        if not pending and not idle and not self._busy():
-            return False
-        if not pending and not idle and not self.orphans:  # all wait on time: let it pass
-            self.advance(self._next_wake() - self.true_ms)
-            return True
+            options.extend(self._strikes())
         options[self.c.weighted([w for w, _ in options])][1]()
         return True
 
-    def _busy(self) -> bool:
-        return any(not t.done for t in self._threads()) or bool(self.orphans)
+    def _strikes(self) -> list[tuple[int, Callable[[], None]]]:
+        """The per-step faults this world draws, weighted, in a fixed order (the
+        schedule's draws depend on it); built once, since the rates never change."""
+        if self._strike_options is None:
+            rates = self.spec.faults
+            acts = ((kinds.CRASH, self._crash), (kinds.PAUSE, self._pause),
+                    (kinds.JUMP, self._jump), (kinds.AGGREGATE, self._aggregate),
+                    (kinds.DELETE, self._delete), (kinds.PARTITION, self._partition),
+                    (kinds.LIMITS, self._change_limits),
+                    (kinds.MIGRATION, self._migrate))  # fmt: skip
+            self._strike_options = [
+                (max(1, rates.of(kind) // 40), act) for kind, act in acts if rates.of(kind)
+            ]
+        return self._strike_options
 
     def _next_wake(self) -> int:
         """When the next sleeper, holder or paused client wakes (now + 1 ms if none)."""
@@ -159,9 +164,10 @@ class World(Delivery):
         for thread in self._threads():
             if thread.wake_at is not None and thread.wake_at <= self.true_ms:
                 thread.wake_at = None
-            for index, p in list(thread.pending.items()):
-                if isinstance(p.call, Sleep) and p.timeout_at <= self.true_ms:
-                    self._woke(thread, index)
+            if thread.pending:
+                for index, p in list(thread.pending.items()):
+                    if isinstance(p.call, Sleep) and p.timeout_at <= self.true_ms:
+                        self._woke(thread, index)
             self._advance(thread)
 
     # ------------------------------------------------------------------ beside the clients

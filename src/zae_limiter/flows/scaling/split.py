@@ -213,7 +213,7 @@ def _split_off(
         key = keys.bucket_key(state.namespace, level.entity_id, level.resource, donor_id)
         names = [limit.name for limit in level.limits]
         params = keys.set_shard_count(state.table, key, donor.shard_count, count, names, now_ms)
-        params = keys.with_expiry(params, None)  # sharded: never expires (flows/expiry.py)
+        params = keys.with_expiry(params, None)  # sharded: never expires (flows/write/plan.py)
         try:
             moved = yield from one(Call("update_item", params))
         except RateLimiterUnavailable as error:

@@ -16,10 +16,10 @@ from typing import Any
 from zae_limiter import keys
 from zae_limiter.bucket import LimitState
 from zae_limiter.flows import Call, Flow, Result, one, together
+from zae_limiter.flows.bucket_ttl import DEFAULT_BUCKET_TTL_S
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.expiry import DEFAULT_BUCKET_TTL_S, expires_at_s
 from zae_limiter.flows.write.levels import Taken
-from zae_limiter.flows.write.plan import with_split
+from zae_limiter.flows.write.plan import expires_at_s, with_split
 from zae_limiter.flows.write.shares import config_of, current
 from zae_limiter.limits import Limit
 from zae_limiter.models import BucketState

@@ -32,7 +32,7 @@ class Level:
     hold_milli: Mapping[str, int] = field(default_factory=dict)
     #: What this client's reserve of the shard spent since its last write, to report.
     flush: keys.Flush | None = None
-    #: The idle seconds after which the item of a full bucket may expire (flows/expiry.py;
+    #: The idle seconds after which the item of a full bucket may expire (flows/write/plan.py;
     #: the level that configured it, else the default); 0: never.
     bucket_ttl_s: int = 86_400
     #: Shard k >= 1 of a session quota: the start (ms) of the session shard 0 holds open,

@@ -7,8 +7,9 @@ this client's own last write left (ALL_NEW, possibly stale: the conditions guard
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from zae_limiter import keys
@@ -333,7 +334,8 @@ def _limit_write(
         # A shard k >= 1 with no session open joins shard 0's (flows/scaling/sessions.py).
         base = start * state.refill_amount_milli
     unit = state.unit(count)
-    config = config_of(state)
+    # config_of(state), inline: every limit of every write
+    config = (state.capacity_milli, state.refill_amount_milli, state.refill_period_ms)
     watching: Sequence[int] = watched
     if charged_exactly:
         watching = [e for e in watched if keys.reserve_attr(name, e) not in charged_exactly]
@@ -434,3 +436,85 @@ def _stale(bucket: BucketState, now_ms: int) -> list[str]:
         for epoch, value in epochs.items()
         if epoch < oldest and value <= 0
     ]
+
+
+# ---------------------------------------------------------------- the item's expiry
+# When an idle bucket item may expire: the `ttl` each write gives it (keys/expiry.py).
+#
+# A bucket that is full and holds no reserves is the same as no item: the first acquire
+# after it is gone creates it full, as it would have found it. So a write gives its item a
+# `ttl` past the latest time at which the bucket it leaves can still be short of full,
+# plus the idle period configured (`bucket_ttl`, per level like limits, default a day):
+#
+# - a refilling limit: a write leaves at most its capacity missing (its condition keeps
+#   the tokens at or above zero), so it is full again one whole refill later; a charge
+#   that may leave debt (an adjustment after the fact) adds the time its amount refills;
+# - a calendar quota: full when its window ends (an expired quota bucket would be a
+#   reset: it must stay until then); a session quota: when a session opened now would end;
+# - a reserve taken by the write may be spent from memory for up to its two epochs, so
+#   the bucket must outlive that too (a holder of a reserve whose bucket was deleted and
+#   created again would spend tokens the new bucket also has).
+#
+# A bucket of more than one shard never expires (`None`: the write removes its `ttl`), and
+# every write that raises a shard count removes it: a shard's share is only right next to
+# its siblings', and a shard 0 recreated at count 1 beside a live shard 1, or a shard 1
+# split again from its donor, would hold tokens twice.
+#
+# Usage counters lose nothing to expiry: the aggregator reads consumption from the table's
+# stream (each write's `tc` delta, kept 24 h whatever happens to the item), and a stream
+# REMOVE carries none (aggregator/records.py).
+
+#: How long after its write a reserve may still be spent: its epoch and the next, and the
+#: epoch the write was planned in (keys/reserves.py).
+RESERVE_HORIZON_MS = 3 * keys.RESERVE_EPOCH_MS
+
+
+def full_again_ms(limit: Limit, now_ms: int, debt_milli: int = 0) -> int:
+    """The latest time at which a bucket of `limit` written at `now_ms` is full again."""
+    window = limit.window
+    if window is not None:
+        if window.cron is not None:
+            return window.bounds(now_ms)[1]
+        return now_ms + (window.session_ms or 0)
+    milli = limit.capacity_milli + max(0, debt_milli)
+    # ceil(milli / rate) with the rate in millitokens per ms: whole periods of refill
+    return now_ms + -(-milli * limit.refill_period_ms // limit.refill_amount_milli)
+
+
+@lru_cache(maxsize=1024)
+def _refill_span_ms(
+    limits: tuple[Limit, ...], full_again: Callable[[Limit, int], int]
+) -> int | None:
+    """How long after any write the bucket of these refilling limits is full again at the
+    latest (reserves included); None when one of them is a quota (its window decides).
+    `full_again` is `full_again_ms`, part of the key: a replaced one is asked again."""
+    span = RESERVE_HORIZON_MS
+    for limit in limits:
+        if limit.window is not None:
+            return None
+        span = max(span, full_again(limit, 0))
+    return span
+
+
+def expires_at_s(
+    limits: Iterable[Limit],
+    shard_count: int,
+    now_ms: int,
+    idle_s: int | None,
+    debt_milli: Mapping[str, int] | None = None,
+) -> int | None:
+    """The `ttl` (epoch seconds) a write at `now_ms` gives its bucket item; None: the
+    item must carry none (sharded, or a level that set 0: never expire)."""
+    if not idle_s or shard_count > 1:
+        return None
+    if not debt_milli and isinstance(limits, tuple):
+        # An acquire's take: for refilling limits the horizon is `now` plus a span known
+        # per set of limits (full_again_ms is `now` plus a constant for each).
+        span = _refill_span_ms(limits, full_again_ms)
+        if span is not None:
+            return -(-(now_ms + span) // 1000) + idle_s
+    debt = debt_milli or {}
+    horizon = now_ms + RESERVE_HORIZON_MS
+    for limit in limits:
+        horizon = max(horizon, full_again_ms(limit, now_ms, debt.get(limit.name, 0)))
+    return -(-horizon // 1000) + idle_s

@@ -21,14 +21,13 @@ from zae_limiter.errors import CONTENDED, RateLimiterUnavailable
 from zae_limiter.flows import Call, Flow, Result, Stopped, one, pause
 from zae_limiter.flows.backoff import backoff_ms
 from zae_limiter.flows.context import RepoState
-from zae_limiter.flows.expiry import expires_at_s
 from zae_limiter.flows.reserves.lost import charge_lost
 from zae_limiter.flows.scaling import sessions
 from zae_limiter.flows.scaling.doubling import scale_after_write
 from zae_limiter.flows.scaling.split import Unmade, create_split_shard, read_for_take
 from zae_limiter.flows.write.levels import Level, Rejected, Taken, WritePlan
 from zae_limiter.flows.write.memory import image_of_age, learn, remember
-from zae_limiter.flows.write.plan import new_bucket, plan_write
+from zae_limiter.flows.write.plan import expires_at_s, new_bucket, plan_write
 from zae_limiter.models import BucketState
 
 #: A lost race is retried from ALL_OLD. Near empty, with reserves out, other clients'
@@ -174,7 +173,7 @@ def _write(
                 zero = replace(level, shard_id=0, flush=None, joined={})
                 return (yield from take(state, zero, now_ms, speculative=True))
             level = joining
-        # The write moves the item's expiry; a doubling removes it (flows/expiry.py), in
+        # The write moves the item's expiry; a doubling removes it (flows/write/plan.py), in
         # the part it adds below.
         expiry = None
         if state.bucket_expiry and wanted is None:

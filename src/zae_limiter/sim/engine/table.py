@@ -150,6 +150,11 @@ class Table:
             value = key.get(name)
             if not isinstance(value, dict) or self.types[name] not in value or len(value) != 1:
                 raise Validation("The provided key element does not match the schema")
+            raw = value.get("S")
+            if type(raw) is str and raw:
+                # Every key the library sends: a non-empty string, kept as it is.
+                stored[name] = {"S": raw}
+                continue
             _non_empty_key(name, value)
             stored[name] = v.stored(value)
         return self._pykey(stored), stored
