@@ -82,7 +82,10 @@ def _guarantee(
 
 def _greedy_grant(original: Callable[..., dict[str, int]]) -> Callable[..., dict[str, int]]:
     def broken(
-        hold: Mapping[str, int], tokens: Mapping[str, int], consume: Mapping[str, int]
+        hold: Mapping[str, int],
+        tokens: Mapping[str, int],
+        consume: Mapping[str, int],
+        quotas: frozenset[str] = frozenset(),
     ) -> dict[str, int]:
         spare = {name: tokens.get(name, 0) - consume.get(name, 0) for name in hold}
         granted = {
