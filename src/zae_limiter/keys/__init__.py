@@ -230,6 +230,7 @@ from zae_limiter.keys.takes import (
     SET,
     LimitWrite,
     give_back_write,
+    held_adds_of,
     set_shard_count,
     take_write,
 )
@@ -332,7 +333,8 @@ __all__ = [
     "entity_query_items", "expire_old_bucket", "expired_audit_image", "expired_counts",
     "expiry_of", "expiry_update", "freeze_write", "get_bool", "get_consistent",
     "get_n", "get_s", "get_version",
-    "give_back_write", "given_attr", "held_deltas", "held_epoch", "held_milli", "index_kind",
+    "give_back_write", "given_attr", "held_adds_of", "held_deltas", "held_epoch",
+    "held_milli", "index_kind",
     "index_namespace", "is_bucket_pk", "is_share_key",
     "item_key", "item_with_expiry", "key", "key_id",
     "legacy_bucket_scan", "limit_attr", "lost_milli", "mark_deleting", "mark_quiet",

@@ -394,6 +394,19 @@ def give_back_write(
     }
 
 
+def held_adds_of(params: Mapping[str, Any]) -> dict[str, int]:
+    """The held counts a take or give-back write moves (attribute -> millitokens ADDed),
+    read back from its request (the fault simulator judges what a grant left behind)."""
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    out: dict[str, int] = {}
+    for alias, attr in names.items():
+        value = values.get(":" + alias[1:]) if alias.startswith("#reserve") else None
+        if value is not None:
+            out[str(attr)] = int(value["N"])
+    return out
+
+
 def set_shard_count(
     table: str,
     bucket_item_key: Item,
@@ -442,6 +455,7 @@ __all__ = [
     "SET",
     "LimitWrite",
     "give_back_write",
+    "held_adds_of",
     "set_shard_count",
     "take_write",
 ]
