@@ -4,17 +4,15 @@ left behind in its shard, and what a give-back meets at the top of a bucket
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zae_limiter import keys
 from zae_limiter.flows import Call
 from zae_limiter.flows.write.shares import current, tokens_now
-
-if TYPE_CHECKING:
-    from zae_limiter.sim.delivery import Delivery
+from zae_limiter.sim.threads import Machine
 
 
-def behind(world: Delivery, key: str, call: Call, before: Any, after: Any, clock: Any) -> None:
+def behind(world: Machine, key: str, call: Call, before: Any, after: Any, clock: Any) -> None:
     """Tell the checker what a write that raised a held count (a reserve granted)
     left in its shard, by the clock it was planned with (`Checker.kept_behind`).
     A held count's rise is the grant less what the same write released of that
@@ -39,7 +37,7 @@ def behind(world: Delivery, key: str, call: Call, before: Any, after: Any, clock
                                  sum(epochs.values()), left)  # fmt: skip
 
 
-def at_top(world: Delivery, key: str, intent: Any) -> None:
+def at_top(world: Machine, key: str, intent: Any) -> None:
     """A lease end's give-back past what its client's reserve had spent when it
     settled there is written to the full-at time (flows/reserves/book.py
     `apply_change`), which stops at full: tokens reserves spent and did not report
