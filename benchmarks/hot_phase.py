@@ -243,7 +243,7 @@ def run_phase(
             tally, start_at = _run_clients(emu, table, phase, processes, trace)
             time.sleep(POLL_INTERVAL_S * 2)
     rows = _rows(phase, tally, start_at, emu, poller)
-    result = {"summary": _summary(phase, rows, tally), "seconds": rows}
+    result = {"summary": _summary(phase, rows, tally), "seconds": rows, "start_at": start_at}
     operations = emu.stats().by_operation
     result["requests"] = {
         op: {"forwarded": c.forwarded, "throttled": c.throttled} for op, c in operations.items()

@@ -5,7 +5,11 @@ A shim around the sync runner of each client process (benchmark-only: nothing in
 library changes). When a flow yields a round trip, the chain of generators it is
 suspended in (`gi_yieldfrom`, outermost first) names the cause: a take, a read before a
 first write, an evidence read, a doubling, a new shard. Each process writes its counts to
-a JSON file in the trace directory; `merge` sums them.
+a JSON file in the trace directory; `merge` sums them. It also writes, per process, each
+doubling try and each judgement of a throttle as evidence with the windows the client
+held (`doublings-*.json`), and every request in order with its cause, outcome and shard
+(`timeline-*.json`): the run's `start_at` (in its results) lines their times up with the
+rows. Seconds stated in docs/hot-entity.md "every doubling on time" come from these.
 
     python -m benchmarks.hot_throttle --only reserve-off --trace /tmp/trace
 """
@@ -39,6 +43,8 @@ def _outcome(result: Any) -> str:
     from zae_limiter.errors import RateLimiterUnavailable
     from zae_limiter.flows import Result
 
+    if isinstance(result, tuple):
+        return "+".join(_outcome(r) for r in result)
     if isinstance(result, Result):
         return "ok" if result.ok else "condition-failed"
     if isinstance(result, RateLimiterUnavailable):
@@ -51,10 +57,13 @@ def _outcome(result: Any) -> str:
 def install(directory: str) -> None:
     """Patch this process's sync runner to count every request by cause; the counts are
     written to `directory` when `flush` is called."""
+    import time
+
     from zae_limiter import drivers
     from zae_limiter.flows import Call
 
     counts: Counter[str] = Counter()
+    timeline: list[Any] = []
     lock = threading.Lock()
     causes: dict[int, str] = {}
     running = threading.local()
@@ -83,6 +92,8 @@ def install(directory: str) -> None:
             cause = causes.pop(id(s), "?")
             with lock:
                 counts[f"{s.op} | {_outcome(result)} | {cause}"] += 1
+                shard = s.params.get("Key", {}).get("PK", {}).get("S", "").rsplit("#", 1)[-1]
+                timeline.append([round(time.time(), 3), s.op, _outcome(result), cause, shard])
         return result
 
     doublings: list[Any] = []
@@ -95,6 +106,7 @@ def install(directory: str) -> None:
         path = Path(directory) / f"trace-{os.getpid()}.json"
         path.write_text(json.dumps(dict(counts), indent=1))
         (Path(directory) / f"doublings-{os.getpid()}.json").write_text(json.dumps(doublings))
+        (Path(directory) / f"timeline-{os.getpid()}.json").write_text(json.dumps(timeline))
 
     globals()["flush"] = flush
 
@@ -122,12 +134,100 @@ def _trace_doublings(out: list[Any]) -> None:
                     rates.append((shard, round(rate, 2), now_ms - seen.seen_ms))
         may = doubling.may_double(state, entity_id, resource, now_ms)
         busy = None if meta is None else doubling.busy_on_average(meta, resource, count, now_ms)
-        out.append({"t": time.time(), "count": count, "age": now_ms - since,
-                    "confirm": confirm, "may": may, "busy": busy, "rates": rates})  # fmt: skip
-        return (yield from original(state, entity_id, resource, now_ms, since, confirm, limits))
+        calls: list[Any] = []
+        entry: dict[str, Any] = {"t": time.time(), "count": count, "age": now_ms - since,
+                                 "confirm": confirm, "may": may, "busy": busy, "rates": rates,
+                                 "caller": _caller(), "calls": calls}  # fmt: skip
+        out.append(entry)
+        flow = original(state, entity_id, resource, now_ms, since, confirm, limits)
+        yield from _recorded(flow, calls)
+        entry["after"] = None if meta is None else meta.shards.counts.get(resource, 1)
+        entry["done"] = time.time()
 
     setattr(doubling, "double", traced)  # noqa: B010 (patched for the run)
     setattr(any_shard, "double", traced)  # noqa: B010 (its own name for it)
+    _trace_judgements(out)
+
+
+def _trace_judgements(out: list[Any]) -> None:
+    """Each judgement of a throttle as doubling evidence: when, the count, the shard, the
+    reason given, whether this client may double now, what it found, and its windows."""
+    import time
+
+    from zae_limiter.flows.scaling import any_shard, doubling
+
+    original = any_shard._double_on_evidence
+
+    def traced(state: Any, level: Any, here: Any, now_ms: int, partition: Any,
+               refused_shards: int = 0) -> Any:  # fmt: skip
+        meta = state.entities.get(level.entity_id)
+        count = 1 if meta is None else meta.shards.counts.get(level.resource, 1)
+        may = doubling.may_double(state, level.entity_id, level.resource, now_ms)
+        entry: dict[str, Any] = {"t": time.time(), "judge": count, "shard": here.shard_id,
+                                 "may": may, "partition": partition}  # fmt: skip
+        calls: list[Any] = []
+        tried = yield from _recorded(
+            original(state, level, here, now_ms, partition, refused_shards), calls
+        )
+        if may:
+            entry["tried"] = tried
+            entry["calls"] = [c for c in calls if c[1] != "update_item"]
+            views = [] if meta is None else sorted(meta.shards.seen.items())
+            entry["views"] = [
+                [shard, v.shard_count, v.start_ms - now_ms, v.writes, v.seen_ms - now_ms,
+                 v.prev_start_ms - now_ms if v.prev_start_ms >= 0 else None, v.prev_writes]
+                for (_r, shard), v in views
+            ]  # fmt: skip
+            out.append(entry)
+        return tried
+
+    setattr(any_shard, "_double_on_evidence", traced)  # noqa: B010 (patched for the run)
+
+
+def _caller() -> str:
+    """The flow function that asked for the doubling (after a good write, or a throttle)."""
+    import sys
+
+    frame = sys._getframe(2)
+    return frame.f_code.co_name if frame is not None else "?"
+
+
+def _recorded(flow: Any, calls: list[Any]) -> Any:
+    """Run `flow` as `yield from` would, noting each request (op, outcome, shards read)."""
+    import time
+
+    send: Any = None
+    throw: BaseException | None = None
+    while True:
+        try:
+            request = flow.throw(throw) if throw is not None else flow.send(send)
+        except StopIteration as finished:
+            return finished.value
+        throw = None
+        try:
+            send = yield request
+        except BaseException as error:
+            calls.append([round(time.time(), 3), _op(request), _outcome(error)])
+            throw = error
+            continue
+        calls.append([round(time.time(), 3), _op(request), _outcome(send), _shards(send)])
+
+
+def _op(request: Any) -> str:
+    return "+".join(getattr(r, "op", "?") for r in request) if isinstance(request, tuple) else (
+        getattr(request, "op", "?"))
+
+
+def _shards(result: Any) -> Any:
+    """The shard ids a BatchGetItem found (None for any other answer)."""
+    response = getattr(result, "response", None)
+    if not isinstance(response, dict) or "Responses" not in response:
+        return None
+    found = []
+    for items in response["Responses"].values():
+        for item in items:
+            found.append(item.get("PK", {}).get("S", "?").rsplit("#", 1)[-1])
+    return sorted(found, key=lambda x: int(x) if x.isdigit() else -1)
 
 
 def flush() -> None:  # replaced by install()

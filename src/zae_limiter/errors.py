@@ -74,6 +74,12 @@ class RateLimiterUnavailable(ZaeLimiterError):
         return self.code in THROTTLE_CODES or self.code == SHED
 
     @property
+    def denied(self) -> bool:
+        """The caller's IAM policy does not allow the call: waiting will not help, a grant
+        will (a stack deployed before the grant existed, or a permissions boundary)."""
+        return self.code in DENIED_CODES
+
+    @property
     def partition_throttled(self) -> bool | None:
         """Whose limit refused the call, when DynamoDB said: True for a partition's own
         (a key range past its throughput), False for the table's or the account's (more
@@ -132,6 +138,11 @@ INVALID_REQUEST = "ValidationException"
 PROVISIONED_THROUGHPUT_EXCEEDED = "ProvisionedThroughputExceededException"
 THROTTLING = "ThrottlingException"
 REQUEST_LIMIT_EXCEEDED = "RequestLimitExceeded"
+#: DynamoDB's answer to a call the caller's IAM policy does not allow.
+ACCESS_DENIED = "AccessDeniedException"
+#: How a denial comes back: DynamoDB's code, and a bare HTTP 403 (an endpoint or proxy that
+#: answers a denial without DynamoDB's error body, as moto's IAM check does).
+DENIED_CODES = frozenset({ACCESS_DENIED, "AccessDenied", "403"})
 
 # The library's own codes on a `RateLimiterUnavailable` (its `code`), for calls never sent.
 #: The client's capacity budget (`capacity=`) refused the call.

@@ -372,17 +372,11 @@ def _count(limiter: SyncRateLimiter) -> int:
     return keys.get_n(_shard_items(limiter, "hot", "api", 1)[0], keys.A_SHARD_COUNT)
 
 
-@pytest.mark.parametrize("doubler", ["aggregator", "client", "throttled client"])
-def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
-    limiter: SyncRateLimiter, table_name: str, clock: Clock, doubler: str
-) -> None:
-    """The simulator's shards focus (issue 35): a 2 -> 1 merge drains shard 1, which
-    refills once its freeze is over. A doubling back that counted it as it stood would
-    count its whole share while shard 0 keeps half of what it holds, so a partly spent
-    entity would offer more than it held (100 held, 350 offered). The aggregator's raise
-    deletes it first: shard 1 is then made from shard 0's snapshot, as any shard a raise
-    makes room for. A client may not delete (least privilege): it does not raise, and
-    the aggregator's raise follows."""
+def _drained_and_refilled(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock
+) -> tuple[Limit, int]:
+    """Two shards merged to one, 100 tokens left on shard 0, shard 1 drained and since
+    refilled (its freeze over): (the limit, the time now)."""
     limit = Limit.per_minute("rpm", 600)
     limiter.set_limits("hot", [limit], resource="api")
     client = limiter.repository._runner.client
@@ -404,6 +398,22 @@ def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
         ExpressionAttributeValues={":fa": keys.n(spent)},
     )  # fmt: skip
     clock.advance((later - now) / 1000)
+    return limit, later
+
+
+@pytest.mark.parametrize("doubler", ["aggregator", "client", "throttled client"])
+def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock, doubler: str
+) -> None:
+    """The simulator's shards focus (issue 35): a 2 -> 1 merge drains shard 1, which
+    refills once its freeze is over. A doubling back that counted it as it stood would
+    count its whole share while shard 0 keeps half of what it holds, so a partly spent
+    entity would offer more than it held (100 held, 350 offered). The aggregator's raise
+    deletes it first: shard 1 is then made from shard 0's snapshot, as any shard a raise
+    makes room for. A client may not delete (least privilege): it does not raise, and
+    the aggregator's raise follows."""
+    limit, later = _drained_and_refilled(limiter, table_name, clock)
+    client = limiter.repository._runner.client
     before = limiter.available("hot", "api", limits=[limit])
     key1 = keys.bucket_key("default", "hot", "api", 1)
     _raise_back(limiter, table_name, doubler, later)
@@ -420,3 +430,59 @@ def test_a_doubling_back_over_a_refilled_drained_shard_creates_no_tokens(
         with limiter.acquire("hot", "api", {"rpm": 1}, limits=[limit]):
             pass
     assert limiter.available("hot", "api", limits=[limit])["rpm"] <= 100 - 20
+
+
+def _aggregator_without_delete(table_name: str, clock: Clock) -> SyncRepository:
+    """A repository on the aggregator's grants as a stack deployed before `DeleteItem` was
+    granted has them (or a permissions boundary that denies it), on moto's IAM check. Its
+    resources are "*": moto matches a statement's resource against "*" only."""
+    import json
+
+    import boto3
+
+    from zae_limiter.infra import policy
+
+    iam = boto3.client("iam")
+    iam.create_user(UserName="aggregator")
+    allowed = [a for a in policy.actions("aggregator") if a != "dynamodb:DeleteItem"]
+    document = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": allowed, "Resource": "*"},
+    ]}  # fmt: skip
+    iam.put_user_policy(
+        UserName="aggregator", PolicyName="old-stack", PolicyDocument=json.dumps(document)
+    )
+    key = iam.create_access_key(UserName="aggregator")["AccessKey"]
+    client = boto3.client(
+        "dynamodb",
+        aws_access_key_id=key["AccessKeyId"],
+        aws_secret_access_key=key["SecretAccessKey"],
+    )
+    return SyncRepository.open(name=table_name, client=client, clock=clock)
+
+
+def test_an_aggregator_that_may_not_delete_a_drained_shard_waits_and_says_why(
+    limiter: SyncRateLimiter, table_name: str, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A raise over a drained shard deletes it first. An aggregator role without
+    `DeleteItem` is refused: the raise waits, creates nothing, says which grant is missing,
+    and reports its records so that they come again (not dropped as a throttle would be);
+    once granted, the next delivery raises."""
+    from moto.core.authorization import enable_iam_authentication
+
+    limit, later = _drained_and_refilled(limiter, table_name, clock)
+    before = limiter.available("hot", "api", limits=[limit])
+    denied = _aggregator_without_delete(table_name, clock)
+    config = AggregatorConfig(table=table_name)
+    write = shards_module._double(
+        ("default", "hot", "api"), 1, config, later, later - 1000, ("7",), ["rpm"]
+    )
+    with enable_iam_authentication(), caplog.at_level("WARNING", "zae_limiter.aggregator"):
+        failed = denied.run(execute(StreamPlan(writes=[write]), config, later))
+    denied.close()
+    assert failed == ["7"]
+    assert "dynamodb:DeleteItem" in caplog.text and "zae-limiter deploy" in caplog.text
+    assert _count(limiter) == 1
+    assert limiter.available("hot", "api", limits=[limit]) == before == {"rpm": 100}
+    assert limiter.repository.run(execute(StreamPlan(writes=[write]), config, later)) == []
+    assert _count(limiter) == 2
+    assert limiter.available("hot", "api", limits=[limit]) == before

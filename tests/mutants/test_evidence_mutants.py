@@ -11,6 +11,8 @@ tests/unit/test_flows_doubling.py):
 - many shards doubled on two windows, however quiet the average shard;
 - the average counting each window's first write (a write too many in every window);
 - a client refused over and over held back by windows a fleet not yet spread keeps quiet;
+- a window that began before shard 0's last doubling taken as evidence, and a doubling
+  turned down for that alone that waits a whole window before the next try;
 - a throttle's reasons ignored (tests/unit/test_throttling_reasons.py): a partition's
   refusal no proof, a table's refusal no bar to a doubling; a refusal taken as proof on
   an entity of many shards.
@@ -171,3 +173,19 @@ def test_the_refusal_row_test_catches_a_saturated_client_held_back_by_its_window
     body(row)
     with mutant(doubling, "refused_over_and_over", lambda *_a: False):
         must_fail(body, row)
+
+
+def test_the_floor_test_catches_evidence_older_than_the_last_doubling_used() -> None:
+    body = doubling_tests.test_a_window_that_began_before_shard_zeros_last_doubling_is_no_evidence
+    body()
+    with mutant(evidence, "last_doubling", lambda *_a: -1):
+        must_fail(body)
+
+
+def test_the_retry_test_catches_a_stale_turn_down_that_waits_a_whole_window() -> None:
+    body = (
+        doubling_tests.test_evidence_turned_down_as_older_than_the_doubling_may_be_tried_again_soon
+    )
+    body()
+    with mutant(doubling, "_turned_down", lambda *_a: None):
+        must_fail(body)

@@ -13,6 +13,8 @@ flows/any_shard.py); each must be caught by its test in tests/unit/test_throttle
 - a client refused over and over that writes a fresh acquire while its gate is closed
   (instead of failing it without a write), and one refused lately that takes from shard 0
   while the count grows;
+- a client that wishes for a doubling and sheds, holds back or picks another shard
+  for the take the doubling rides on;
 - a shard that may be unmade read alone (shard 0 and its donor read again to make it),
   and a donor's split that keeps its window (its tests in tests/unit/test_flows_take.py).
 """
@@ -126,3 +128,11 @@ def test_the_donor_test_catches_a_split_that_keeps_the_donors_window() -> None:
     body()
     with mutant(keys, "set_shard_count", lambda *a, **_k: original(*a[:5])):
         must_fail(body)
+
+
+def test_the_rider_test_catches_a_wish_that_waits_for_a_take_to_pick_shard_0() -> None:
+    body = pacing.test_a_client_that_wishes_for_a_doubling_sends_the_take_it_rides_on_at_once
+    for shards in (1, 2, 8):
+        body(shards)
+    with mutant(throttled, "rides_doubling", lambda *_a: False):
+        must_fail(body, 2)

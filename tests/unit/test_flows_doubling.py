@@ -414,3 +414,68 @@ def test_a_client_refused_over_and_over_doubles_on_windows_that_average_low(row:
     if row:
         meta.gate.close("gpt", 0, row)
     assert len(_doubling_writes(state, 4)) == (1 if row else 0)
+
+
+def _two_shards_doubled_at(doubled_ms: int, start_ms: int) -> RepoState:
+    """A client of an entity of 2 shards whose view of shard 0 shows it doubled at
+    `doubled_ms`, and whose views of both windows began at `start_ms` (50/s over them)."""
+    state = make_state()
+    state.partition_wcu = WCU
+    meta = state.entities["e1"]
+    meta.shards.counts["gpt"] = 2
+    writes = (T0 - 100 - start_ms) * WCU // 1000
+    for shard in (0, 1):
+        seen = WindowSeen(start_ms, writes, T0 - 100, WCU, 2)
+        meta.shards.seen[("gpt", shard)] = seen
+    zero = meta.shards.seen[("gpt", 0)]
+    meta.shards.seen[("gpt", 0)] = replace(zero, doubled_ms=doubled_ms)
+    return state
+
+
+def test_a_window_that_began_before_shard_zeros_last_doubling_is_no_evidence() -> None:
+    """A doubling that rides on a take raises shard 0's count without restarting its
+    window: a view of it then records the new count over a window that counted traffic
+    meant for half the shards. Shard 0 turns such evidence down (its `sd`), and the try
+    it spent held this client back a whole window (measured: 2 -> 4 from second 4.5 to
+    6.5 under the fixed window). It is no evidence: the client reads fresher instead."""
+    from zae_limiter.flows.scaling.evidence import throttle_evidence
+
+    level = make_level(shard_count=2)
+    old = _two_shards_doubled_at(T0 - 1500, T0 - 3000)
+    assert throttle_evidence(old, level, T0) is None
+    assert throttle_evidence(old, replace(level, shard_id=1), T0) is None
+    fresh = _two_shards_doubled_at(T0 - 3500, T0 - 3000)
+    assert throttle_evidence(fresh, level, T0) == T0 - 3000
+
+
+def test_evidence_turned_down_as_older_than_the_doubling_may_be_tried_again_soon() -> None:
+    """The confirming read shows shard 0 doubled after the evidence began (the count is
+    the same, every shard below it made): nothing is written, shard 0's window as read
+    becomes the client's view of it, and the client may try again as after a throttled
+    doubling write (THROTTLED_DOUBLING_RETRY_MS), not a whole window later. Turned down
+    for an unmade shard, it waits the window as before."""
+    from zae_limiter.flows.scaling.doubling import THROTTLED_DOUBLING_RETRY_MS, may_double
+
+    def turned_down(missing: frozenset[int]) -> RepoState:
+        state = make_state()
+        state.partition_wcu = WCU
+        state.entities["e1"].shards.counts["gpt"] = 2
+        flow = double(state, "e1", "gpt", T0, T0 - 3000, True, ["rpm"])
+        read = next(flow)
+        assert read.op == "batch_get_item"
+        answer = made_below(read, missing=missing)
+        zero = item(T0 - 200, {"rpm": 9000}, shard_count=2)
+        zero[keys.A_SHARD_DOUBLED] = keys.n(T0 - 1500)
+        shard0_key = read.params["RequestItems"][TABLE]["Keys"][0]
+        answer.response["Responses"][TABLE].append({**zero, **shard0_key})
+        with pytest.raises(StopIteration):
+            flow.send(answer)
+        return state
+
+    state = turned_down(frozenset())
+    view = state.entities["e1"].shards.seen.get(("gpt", 0))
+    assert view is not None and view.doubled_ms == T0 - 1500 and view.seen_ms == T0
+    assert not may_double(state, "e1", "gpt", T0 + THROTTLED_DOUBLING_RETRY_MS - 1)
+    assert may_double(state, "e1", "gpt", T0 + THROTTLED_DOUBLING_RETRY_MS)
+    unmade = turned_down(frozenset({1}))
+    assert not may_double(unmade, "e1", "gpt", T0 + keys.WINDOW_MS - 1)

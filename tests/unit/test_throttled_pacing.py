@@ -266,3 +266,37 @@ def test_a_client_refused_lately_leaves_shard_0_to_the_growth(
         )
         assert isinstance(outcome, Taken) and 0 not in tried
         state.entities["e1"].gate.open("gpt")
+
+
+@pytest.mark.parametrize("shards", [1, 2, 8])
+def test_a_client_that_wishes_for_a_doubling_sends_the_take_it_rides_on_at_once(
+    shards: int,
+) -> None:
+    """Its doubling write was throttled, so the doubling is wished for and rides on its
+    next take to shard 0 (flows/write/take.py). That take goes to shard 0, whichever
+    shard it would have picked, and is neither shed nor held back by the gate: it is the
+    write that relieves the partitions (measured under the fixed window, 8x a partition:
+    the wish rode 0.5-3.5 s after the first doubling try, 4-13 doubling writes refused).
+    A wish from a count this client no longer knows rides on nothing."""
+    level = make_level(shard_count=shards)
+
+    def first_step(wanted_from: int | None) -> Any:
+        state = state_with(shards=shards)
+        meta = state.entities["e1"]
+        for s in range(shards):  # every shard known: only the wish picks the shard
+            meta.images.keep(("gpt", s), item(T0, FULL, shard_count=shards), T0 - 50)
+        meta.gate.note_refusal("gpt", T0 - 10)
+        meta.gate.close("gpt", T0 + 200, SATURATED_ROW)  # would shed, or hold back
+        if wanted_from is not None:
+            meta.shards.want_doubling("gpt", wanted_from, T0 - 1500)
+        state.rng.seed(3)
+        try:
+            return next(take_any_shard(state, level, T0, True, NOT_FETCHED))
+        except RateLimiterUnavailable as error:
+            return error
+
+    ride = first_step(shards)
+    assert isinstance(ride, Call) and ride.op == "update_item" and shard_of(ride) == 0
+    assert ":doubled_shards" in ride.params["ExpressionAttributeValues"]
+    stale = first_step(shards // 2 or 7)  # a wish from another count: shed as before
+    assert isinstance(stale, RateLimiterUnavailable) and stale.code == SHED

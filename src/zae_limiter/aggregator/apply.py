@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from zae_limiter import keys
 from zae_limiter.aggregator.merge import merge
 from zae_limiter.aggregator.plan import AggregatorConfig, MergeCandidate, StreamPlan, Write
-from zae_limiter.errors import ZaeLimiterError
+from zae_limiter.errors import RateLimiterUnavailable, ZaeLimiterError
 from zae_limiter.flows import Call, Flow, lockstep, one
 from zae_limiter.flows.scaling import made
 
@@ -25,6 +25,13 @@ log = logging.getLogger("zae_limiter.aggregator")
 CONCURRENCY = 16
 #: A usage snapshot write retried after learning which records were already counted.
 MAX_FENCE_ATTEMPTS = 4
+#: A raise over a shard a merge drained deletes it first (flows/scaling/made.py); a role
+#: without the grant waits for it, and the records are delivered again until then.
+DELETE_DENIED = (
+    "%s waits: the aggregator's role may not delete the shards a merge drained (%s); "
+    "redeploy the stack (`zae-limiter deploy`) to grant dynamodb:DeleteItem, or allow it "
+    "in the permissions boundary. The count stays as it is until then: no tokens created"
+)
 
 
 def _usage(write: Write, table: str) -> Flow[list[str]]:
@@ -67,7 +74,8 @@ def _raise(write: Write, table: str) -> Flow[list[str]]:
         if not (yield from made.all_made(table, ns, entity_id, resource, count, delete=True)):
             return []
     except ZaeLimiterError as error:
-        log.warning("%s read failed: %s", write.kind, error)
+        denied = isinstance(error, RateLimiterUnavailable) and error.denied
+        log.warning(DELETE_DENIED if denied else "%s read failed: %s", write.kind, error)
         return list(write.sequence_numbers)
     return (yield from _other(write))
 

@@ -44,7 +44,9 @@ def take_any_shard(
     # The gate and recent refusals, asked only of a bucket that has any: a steady
     # acquire's entity has neither.
     if meta is not None and (meta.gate.closed or meta.gate.refused):
-        gate = throttled.gate_ms(state, level, now_ms)
+        # A doubling this client wishes for rides on this take: sent at once, to shard 0.
+        rider = preferred is None and throttled.rides_doubling(state, level)
+        gate = 0 if rider else throttled.gate_ms(state, level, now_ms)
         if gate and throttled.sheds(state, level, now_ms):
             raise throttled.shed(level)
         if gate:  # this client was throttled on the bucket just now: hold back first
@@ -57,6 +59,9 @@ def take_any_shard(
             if shard == 0 and preferred is None and prefetched is NOT_FETCHED:
                 shard = throttled.any_shard(state, level, list(range(count)), now_ms)
                 tries.tried = [shard]
+        if rider:
+            shard = 0
+            tries.tried = [shard]
     while True:
         here = level
         if shard != level.shard_id or level.shard_count <= shard or level.flush is not None:

@@ -129,7 +129,9 @@ def double(
     if confirm:
         # Shard 0 and the shards the check reads in one read (was a GetItem, then a batch).
         zero, ready = yield from made.with_shard0(*where)
-        if not (_due(state, zero, resource, count, measured_since) and ready):
+        due = _due(state, zero, resource, count, measured_since)
+        if not (due and ready):
+            _turned_down(state, meta, resource, zero, (count, ready and not due), now_ms)
             return
     elif not (yield from made.all_made(*where)):
         return
@@ -147,6 +149,30 @@ def double(
     seen = result.attributes if result.ok else (result.old or {})
     if seen:
         meta.shards.told(resource, max(count, keys.decode_bucket(seen).shard_count))
+
+
+def _turned_down(
+    state: RepoState,
+    meta: EntityState,
+    resource: str,
+    zero: Any,
+    why: tuple[int, bool],
+    now_ms: int,
+) -> None:
+    """After a confirming read turned a doubling down with shard 0 still at the count
+    (`why`: the count, and whether only the evidence's age did): shard 0's window as read
+    becomes this client's view of it, so the next judgement dates evidence from there
+    (`evidence.last_doubling`). And when the evidence was only older than shard 0's last
+    doubling (every shard below the count made), this client may try again as after a
+    throttled doubling write, not a whole window later: fresh evidence comes within a
+    second, and the partitions refuse all the while. Measured (`reserve=False` at 8x a
+    partition, fixed window without reasons): one such try held 2 -> 4 back for 2 s."""
+    count, stale = why
+    if not zero or keys.get_n(zero, keys.A_SHARD_COUNT, 1) != count:
+        return
+    meta.shards.read((resource, 0), window_seen(zero, now_ms, state.partition_wcu))
+    if stale:
+        meta.shards.try_doubling(resource, now_ms - keys.WINDOW_MS + THROTTLED_DOUBLING_RETRY_MS)
 
 
 def may_double(state: RepoState, entity_id: str, resource: str, now_ms: int) -> bool:

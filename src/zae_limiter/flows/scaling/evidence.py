@@ -92,6 +92,7 @@ def window_seen(item: Mapping[str, Any], seen_ms: int, partition_wcu: int) -> Wi
         keys.get_n(item, keys.A_SHARD_COUNT, 1),
         keys.get_n(item, keys.A_PREV_WINDOW_START, -1),
         keys.get_n(item, keys.A_PREV_WINDOW_WRITES),
+        keys.get_n(item, keys.A_SHARD_DOUBLED, -1),
     )
 
 
@@ -158,10 +159,29 @@ def throttle_evidence(state: RepoState, level: Level, now_ms: int) -> int | None
         return None
     if seen.shard_count < state.shard_count(level.entity_id, level.resource):
         return None  # measured before the last doubling: shard 0 would refuse it anyway
+    floor = last_doubling(state, level.entity_id, level.resource)
     for longest in (False, True):
         if partition_bound(seen, THROTTLED_THRESHOLD, THROTTLED_EVIDENCE_SIGMAS, longest):
-            return evidence_since(seen, longest)
+            since = evidence_since(seen, longest)
+            if since >= floor:
+                return since
     return None
+
+
+def last_doubling(state: RepoState, entity_id: str, resource: str) -> int:
+    """When shard 0 last doubled, as the latest image of it this client holds shows it
+    (-1: not known). A window that began before it counted traffic meant for half the
+    shards, and shard 0 refuses a doubling on it (`doubling._due`).
+
+    A window does not record the count it began under, only the count its item holds
+    now: a doubling that rides on a take (flows/write/take.py) raises shard 0's count
+    without restarting its window. Judged as evidence, such a window spends this
+    client's doubling try on a read that shard 0 then turns down, and the client may not
+    try again for a whole window (measured: `reserve=False` at 8x a partition, fixed
+    window without reasons, 2 -> 4 held back from second 4.5 to 6.5 by one such try)."""
+    meta = state.entities.get(entity_id)
+    zero = None if meta is None else meta.shards.seen.get((resource, 0))
+    return -1 if zero is None else zero.doubled_ms
 
 
 def read_evidence(state: RepoState, level: Level, now_ms: int) -> Flow[int | None]:

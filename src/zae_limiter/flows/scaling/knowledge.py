@@ -31,6 +31,8 @@ class WindowSeen:
     #: The window before this one (it ended at `start_ms`): start (-1: none) and writes.
     prev_start_ms: int = -1
     prev_writes: int = 0
+    #: When shard 0 last doubled, as its item showed it (-1: not shard 0, or never).
+    doubled_ms: int = -1
 
 
 class ShardKnowledge:

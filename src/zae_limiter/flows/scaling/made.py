@@ -126,8 +126,10 @@ def _ready(
     deletes = [Call("delete_item", keys.delete_drained(table, item)) for item in drained]
     try:
         results = yield from _at_once(deletes)
-    except RateLimiterUnavailable:
-        return False  # throttled: a later try reads again
+    except RateLimiterUnavailable as error:
+        if error.denied:
+            raise  # a role without DeleteItem: the aggregator says so (aggregator/apply.py)
+        return False  # throttled, or its answer lost: a later try reads again
     return all(result.ok for result in results)
 
 

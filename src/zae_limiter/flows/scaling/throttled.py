@@ -233,6 +233,23 @@ def spares_shard0(state: RepoState, level: Level, count: int, now_ms: int) -> bo
     )
 
 
+def rides_doubling(state: RepoState, level: Level) -> bool:
+    """Whether this client wishes for a doubling from the count it knows (its doubling
+    write was throttled: `doubling.double`). The wish rides on its next take to shard 0
+    (flows/write/take.py), so that take goes to shard 0 whatever shard it would pick, and
+    is neither shed nor held back by the gate (`any_shard.take_any_shard`): it is the
+    write that relieves the partitions. A doubling write is sent after a throttle, when
+    a full partition's capacity is spent; a wish that waited for a take that happened to
+    pick shard 0 and to pass the gate rode a second or more later (measured at 8x a
+    partition, `reserve=False`, fixed window without reasons: 0.5-3.5 s from the first
+    doubling try to the raise, 4-13 refused doubling writes, from 1 and from 2 shards)."""
+    meta = state.entities.get(level.entity_id)
+    if meta is None or not meta.shards.wanted:
+        return False
+    wanted = meta.shards.wanted.get(level.resource)
+    return wanted is not None and wanted[0] == state.shard_count(level.entity_id, level.resource)
+
+
 def any_shard(state: RepoState, level: Level, shards: list[int], now_ms: int) -> int:
     """One of `shards` at random: shard 0 only when it is not spared (`spares_shard0`) or
     the only one."""
