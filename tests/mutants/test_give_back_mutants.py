@@ -5,6 +5,9 @@ rest is written.
 - whole or nothing (the rule before seed 12166): a give-back past what the reserve spent
   is written whole, and reaches the bucket's full-at time before the spent tokens it
   stands for are charged there: a bucket at its top drops the excess (a token lost).
+- aged written whole (the rule before seed 5914): a reserve past `max_age_ms` settles no
+  give-back either; written whole, it meets the same bucket at its top while the aged
+  reserve's spending waits for its renewal.
 - anything settles (the rule before seed 384): the reserve then holds tokens no held
   count says are out, and spends them a second time (tokens created).
 """
@@ -53,6 +56,22 @@ def _settle_anything(original: Change) -> Change:
     return broken
 
 
+def _aged_written_whole(original: Change) -> Change:
+    """A reserve past its age settles nothing: every change goes to the table."""
+
+    def broken(self: Any, key: Any, shard_id: int, delta: Mapping[str, int], now: int) -> Any:
+        held = self.holding(key)
+        if held is not None and now - held.born_ms >= self.settings.max_age_ms:
+            return dict(delta)
+        return original(self, key, shard_id, delta, now)
+
+    return broken
+
+
+def aged_written_whole() -> AbstractContextManager[Any]:
+    return mutant_wrapping(book_module.ReserveBook, "apply_change", _aged_written_whole)
+
+
 def whole_or_nothing() -> AbstractContextManager[Any]:
     return mutant_wrapping(book_module.ReserveBook, "apply_change", _whole_or_nothing)
 
@@ -74,3 +93,8 @@ def test_the_unit_test_catches_a_give_back_written_whole() -> None:
 def test_the_unit_test_catches_a_give_back_settled_past_the_held_counts() -> None:
     with settle_anything():
         must_fail(unit.test_a_give_back_never_leaves_a_reserve_holding_more_than_its_held_counts)
+
+
+def test_the_unit_test_catches_an_aged_reserve_that_settles_nothing() -> None:
+    with aged_written_whole():
+        must_fail(unit.test_an_aged_reserve_settles_give_backs_and_never_spends)

@@ -30,6 +30,7 @@ FIXES = (
     "merge-takes-unmade-shards-as-full",
     "count-raise-on-schema-2",
     "give-back-whole-or-nothing",
+    "aged-give-back-written-whole",
     "raise-over-unmade-shards",
     "split-snapshot-not-rebased",
     "remembered-drained-shard-taken",

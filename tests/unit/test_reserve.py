@@ -155,6 +155,21 @@ def test_a_give_back_settles_what_the_reserve_spent_and_writes_only_the_rest() -
     assert held is not None and held.left == {"rpm": 1000, "tpm": 0}
 
 
+def test_an_aged_reserve_settles_give_backs_and_never_spends() -> None:
+    """Past `max_age_ms` a reserve is never spent again, so an adjustment up goes to the
+    bucket whole; a give-back still settles up to what it spent (seed 5914: written
+    whole while the aged reserve's 10 spent tokens waited for its renewal, the give-back
+    reached a bucket at its top by the full-at time, and 3 tokens were lost)."""
+    book = hot_book()
+    book.install(KEY, 0, LIMITS, {"rpm": 5000, "tpm": 100_000}, EPOCH, T0)
+    assert book.spend(KEY, LIMITS, {"rpm": 2000, "tpm": 100_000}, T0) == 0
+    aged = T0 + book.settings.max_age_ms
+    rest = book.apply_change(KEY, 0, {"rpm": -3000, "tpm": 10_000}, aged)
+    assert rest == {"rpm": -1000, "tpm": 10_000}
+    held = book.holding(KEY)
+    assert held is not None and held.left == {"rpm": 5000, "tpm": 0}
+
+
 def test_reserves_fall_due_when_idle_or_old() -> None:
     book = hot_book()
     book.install(KEY, 0, LIMITS, {"rpm": 5000}, 1, T0)

@@ -414,6 +414,19 @@ def set_shard_count(
     }
 
 
+def held_adds_of(params: Mapping[str, Any]) -> dict[str, int]:
+    """The held counts a take or give-back write moves (attribute -> millitokens ADDed),
+    read back from its request (the fault simulator judges what a grant left behind)."""
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    out: dict[str, int] = {}
+    for alias, attr in names.items():
+        value = values.get(":" + alias[1:]) if alias.startswith("#reserve") else None
+        if value is not None:
+            out[str(attr)] = int(value["N"])
+    return out
+
+
 __all__ = [
     "A_DELETING",
     "A_PREV_WINDOW_START",
@@ -432,6 +445,7 @@ __all__ = [
     "delete_marked",
     "double_shards",
     "give_back_write",
+    "held_adds_of",
     "mark_deleting",
     "new_bucket_item",
     "set_shard_count",

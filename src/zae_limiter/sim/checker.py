@@ -73,6 +73,8 @@ class Checker:
     #: Entities where a write charged expired held counts: tokens lost by design (a
     #: reserve its client did not give back in time), so `kept_all` does not judge them.
     lossy: set[str] = field(default_factory=set)
+    #: Give-backs a bucket at its top may drop, per level (see `dropped_at_top`).
+    at_top: dict[Level, Fraction] = field(default_factory=dict)
     #: Entities whose bucket items stored other numbers than the world's limits.
     changed: set[str] = field(default_factory=set)
     #: Entities a split of which may have left a quota's fraction of a token off shard
@@ -228,6 +230,13 @@ class Checker:
                 f"{float(level):.3f} (allowance {float(allowed):.3f})",
             )
 
+    def dropped_at_top(self, entity: str, name: str, milli: int) -> None:
+        """A give-back written while its client's reserve of the bucket served what its
+        next flush charges: a bucket at its top by the full-at time drops up to that
+        much of it, tokens lost with no fault (docs/reserves.md, "Leases")."""
+        level = (entity, name)
+        self.at_top[level] = self.at_top.get(level, Fraction(0)) + Fraction(milli, 1000)
+
     def kept_all(self, entity: str, limit: Limit, kept_milli: int, at_ms: int) -> None:
         """No tokens lost, on a schedule without a fault that loses them by design: what
         the table holds plus what reserves still hold (`kept_milli`) is all the ideal
@@ -238,12 +247,25 @@ class Checker:
         if entity in self.lossy:
             return
         ideal, _worst, _allowed = self.replay((entity, limit.name))
-        level = ideal.level(at_ms)
+        level = ideal.level(at_ms) - self.at_top.get((entity, limit.name), Fraction(0))
         if Fraction(kept_milli, 1000) < level - Fraction(1, 2):
             self.fail(
                 "tokens lost",
                 f"{entity}/{limit.name}: the table and reserves keep {kept_milli / 1000:g}, "
                 f"the ideal bucket holds {float(level):.3f} (no fault lost any)",
+            )
+
+    def kept_behind(self, entity: str, shard: int, name: str, granted: int, left: int) -> None:
+        """A write that raised a reserve of `granted` millitokens left `left` in its shard
+        (by its writer's clock, held counts out): a reserve is granted only while as much
+        again stays behind (docs/reserves.md), so `left` is at least `granted`. The write's
+        bound keeps it so whatever image it was planned from; a grant computed from a
+        stale image and let through with less behind holds tokens other clients need."""
+        if left < granted:
+            self.fail(
+                "reserve without as much again behind",
+                f"{entity} shard {shard}/{name}: a reserve of {granted / 1000:g} left "
+                f"{left / 1000:g} behind",
             )
 
     def not_recorded(self, taken: Taken, change: Mapping[str, int], excused: bool) -> None:

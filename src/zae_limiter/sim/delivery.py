@@ -17,6 +17,7 @@ from zae_limiter.drivers import error_outcome, resend_safe
 from zae_limiter.errors import CALL_TIMEOUT, RateLimiterUnavailable
 from zae_limiter.flows import Call, Result
 from zae_limiter.flows.write.shares import current, tokens_now
+from zae_limiter.sim import reserve_judge
 from zae_limiter.sim import spec as kinds
 from zae_limiter.sim.client import (
     Pending,
@@ -160,7 +161,10 @@ class Delivery(Machine):
                 self._unmoved(bucket, after, thread.tid)
             self._configs(bucket, before, after)
             if thread is not None or clock is not None:
-                self._sessions(bucket, before, after, thread.run_clock if thread else clock)
+                planned = thread.run_clock if thread else clock
+                self._sessions(bucket, before, after, planned)
+                if bucket == key:
+                    reserve_judge.behind(self, bucket, call, before, after, planned)
             if what.startswith("acquire") and bucket == key:
                 self._compensated(bucket, call)
         if applied and key is not None:
@@ -314,6 +318,7 @@ class Delivery(Machine):
                 intent.taken, intent.change, (self.true_ms, self.tick), intent.planned_ms
             )
             self.charged(key, intent.change)
+            reserve_judge.at_top(self, key, intent)
 
     def _drained_from(self, key: str, intents: Mapping[str, Any]) -> str:
         """The intent a write to `key` carries: its own, or that of a shard a merge drained

@@ -7,7 +7,7 @@ user's code; the world answers its requests (`sim.delivery`) and wakes it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,9 @@ class Intent:
     planned_ms: int
     #: The engine's tick when the run started (a change settled in a reserve is then).
     tick: int = 0
+    #: (its client's reserve of the bucket, what that reserve had served when the end
+    #: settled what it could there; `Delivery._intended`); None: no reserve there.
+    served: tuple[tuple[str, str, int], dict[str, int]] | None = None
 
 
 @dataclass
@@ -134,6 +137,15 @@ class Machine:
         self._session_limits = tuple(
             limit for limit in spec.limits if limit.window is not None and limit.window.session_ms
         )
+        #: (client, entity, shard) -> per limit, all its reserve of that shard served.
+        self.served: dict[tuple[str, str, int], dict[str, int]] = {}
+
+    def serve(self, client: str, taken: Any, milli: Mapping[str, int]) -> None:
+        """A client's reserve of `taken`'s shard served `milli` (an acquire, or an
+        adjustment up settled there)."""
+        served = self.served.setdefault((client, taken.entity_id, taken.shard_id), {})
+        for name, value in milli.items():
+            served[name] = served.get(name, 0) + value
 
     # ------------------------------------------------------------------ threads
     def _threads(self) -> list[Thread]:

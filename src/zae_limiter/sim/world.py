@@ -356,6 +356,8 @@ class _Observer:
                 checker.fail("admitted without a write", f"{taken} (no write to {pk} applied)")
                 continue
             checker.admit(taken, at, thread.run_started)
+            if taken.from_reserve:
+                self.world.serve(self.client.name, taken, taken.consumed_milli)
         self.world.trace.note(self.world.true_ms, f"{self.client.name} ADMITTED {_taken(acquired)}")
 
     def closing(self, acquired: Any, delta: dict[str, int], failed: bool) -> None:
@@ -393,6 +395,11 @@ class _Observer:
                     part = before.get(name, 0) - after.get(name, 0)
                     if part and (part > 0) == (milli > 0) and abs(part) <= abs(milli):
                         settled[name] = part
+            if after is not None:
+                self.world.serve(self.client.name, intent.taken,
+                                 {n: v for n, v in settled.items() if v > 0})  # fmt: skip
+                mark = (self.client.name, intent.taken.entity_id, intent.taken.shard_id)
+                intent.served = (mark, dict(self.world.served.get(mark, {})))
             if not settled:
                 continue
             checker.change(intent.taken, settled, (intent.planned_ms, intent.tick),

@@ -205,18 +205,24 @@ class ReserveBook:
         out (a refused acquire's take): the bucket refills past them. Writing the whole
         give-back instead would credit the bucket's full-at time before the spent tokens
         it stands for are charged there, and a bucket at its top drops the excess
-        (simulator seed 12166: a token lost with no fault).
+        (simulator seed 12166: a token lost with no fault). A reserve past `max_age_ms`
+        is never spent again, so what the change takes more goes to the table; its
+        give-backs still settle, for the same reason (seed 5914: written whole while the
+        aged reserve's spending waited for its renewal, 3 tokens lost).
         """
         with self._lock:
             held = self._reserves.get(key)
             if held is None or held.shard_id != shard_id:
                 return dict(delta)
-            if now_ms - held.born_ms >= self.settings.max_age_ms or held.crossed(now_ms):
+            if held.crossed(now_ms):
                 return dict(delta)  # a reset since: the change goes to the table's new window
+            aged = now_ms - held.born_ms >= self.settings.max_age_ms
             rest: dict[str, int] = {}
             covered = held.taken_total()
             for name, milli in delta.items():
-                part = _settleable(milli, held.left.get(name, 0), covered.get(name, 0))
+                part = 0 if aged and milli > 0 else _settleable(
+                    milli, held.left.get(name, 0), covered.get(name, 0)
+                )
                 if part:
                     held.left[name] = held.left.get(name, 0) - part
                     held.used_ms = now_ms

@@ -235,6 +235,13 @@ def give_back_reserves(
         if isinstance(result, Result) and not result.ok and result.old:
             # The bucket was full where this client thought it was not, or the other way
             # round: the return was not applied, and its ALL_OLD picks the right form.
+            # A shard a merge drained since is written again in place, not redirected to
+            # its receiver (as a lease's charge is, flows/write/charge.py `_again`): a
+            # merge waits until no held count is live (aggregator/merge.py), and moves
+            # the expired ones to the receiver as spent, so what this return releases
+            # and charges belongs to no share any more (tokens lost, never created); a
+            # raise back over the shard deletes the drained item first, and a return that
+            # then finds no item fails its count condition with nothing to plan from.
             resend = lambda seen, k=key, h=held: return_write(state, k, h, now_ms, seen)[0]  # noqa: E731
             try:
                 results[i] = yield from resend_on_old(result, resend)

@@ -29,6 +29,9 @@ from zae_limiter.sim.choices import Choices
 from zae_limiter.sim.spec import (
     BACKGROUND_KINDS,
     OPERATOR_KINDS,
+    THROTTLED,
+    THROTTLED_BARE,
+    UNSENT,
     YEAR_S,
     ClientSpec,
     FaultRates,
@@ -171,6 +174,8 @@ def _fleet_settings(c: Choices) -> ReserveSettings:
 
 
 def give_back(spec: WorldSpec, c: Choices) -> WorldSpec:
+    if c.chance(500):
+        return _give_back_at_the_top(spec, c)
     entities = _entities(c)
     leaves = [e for e in entities if e not in {p for p in entities.values() if p}]
     capacity = c.between(10, 60)
@@ -187,3 +192,28 @@ def give_back(spec: WorldSpec, c: Choices) -> WorldSpec:
         clients.append(_client(c, i, not c.chance(200), ops, spec, c.between(1, 2)))
     tempo = c.pick(["bursty", "steady"])
     return replace(spec, limits=limits, entities=entities, clients=tuple(clients), tempo=tempo)
+
+
+def _give_back_at_the_top(spec: WorldSpec, c: Choices) -> WorldSpec:
+    """A gateway's budget that does not refill (a daily or monthly allowance), whose
+    leases mostly end lower than they took (a rollback, or usage below the estimate,
+    below zero at times): the bucket stays near its top while a reserve holder spends
+    small amounts from its reserve, so a give-back larger than what the reserve spent
+    meets a full-at time with little charged to it. No fault that loses tokens by design
+    (lost answers, held requests, crashes, pauses), no operator and no aggregator: the
+    checker then judges that no token was lost (`Checker.kept_all`), which a give-back
+    credited to the bucket before the spending it stands for was charged breaks."""
+    entities = _entities(c)
+    leaves = [e for e in entities if e not in {p for p in entities.values() if p}]
+    capacity = c.between(15, 60)
+    limits = _as_drawn(spec, (Limit.custom("rpm", capacity, 1, YEAR_S),))
+    # One process (one or two threads): another client's reserve spending, unreported
+    # when a give-back lands, widens the checker's allowance by as much (`_at_top`).
+    ops = tuple(_op(c, leaves, limits, 2, 650) for _ in range(c.between(15, 35)))
+    reserve = _fleet_settings(c) if c.chance(500) else True
+    clients = [_client(c, 0, reserve, ops, spec, c.between(1, 2))]
+    rates = spec.faults.rates
+    lossless = {k: r for k, r in rates.items() if k in (THROTTLED, THROTTLED_BARE, UNSENT)}
+    tempo = c.pick(["bursty", "steady", "mixed"])
+    return replace(spec, limits=limits, entities=entities, clients=tuple(clients), tempo=tempo,
+                   faults=FaultRates(lossless))  # fmt: skip
