@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from tests.conftest import Clock
 from zae_limiter import Limit, RateLimitExceeded, SyncRateLimiter, SyncRepository
-from zae_limiter.flows.write import plan
+from zae_limiter.flows.write import grants
 
 MIDNIGHT_MS = 1_800_057_600_000  # 2027-01-16 00:00:00 UTC
 QUOTA = 400
@@ -58,7 +58,7 @@ def test_a_quota_reserve_leaves_sixteen_times_itself_behind(table: str) -> None:
         takes += 1
         held = holder.get_reserve_stats().held["daily"]
         left = reader.available("e", "api", limits=DAILY)["daily"]
-        assert left >= plan.QUOTA_BEHIND * held, f"a reserve of {held} left {left} behind"
+        assert left >= grants.QUOTA_BEHIND * held, f"a reserve of {held} left {left} behind"
     assert takes > 1, "the client was hot: reserves were taken"
     assert admitted == QUOTA
     holder.close()
@@ -85,7 +85,7 @@ def test_a_refusal_while_reserves_hold_tokens_sees_them_come_back(table: str) ->
     assert held > 0, "the holder is hot: a reserve is held"
     drained = _drain(other, clock)
     holder.close()  # its unspent tokens go back to the table
-    clock.now_ms += plan.HELD_RECHECK_MS
+    clock.now_ms += grants.HELD_RECHECK_MS
     assert _drain(other, clock) == held, "the refused client is admitted what came back"
     assert hot + drained + held == QUOTA
 

@@ -35,6 +35,7 @@ from zae_limiter import Limit, SyncRepository
 from zae_limiter.flows.reserves import book as reserve_module
 from zae_limiter.flows.reserves import hit
 from zae_limiter.flows.reserves.book import ReserveSettings
+from zae_limiter.flows.write import grants as grants_module
 from zae_limiter.flows.write import plan as plan_module
 from zae_limiter.keys import takes as takes_module
 
@@ -148,7 +149,7 @@ def test_a_reserve_granted_without_as_much_again_behind_is_caught(
     check = _guarantee(dynamodb_local.url, table, BUSY_TWICE)
     killed = _killed(
         check,
-        (plan_module, "grant", _greedy_grant),
+        (grants_module, "grant", _greedy_grant),
         (plan_module, "_limit_write", _bound_keeps_nothing_behind),
     )
     assert "behind" in killed

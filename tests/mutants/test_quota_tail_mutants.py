@@ -1,12 +1,12 @@
 """The tail of a quota's window with reserves on (tests/integration/test_quota_reserve_tail.py):
 
 - a quota's reserve that leaves only as much again behind, as a refilling limit's does
-  (`plan.grant` blind to quotas): the last tokens sit in reserves, stranded when their
+  (`grants.grant` blind to quotas): the last tokens sit in reserves, stranded when their
   holder gets no more requests before the reset;
-- a refusal remembered to the reset while reserves hold tokens (`_remembered_until`
+- a refusal remembered to the reset while reserves hold tokens (`grants.remembered_until`
   blind to held counts): what the holders give back is never seen by the clients refused;
 - more than a shard's share of a sharded quota refused with "retry after 1 ms" on a full
-  shard (`_to_reset` answering the time to full, as before): a tight retry loop
+  shard (`grants.to_reset` answering the time to full, as before): a tight retry loop
   (tests/integration/test_quota_share.py).
 """
 
@@ -22,7 +22,7 @@ from tests.conftest import Clock
 from tests.integration import test_quota_reserve_tail as tail
 from tests.integration import test_quota_share as share
 from tests.mutants import must_fail, mutant, mutant_wrapping
-from zae_limiter.flows.write import plan
+from zae_limiter.flows.write import grants
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def _blind_to_quotas(original: Callable[..., dict[str, int]]) -> Callable[..., d
 def test_the_tail_test_catches_a_quota_reserve_that_leaves_as_much_again_behind(
     table: str,
 ) -> None:
-    with mutant_wrapping(plan, "grant", _blind_to_quotas):
+    with mutant_wrapping(grants, "grant", _blind_to_quotas):
         must_fail(tail.test_a_quota_reserve_leaves_sixteen_times_itself_behind, table)
 
 
@@ -54,7 +54,7 @@ def test_the_tail_test_catches_a_refusal_remembered_to_the_reset(table: str) -> 
     def to_the_reset(_states: Any, _violations: Any, now_ms: int, wait: int) -> int:
         return now_ms + wait
 
-    with mutant(plan, "_remembered_until", to_the_reset):
+    with mutant(grants, "remembered_until", to_the_reset):
         must_fail(tail.test_a_refusal_while_reserves_hold_tokens_sees_them_come_back, table)
 
 
@@ -64,6 +64,6 @@ def test_the_share_test_catches_a_refusal_that_says_retry_in_a_millisecond(
     def full_in(state: Any, now_ms: int) -> int:
         return int(state.full_in_ms(now_ms))
 
-    with mutant(plan, "_to_reset", full_in), mock_aws():
+    with mutant(grants, "to_reset", full_in), mock_aws():
         clock = Clock(share.MIDNIGHT_MS - 3_600_000)
         must_fail(share.test_more_than_a_shards_share_is_refused_until_the_reset, table_name, clock)

@@ -18,7 +18,7 @@ from zae_limiter.flows.reserves.book import (
     ReserveSettings,
 )
 from zae_limiter.flows.reserves.ops import serve
-from zae_limiter.flows.write.plan import grant
+from zae_limiter.flows.write.grants import grant
 from zae_limiter.limits import Limit
 
 T0 = 1_800_000_000_000
